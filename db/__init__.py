@@ -1,0 +1,1 @@
+"""Call log: schema, background writer with spool, migrations and latency reports."""

@@ -1,0 +1,119 @@
+"""Plain records the agent hands to the call log; the writer maps them to tables.
+
+No SQLAlchemy here: :mod:`agent` builds these without touching the database, and the spool
+serialises them as JSON while the database is down.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Protocol
+
+
+@dataclass
+class CallStarted:
+    """A call was offered (and maybe answered)."""
+
+    call_id: str
+    started_at: datetime
+    """Wall clock, UTC (the only wall-clock stamp in the log)."""
+    caller_uri: str = ""
+    called_extension: str = ""
+    profile: str = ""
+    asr_backend: str = ""
+    asr_model: str = ""
+    llm_model: str = ""
+    tts_voice: str = ""
+    codec: str = ""
+    source: str = "sip"
+    """sip | simulate | bench."""
+    answered_at: datetime | None = None
+
+
+@dataclass
+class CallEnded:
+    """A call is over."""
+
+    call_id: str
+    ended_at: datetime
+    end_reason: str
+    """caller-bye, agent-hangup, timeout, silence, error, shutdown, lost."""
+    turns: int = 0
+    barge_ins: int = 0
+    codec: str = ""
+
+
+@dataclass
+class TurnRecord:
+    """One caller utterance and the agent's reply, with per-stage timings in ms.
+
+    ``endpoint_ms + asr_ms + llm_ttft_ms + first_chunk_ms + tts_first_audio_ms + playout_ms``
+    equals ``voice_to_voice_ms`` (stamps on one monotonic clock).
+    """
+
+    call_id: str
+    index: int
+    speech_start_s: float | None = None
+    """Caller speech start, seconds since the call was answered."""
+    speech_end_s: float | None = None
+    transcript: str = ""
+    reply_text: str = ""
+    endpoint_ms: float | None = None
+    asr_ms: float | None = None
+    llm_ttft_ms: float | None = None
+    first_chunk_ms: float | None = None
+    """First token to first speakable clause."""
+    tts_first_audio_ms: float | None = None
+    playout_ms: float | None = None
+    """First audio ready to first frame on the line."""
+    voice_to_voice_ms: float | None = None
+    llm_total_ms: float | None = None
+    llm_tokens: int | None = None
+    tts_total_ms: float | None = None
+    audio_in_s: float | None = None
+    audio_out_s: float | None = None
+    asr_rtf: float | None = None
+    tts_rtf: float | None = None
+    asr_backend: str = ""
+    asr_model: str = ""
+    barge_in: bool = False
+    at: datetime | None = None
+    """Wall-clock time the turn was recorded (UTC)."""
+
+
+@dataclass
+class EventRecord:
+    """Something that happened in a call: dtmf, barge-in, error, state change..."""
+
+    call_id: str
+    at: datetime
+    kind: str
+    detail: str = ""
+
+
+Record = CallStarted | CallEnded | TurnRecord | EventRecord
+RECORD_TYPES = {cls.__name__: cls for cls in (CallStarted, CallEnded, TurnRecord, EventRecord)}
+
+
+def to_json_dict(record: Record) -> dict:
+    """Serialise a record for the spool (datetimes as ISO strings)."""
+    d = {k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in asdict(record).items()}
+    return {"type": type(record).__name__, "data": d}
+
+
+def from_json_dict(d: dict) -> Record:
+    """Inverse of :func:`to_json_dict`."""
+    cls = RECORD_TYPES[d["type"]]
+    data = dict(d["data"])
+    for k, v in data.items():
+        if isinstance(v, str) and v and (k == "at" or k.endswith("_at")):
+            data[k] = datetime.fromisoformat(v)
+    return cls(**data)
+
+
+class CallLog(Protocol):
+    """Where the agent sends records; ``db.writer.CallLogWriter`` is the real one."""
+
+    def put(self, record: Record) -> None:
+        """Queue a record; must never block the caller."""

@@ -1,0 +1,166 @@
+"""Parse ``config.toml`` once into typed, validated objects.
+
+Every key is checked against the dataclasses in :mod:`dialplan.options`: an unknown key or a
+value of the wrong type fails at start with :class:`ConfigError` naming the full key
+(``profiles.fast.llm.max_tokens``), never mid-call. Profiles are merged here, so each
+:class:`~dialplan.options.Profile` is complete and validated on its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from dialplan.options import (
+    AudioOptions,
+    ASROptions,
+    DBOptions,
+    LimitOptions,
+    LLMOptions,
+    Profile,
+    SIPOptions,
+    TTSOptions,
+)
+
+STAGE_SECTIONS: dict[str, type] = {
+    "audio": AudioOptions,
+    "asr": ASROptions,
+    "llm": LLMOptions,
+    "tts": TTSOptions,
+    "limits": LimitOptions,
+}
+PROFILE_TEXT_KEYS = ("system_prompt", "greeting", "goodbye")
+
+
+class ConfigError(ValueError):
+    """A config value is missing, unknown or of the wrong type; the message names the key."""
+
+
+@dataclass(frozen=True)
+class Config:
+    """The whole parsed config."""
+
+    sip: SIPOptions = field(default_factory=SIPOptions)
+    db: DBOptions = field(default_factory=DBOptions)
+    profiles: dict[str, Profile] = field(default_factory=dict)
+    """Profiles by name, each fully merged over the top-level stage sections."""
+    dialplan: dict[str, str] = field(default_factory=dict)
+    """Called extension (request-URI user part) -> profile name."""
+    source: str = "<defaults>"
+    """Where the config came from (for messages)."""
+
+
+def load_config(path: str | Path | None) -> Config:
+    """Read and validate a config file (``None`` = built-in defaults).
+
+    Raises:
+        ConfigError: the file is missing, not TOML, or a key is unknown or badly typed.
+    """
+    if path is None:
+        return parse_config({})
+    p = Path(path)
+    try:
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError as e:
+        raise ConfigError(f"config file not found: {p}") from e
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{p}: not valid TOML: {e}") from e
+    return parse_config(data, source=str(p))
+
+
+def parse_config(data: dict[str, Any], source: str = "<dict>") -> Config:
+    """Validate an already-loaded TOML mapping (see :func:`load_config`)."""
+    allowed = {"sip", "db", "profiles", "dialplan", *STAGE_SECTIONS, *PROFILE_TEXT_KEYS}
+    for key in data:
+        if key not in allowed:
+            raise ConfigError(f"unknown key '{key}' (allowed: {', '.join(sorted(allowed))})")
+    sip = build(SIPOptions, data.get("sip", {}), "sip")
+    db = build(DBOptions, data.get("db", {}), "db")
+
+    base = {k: data[k] for k in (*STAGE_SECTIONS, *PROFILE_TEXT_KEYS) if k in data}
+    raw_profiles = data.get("profiles", {"default": {}})
+    _expect_table(raw_profiles, "profiles")
+    profiles = {}
+    for name, over in raw_profiles.items():
+        _expect_table(over, f"profiles.{name}")
+        profiles[name] = build(Profile, {"name": name, **merge(base, over)}, f"profiles.{name}")
+    if not profiles:
+        raise ConfigError("profiles: at least one profile is needed")
+
+    plan = data.get("dialplan", {ext: "default" for ext in ("100",) if "default" in profiles})
+    _expect_table(plan, "dialplan")
+    for ext, prof in plan.items():
+        if not isinstance(prof, str):
+            raise ConfigError(f"dialplan.{ext}: expected a profile name, got {prof!r}")
+        if prof not in profiles:
+            raise ConfigError(
+                f"dialplan.{ext}: unknown profile '{prof}' (defined: {', '.join(profiles)})"
+            )
+    return Config(sip=sip, db=db, profiles=profiles, dialplan=dict(plan), source=source)
+
+
+def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """Deep-merge two TOML tables; ``over`` wins, nested tables merge key by key."""
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def build(cls: type, data: Any, where: str) -> Any:
+    """Build dataclass ``cls`` from a TOML table, checking every key and type."""
+    _expect_table(data, where)
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    for key in data:
+        if key not in fields:
+            raise ConfigError(
+                f"unknown key '{where}.{key}' (allowed: {', '.join(sorted(fields))})"
+            )
+    kwargs = {k: _convert(hints[k], v, f"{where}.{k}") for k, v in data.items()}
+    try:
+        return cls(**kwargs)
+    except TypeError as e:  # a required field is missing
+        raise ConfigError(f"{where}: {e}") from e
+
+
+def _convert(tp: Any, value: Any, where: str) -> Any:
+    origin = typing.get_origin(tp)
+    if dataclasses.is_dataclass(tp):
+        return build(tp, value, where)
+    if origin is Literal:
+        choices = typing.get_args(tp)
+        if value not in choices:
+            raise ConfigError(f"{where}: {value!r} is not one of {', '.join(map(repr, choices))}")
+        return value
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        return None if value is None else _convert(args[0], value, where)
+    if origin is list:
+        (item,) = typing.get_args(tp)
+        if not isinstance(value, list):
+            raise ConfigError(f"{where}: expected a list, got {value!r}")
+        return [_convert(item, v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if origin is dict:
+        _expect_table(value, where)
+        return dict(value)
+    if tp is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if tp in (int, float, str, bool):
+        if not isinstance(value, tp) or (tp is int and isinstance(value, bool)):
+            raise ConfigError(f"{where}: expected {tp.__name__}, got {value!r}")
+        return value
+    raise ConfigError(f"{where}: unsupported type {tp}")  # a bug in options.py, not user error
+
+
+def _expect_table(value: Any, where: str) -> None:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: expected a table, got {value!r}")

@@ -1,0 +1,197 @@
+"""Typed options for every stage and for the agent, as frozen dataclasses.
+
+These are pure data: parsed once from ``config.toml`` (see :mod:`dialplan.config`) and handed to
+the backends in :mod:`models`. Nothing here imports model code. Each field's docstring is the
+config reference; the README's table is generated from the same text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+
+@dataclass(frozen=True)
+class AudioOptions:
+    """Voice activity detection and turn-taking (``[audio]``)."""
+
+    vad_threshold: float = 0.5
+    """Silero speech probability at which speech starts."""
+    vad_release: float = 0.35
+    """Probability under which a frame counts as silence again (hysteresis below the threshold)."""
+    min_speech_ms: int = 200
+    """Speech shorter than this is ignored (clicks, coughs, the agent's own echo)."""
+    endpoint_silence_ms: int = 500
+    """Hangover: silence after speech that ends a turn."""
+    pause_tolerance_ms: int = 900
+    """Longer hangover used when the last words sound unfinished ("uh", "and", "to" ...)."""
+    max_endpoint_wait_ms: int = 1500
+    """Never wait longer than this after speech ends, whatever the words."""
+    max_utterance_s: float = 20.0
+    """An utterance this long is cut and transcribed even if the caller keeps talking."""
+    barge_in_min_ms: int = 300
+    """While the agent speaks, caller speech must last this long to interrupt it."""
+    barge_in_echo_ratio: float = 0.5
+    """While the agent speaks, caller RMS must exceed this fraction of the agent's outbound RMS."""
+
+
+@dataclass(frozen=True)
+class VoxtralOptions:
+    """Voxtral-specific switches (``[asr.voxtral]``); each is verified not to change tokens."""
+
+    attention: Literal["auto", "eager", "sdpa", "flash_attention_2"] = "auto"
+    """Attention kernel; auto = flash-attention-2 on CUDA when installed, else SDPA."""
+    dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
+    """Weights dtype; auto = bfloat16 on CUDA, float32 on CPU."""
+    compile: Literal["auto", "on", "off"] = "auto"
+    """torch.compile the decoder; auto = on for CUDA, off on CPU."""
+    static_cache: Literal["auto", "on", "off"] = "auto"
+    """Static KV cache (needed by compiled decoding); auto follows ``compile``."""
+    batch_window_ms: int = 30
+    """Utterances from concurrent calls arriving within this window share one generate()."""
+    max_batch: int = 4
+    """Largest batch of utterances in one generate()."""
+    tokens_per_second: float = 6.0
+    """Max new tokens = audio seconds x this + 8 (speech rarely exceeds 4 words/s)."""
+    warmup: bool = True
+    """Run one dummy transcription at load so the first call is not slow."""
+
+
+@dataclass(frozen=True)
+class ASROptions:
+    """Speech recognition (``[asr]``)."""
+
+    backend: Literal["faster-whisper", "voxtral"] = "faster-whisper"
+    """Which ASR backend transcribes utterances."""
+    model: str = "tiny.en"
+    """Bundled name (tiny.en, base), a local model directory, or a hub id when online."""
+    language: str = "en"
+    """Spoken language (ISO code)."""
+    beam_size: int = 1
+    """Beam width; 1 = greedy (measured: no WER gain from 5 on phone audio, 2x slower)."""
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    """Where the model runs; auto = CUDA when present."""
+    compute_type: str = "int8"
+    """CTranslate2 compute type for faster-whisper."""
+    threads: int = 2
+    """CPU threads for inference."""
+    initial_prompt: str = ""
+    """Text that primes the decoder (vocabulary, domain)."""
+    voxtral: VoxtralOptions = field(default_factory=VoxtralOptions)
+    """Voxtral-only switches."""
+
+
+@dataclass(frozen=True)
+class LLMOptions:
+    """Language model (``[llm]``), run by llama.cpp."""
+
+    model: str = "qwen2.5-1.5b-instruct"
+    """Bundled name (qwen2.5-1.5b-instruct, smollm2-135m) or a path to a .gguf file."""
+    n_ctx: int = 2048
+    """Context window in tokens; old turns are dropped to fit."""
+    threads: int = 2
+    """CPU threads for generation."""
+    max_tokens: int = 80
+    """Upper bound on reply length in tokens."""
+    temperature: float = 0.3
+    """Sampling temperature (0 = greedy)."""
+    seed: int = 0
+    """Sampling seed, so replies are reproducible."""
+
+
+@dataclass(frozen=True)
+class TTSOptions:
+    """Speech synthesis (``[tts]``)."""
+
+    backend: Literal["kokoro-onnx", "kokoro-torch"] = "kokoro-onnx"
+    """kokoro-onnx runs the bundled int8 ONNX model; kokoro-torch needs user-supplied weights."""
+    model: str = "kokoro-82m-int8"
+    """Bundled name, or a path to an .onnx (kokoro-onnx) / .pth (kokoro-torch) file."""
+    voices: str = ""
+    """Path to a voices .npz (kokoro-onnx) or a voices folder (kokoro-torch); empty = bundled."""
+    voice: str = "jf_alpha"
+    """Voice name inside the voices file."""
+    speed: float = 1.0
+    """Speaking rate multiplier."""
+    lang: str = "en-us"
+    """espeak-ng language for the grapheme-to-phoneme step."""
+    threads: int = 2
+    """onnxruntime intra-op threads."""
+    first_chunk_words: int = 4
+    """Speak the first clause as soon as it has this many words (shorter first audio)."""
+
+
+@dataclass(frozen=True)
+class LimitOptions:
+    """Per-call limits (``[limits]``)."""
+
+    max_call_s: float = 600.0
+    """The agent says goodbye and hangs up after this long."""
+    max_silence_s: float = 30.0
+    """Caller silence after which the agent says goodbye and hangs up."""
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Everything one agent persona needs, fully merged: what an extension resolves to."""
+
+    name: str
+    system_prompt: str = (
+        "You are a friendly phone assistant. Answer in one or two short sentences, "
+        "in plain spoken English without lists or symbols."
+    )
+    """System prompt for the LLM."""
+    greeting: str = "Hello, how can I help you?"
+    """Spoken when the call is answered; empty = say nothing."""
+    goodbye: str = "Thank you for calling. Goodbye."
+    """Spoken before the agent hangs up on a limit."""
+    audio: AudioOptions = field(default_factory=AudioOptions)
+    asr: ASROptions = field(default_factory=ASROptions)
+    llm: LLMOptions = field(default_factory=LLMOptions)
+    tts: TTSOptions = field(default_factory=TTSOptions)
+    limits: LimitOptions = field(default_factory=LimitOptions)
+
+
+@dataclass(frozen=True)
+class RegistrarOptions:
+    """Optional registration with a PBX (``[sip.registrar]``); empty uri = listen directly."""
+
+    uri: str = ""
+    """Registrar URI, e.g. sip:pbx.example.com."""
+    username: str = ""
+    """Digest auth user (also the account's user part)."""
+    password: str = ""
+    """Digest auth password (never logged)."""
+    realm: str = "*"
+    """Digest realm; * accepts any."""
+
+
+@dataclass(frozen=True)
+class SIPOptions:
+    """SIP user agent (``[sip]``)."""
+
+    host: str = "127.0.0.1"
+    """Address the transport binds to."""
+    port: int = 5060
+    """SIP port."""
+    transport: Literal["udp", "tcp", "both"] = "udp"
+    """Transport(s) to open."""
+    rtp_port: int = 40000
+    """First RTP port."""
+    max_calls: int = 4
+    """Concurrent calls; the pjsua2 wheel caps this at 4 per process."""
+    codecs: list[str] = field(default_factory=lambda: ["PCMU", "PCMA", "G722"])
+    """Codec preference, first = most preferred."""
+    registrar: RegistrarOptions = field(default_factory=RegistrarOptions)
+
+
+@dataclass(frozen=True)
+class DBOptions:
+    """Call log (``[db]``)."""
+
+    url: str = "sqlite:///callagent.db"
+    """Any SQLAlchemy URL; CALLAGENT_DB_URL and --db override it."""
+    spool_dir: str = "spool"
+    """Where records wait while the database is unreachable."""
+    queue_size: int = 1000
+    """Bound of the background writer's queue."""

@@ -1,0 +1,1 @@
+"""ASR stage: base interface and one module per backend."""

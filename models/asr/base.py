@@ -1,0 +1,63 @@
+"""The ASR stage interface: 16 kHz mono float32 utterance in, text out, timing recorded.
+
+Backends implement ``_transcribe_impl`` (and optionally ``_transcribe_batch_impl``); the public
+methods here time them, so every backend reports :class:`~models.metrics.ASRMetrics`.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import numpy as np
+
+from models.metrics import ASRMetrics
+
+SAMPLE_RATE = 16000
+
+
+@dataclass(frozen=True)
+class Transcript:
+    """What was said in one utterance, and how long it took to find out."""
+
+    text: str
+    metrics: ASRMetrics
+    language: str | None = None
+
+
+class ASR(ABC):
+    """Speech recognition on whole utterances (VAD-bounded)."""
+
+    backend: str = "asr"
+    model_name: str = ""
+
+    def transcribe(self, audio: np.ndarray) -> Transcript:
+        """Transcribe one utterance of 16 kHz mono float32 samples."""
+        return self.transcribe_batch([audio])[0]
+
+    def transcribe_batch(self, audios: list[np.ndarray]) -> list[Transcript]:
+        """Transcribe several utterances; backends that batch do it in one pass."""
+        audios = [np.ascontiguousarray(a, dtype=np.float32).reshape(-1) for a in audios]
+        started = time.monotonic()
+        texts = self._transcribe_batch_impl(audios)
+        ended = time.monotonic()
+        out = []
+        for audio, text in zip(audios, texts, strict=True):
+            m = ASRMetrics(
+                model=self.model_name,
+                started_at=started,
+                ended_at=ended,
+                audio_s=len(audio) / SAMPLE_RATE,
+                backend=self.backend,
+                batch_size=len(audios),
+            )
+            out.append(Transcript(text=text.strip(), metrics=m))
+        return out
+
+    def _transcribe_batch_impl(self, audios: list[np.ndarray]) -> list[str]:
+        return [self._transcribe_impl(a) if len(a) else "" for a in audios]
+
+    @abstractmethod
+    def _transcribe_impl(self, audio: np.ndarray) -> str:
+        """Return the text of one non-empty utterance."""

@@ -1,0 +1,1 @@
+"""LLM stage: base interface and one module per backend."""

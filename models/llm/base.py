@@ -1,0 +1,91 @@
+"""The LLM stage interface: chat messages in, a stream of text pieces out, timing recorded.
+
+``LLM.stream`` returns an :class:`LLMStream`; iterating it yields text as the model produces
+it, and once exhausted (or closed) its ``metrics`` hold time to first token and token count.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from models.metrics import LLMMetrics
+
+
+@dataclass(frozen=True)
+class Message:
+    """One chat message."""
+
+    role: str
+    content: str
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One generated token's text, as a backend yields it."""
+
+    text: str
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+
+
+class LLMStream:
+    """An iterator of text pieces that records :class:`~models.metrics.LLMMetrics`."""
+
+    def __init__(self, model: str, pieces: Iterator[Piece]):
+        self._model = model
+        self._pieces = pieces
+        self._started = time.monotonic()
+        self._first: float | None = None
+        self._tokens = 0
+        self._prompt = self._cached = 0
+        self._ended: float | None = None
+        self.text = ""
+
+    def __iter__(self) -> Iterator[str]:
+        try:
+            for piece in self._pieces:
+                if self._first is None:
+                    self._first = time.monotonic()
+                    self._prompt, self._cached = piece.prompt_tokens, piece.cached_tokens
+                self._tokens += 1
+                self.text += piece.text
+                yield piece.text
+        finally:
+            self._ended = time.monotonic()
+
+    def close(self) -> None:
+        """Stop generating (barge-in); metrics cover what was produced."""
+        close = getattr(self._pieces, "close", None)
+        if close:
+            close()
+        if self._ended is None:
+            self._ended = time.monotonic()
+
+    @property
+    def metrics(self) -> LLMMetrics:
+        return LLMMetrics(
+            model=self._model,
+            started_at=self._started,
+            ended_at=self._ended if self._ended is not None else time.monotonic(),
+            first_token_at=self._first,
+            tokens=self._tokens,
+            prompt_tokens=self._prompt,
+            cached_tokens=self._cached,
+        )
+
+
+class LLM(ABC):
+    """A chat model that streams its reply."""
+
+    model_name: str = ""
+
+    def stream(self, messages: list[Message]) -> LLMStream:
+        """Start generating a reply to ``messages`` (system prompt first)."""
+        return LLMStream(self.model_name, self._stream_impl(messages))
+
+    @abstractmethod
+    def _stream_impl(self, messages: list[Message]) -> Iterator[Piece]:
+        """Yield the reply one token at a time."""

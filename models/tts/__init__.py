@@ -1,0 +1,1 @@
+"""TTS stage: base interface and one module per backend."""

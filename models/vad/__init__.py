@@ -1,0 +1,1 @@
+"""VAD stage: base interface and one module per backend."""

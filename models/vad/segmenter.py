@@ -1,0 +1,171 @@
+"""Turn a stream of 16 kHz audio into utterances with VAD hysteresis and an endpoint hangover.
+
+Times here are *stream offsets* in seconds (audio time since the stream began), not clock
+stamps: the caller maps them to its clock. That keeps the segmenter deterministic in tests and
+in faster-than-real-time simulation.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from dialplan.options import AudioOptions
+from models.metrics import VADMetrics
+from models.vad.base import CHUNK, SAMPLE_RATE, VADStream
+
+PREROLL_S = 0.3  # audio kept before the detected onset: Silero fires ~100 ms into a word
+
+
+@dataclass(frozen=True)
+class SpeechStarted:
+    """Speech has lasted ``min_speech_ms``: a turn (or a barge-in) has begun."""
+
+    start_s: float
+    at_s: float
+    """Stream offset at which the start was confirmed."""
+
+
+@dataclass(frozen=True)
+class Utterance:
+    """A finished utterance, endpointed after the hangover."""
+
+    audio: np.ndarray
+    start_s: float
+    end_s: float
+    """Offset of the end of the last speech chunk."""
+    endpoint_s: float
+    """Offset at which the hangover elapsed and the turn was ended."""
+    vad: VADMetrics
+
+    @property
+    def duration_s(self) -> float:
+        return len(self.audio) / SAMPLE_RATE
+
+
+SegmentEvent = SpeechStarted | Utterance
+
+
+class Segmenter:
+    """Per-call speech segmentation; feed it frames, get events."""
+
+    def __init__(self, stream: VADStream, options: AudioOptions, model: str = "silero-vad"):
+        self._vad = stream
+        self._o = options
+        self._model = model
+        self._pending = np.zeros(0, np.float32)
+        self._offset = 0  # samples consumed into chunks
+        self._preroll: deque[np.ndarray] = deque(maxlen=int(PREROLL_S * SAMPLE_RATE / CHUNK) + 1)
+        self._reset()
+        self.last_probability = 0.0
+
+    def _reset(self) -> None:
+        self._in_speech = False
+        self._confirmed = False
+        self._chunks: list[np.ndarray] = []
+        self._start_s = 0.0
+        self._speech_run_s = 0.0
+        self._silence_s = 0.0
+        self._last_speech_end_s = 0.0
+        self._vad_s = 0.0
+        self._frames = 0
+        self._started_at = time.monotonic()
+
+    @property
+    def in_speech(self) -> bool:
+        """True while confirmed speech is in progress (not yet endpointed)."""
+        return self._confirmed
+
+    @property
+    def offset_s(self) -> float:
+        return self._offset / SAMPLE_RATE
+
+    def feed(self, audio: np.ndarray) -> list[SegmentEvent]:
+        """Add 16 kHz float32 audio of any length; return the events it completed."""
+        self._pending = np.concatenate([self._pending, audio.astype(np.float32, copy=False)])
+        events: list[SegmentEvent] = []
+        while len(self._pending) >= CHUNK:
+            chunk, self._pending = self._pending[:CHUNK], self._pending[CHUNK:]
+            event = self._step(chunk)
+            if event is not None:
+                events.append(event)
+        return events
+
+    def flush(self) -> list[SegmentEvent]:
+        """End of stream: close an utterance in progress."""
+        if self._confirmed:
+            return [self._finish(self.offset_s)]
+        return []
+
+    def _step(self, chunk: np.ndarray) -> SegmentEvent | None:
+        t0 = time.perf_counter()
+        p = self._vad.probability(chunk)
+        self._vad_s += time.perf_counter() - t0
+        self._frames += 1
+        self.last_probability = p
+        begin_s = self._offset / SAMPLE_RATE
+        self._offset += CHUNK
+        end_s = self._offset / SAMPLE_RATE
+        chunk_s = CHUNK / SAMPLE_RATE
+        o = self._o
+
+        if not self._in_speech:
+            self._preroll.append(chunk)
+            if p >= o.vad_threshold:
+                self._in_speech = True
+                self._start_s = begin_s
+                self._speech_run_s = chunk_s
+                self._last_speech_end_s = end_s
+                self._chunks = list(self._preroll)
+                self._preroll.clear()
+            return None
+
+        self._chunks.append(chunk)
+        if p >= o.vad_release:
+            self._silence_s = 0.0
+            if p >= o.vad_threshold or self._confirmed:
+                self._last_speech_end_s = end_s
+            self._speech_run_s += chunk_s
+        else:
+            self._silence_s += chunk_s
+        if not self._confirmed:
+            if self._speech_run_s * 1000 >= o.min_speech_ms:
+                self._confirmed = True
+                return SpeechStarted(start_s=self._start_s, at_s=end_s)
+            if self._silence_s * 1000 >= o.endpoint_silence_ms or self._silence_s > 0.25:
+                # A blip shorter than min_speech: drop it, keep its tail as pre-roll.
+                tail = self._chunks[-self._preroll.maxlen :]
+                self._reset()
+                self._preroll.extend(tail)
+            return None
+        if self._silence_s * 1000 >= o.endpoint_silence_ms:
+            return self._finish(end_s)
+        if end_s - self._start_s >= o.max_utterance_s:
+            return self._finish(end_s)
+        return None
+
+    def _finish(self, endpoint_s: float) -> Utterance:
+        audio = np.concatenate(self._chunks) if self._chunks else np.zeros(0, np.float32)
+        # Keep ~150 ms after the last speech chunk (word tails) and drop the rest of the hangover.
+        preroll_s = len(audio) / SAMPLE_RATE - (self.offset_s - self._start_s)
+        keep = int((self._last_speech_end_s - self._start_s + preroll_s + 0.15) * SAMPLE_RATE)
+        audio = audio[: max(0, keep)]
+        vad = VADMetrics(
+            model=self._model,
+            started_at=self._started_at,
+            ended_at=time.monotonic(),
+            inference_s=self._vad_s,
+            frames=self._frames,
+        )
+        utt = Utterance(
+            audio=audio,
+            start_s=self._start_s,
+            end_s=self._last_speech_end_s,
+            endpoint_s=endpoint_s,
+            vad=vad,
+        )
+        self._reset()
+        return utt
