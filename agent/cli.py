@@ -1,0 +1,53 @@
+"""The ``callagent`` command line: a thin argparse front; each command lives in its own module.
+
+A command module exposes ``add_parser(subparsers)`` (which sets ``func``) and holds no
+pipeline logic of its own beyond wiring and formatting.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+from agent import log
+from dialplan import ConfigError
+from models.errors import ModelMissingError
+
+COMMANDS = (
+    "agent.cmd_models",
+    "agent.cmd_simulate",
+    "agent.cmd_serve",
+    "agent.cmd_call",
+    "agent.cmd_report",
+    "agent.cmd_db",
+    "agent.cmd_bench",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="callagent", description=__doc__.splitlines()[0])
+    parser.add_argument("--log-level", default=os.environ.get("CALLAGENT_LOG", "INFO"))
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in COMMANDS:
+        importlib.import_module(name).add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``callagent`` console script."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    args = build_parser().parse_args(argv)
+    log.setup(args.log_level)
+    try:
+        return int(args.func(args) or 0)
+    except (ConfigError, ModelMissingError) as e:
+        print(f"callagent: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
