@@ -1,0 +1,142 @@
+"""Call-log tables as SQLAlchemy 2 typed mappings: ``calls``, ``turns`` and ``events``.
+
+Owns the schema only: no engine, no sessions, no queries (see :mod:`db.migrate`,
+:mod:`db.writer`, :mod:`db.reports`). A change here needs a new revision in
+``db/migrations/versions``; the tests compare this metadata with the migrated database.
+Imports nothing from :mod:`agent` or :mod:`models`.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy import (
+    Boolean,
+    DateTime,
+    Double,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timezone-aware UTC datetime on every backend.
+
+    PostgreSQL stores ``timestamptz``; SQLite has no time zones, so the value is stored as naive
+    UTC text and comes back tagged UTC. Naive inputs are taken to be UTC already.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value, dialect):  # noqa: D102
+        if value is None:
+            return None
+        value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        # SQLite compares stamps as text: one zone and no offset suffix keep the order right.
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value, dialect):  # noqa: D102
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class Base(DeclarativeBase):
+    """Declarative base of the call log."""
+
+
+class Call(Base):
+    """One SIP (or simulated) call; the id is the agent's call id."""
+
+    __tablename__ = "calls"
+
+    id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    answered_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    caller_uri: Mapped[str] = mapped_column(String(255), default="")
+    called_extension: Mapped[str] = mapped_column(String(64), default="")
+    profile: Mapped[str] = mapped_column(String(64), default="")
+    asr_backend: Mapped[str] = mapped_column(String(64), default="")
+    asr_model: Mapped[str] = mapped_column(String(255), default="")
+    llm_model: Mapped[str] = mapped_column(String(255), default="")
+    tts_voice: Mapped[str] = mapped_column(String(64), default="")
+    end_reason: Mapped[str] = mapped_column(String(32), default="")
+    codec: Mapped[str] = mapped_column(String(32), default="")
+    source: Mapped[str] = mapped_column(String(16), default="sip")
+    turns: Mapped[int] = mapped_column(Integer, default=0)
+    barge_ins: Mapped[int] = mapped_column(Integer, default=0)
+
+    turn_rows: Mapped[list[Turn]] = relationship(
+        back_populates="call", order_by="Turn.index", passive_deletes=True
+    )
+
+    __table_args__ = (Index("ix_calls_started_at", "started_at"),)
+
+
+class Turn(Base):
+    """One caller utterance and the agent's reply; stage columns mirror ``TurnRecord``."""
+
+    __tablename__ = "turns"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    call_id: Mapped[str] = mapped_column(ForeignKey("calls.id", ondelete="CASCADE"))
+    index: Mapped[int] = mapped_column(Integer)
+    speech_start_s: Mapped[float | None] = mapped_column(Double)
+    speech_end_s: Mapped[float | None] = mapped_column(Double)
+    transcript: Mapped[str] = mapped_column(Text, default="")
+    reply_text: Mapped[str] = mapped_column(Text, default="")
+    endpoint_ms: Mapped[float | None] = mapped_column(Double)
+    asr_ms: Mapped[float | None] = mapped_column(Double)
+    llm_ttft_ms: Mapped[float | None] = mapped_column(Double)
+    first_chunk_ms: Mapped[float | None] = mapped_column(Double)
+    tts_first_audio_ms: Mapped[float | None] = mapped_column(Double)
+    playout_ms: Mapped[float | None] = mapped_column(Double)
+    voice_to_voice_ms: Mapped[float | None] = mapped_column(Double)
+    llm_total_ms: Mapped[float | None] = mapped_column(Double)
+    llm_tokens: Mapped[int | None] = mapped_column(Integer)
+    tts_total_ms: Mapped[float | None] = mapped_column(Double)
+    audio_in_s: Mapped[float | None] = mapped_column(Double)
+    audio_out_s: Mapped[float | None] = mapped_column(Double)
+    asr_rtf: Mapped[float | None] = mapped_column(Double)
+    tts_rtf: Mapped[float | None] = mapped_column(Double)
+    asr_backend: Mapped[str] = mapped_column(String(64), default="")
+    asr_model: Mapped[str] = mapped_column(String(255), default="")
+    barge_in: Mapped[bool] = mapped_column(Boolean, default=False)
+    recorded_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+    call: Mapped[Call] = relationship(back_populates="turn_rows")
+
+    # (call_id, index) is the turn's natural key: replaying a spool batch twice updates the
+    # same row instead of duplicating it.
+    __table_args__ = (
+        UniqueConstraint("call_id", "index", name="uq_turns_call_id_index"),
+        Index("ix_turns_call_id", "call_id"),
+    )
+
+
+class Event(Base):
+    """Something that happened in a call (dtmf, barge-in, error, state change...)."""
+
+    __tablename__ = "events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    call_id: Mapped[str] = mapped_column(ForeignKey("calls.id", ondelete="CASCADE"))
+    at: Mapped[datetime] = mapped_column(UTCDateTime())
+    kind: Mapped[str] = mapped_column(String(32))
+    detail: Mapped[str] = mapped_column(Text, default="")
+
+    __table_args__ = (Index("ix_events_call_id", "call_id"),)
+
+
+# The TurnRecord fields copied one-to-one into ``turns`` columns.
+TURN_FIELDS = tuple(
+    c.key for c in Turn.__table__.columns if c.key not in ("id", "recorded_at")
+)
