@@ -1,0 +1,127 @@
+"""Shared fixtures and builders for the call-log tests (db/, report): import them from tests.
+
+``pg_url`` starts a throwaway PostgreSQL cluster owned by the ``postgres`` user (the server
+refuses to run as root), listening only on a Unix socket in a temp dir, and removes it at the
+end of the session. Nothing here fakes the database.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+import tempfile
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from agent.turn import STAGES, TurnTimeline
+from db.records import CallEnded, CallStarted, TurnRecord
+
+T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+
+
+def turn_from_timeline(call_id: str, index: int, tl: TurnTimeline, **extra) -> TurnRecord:
+    """Build a TurnRecord the way the session does: stage ms straight from the timeline."""
+    ms = tl.stages_ms()
+    v2v = tl.voice_to_voice_s
+    return TurnRecord(
+        call_id=call_id,
+        index=index,
+        endpoint_ms=ms["endpoint"],
+        asr_ms=ms["asr"],
+        llm_ttft_ms=ms["llm_ttft"],
+        first_chunk_ms=ms["first_chunk"],
+        tts_first_audio_ms=ms["tts_first_audio"],
+        playout_ms=ms["playout"],
+        voice_to_voice_ms=None if v2v is None else v2v * 1000.0,
+        **extra,
+    )
+
+
+def timeline(start: float, *stage_s: float) -> TurnTimeline:
+    """A timeline whose speech ends at ``start`` and whose stages last ``stage_s`` seconds."""
+    assert len(stage_s) == len(STAGES)
+    stamps = [start]
+    for d in stage_s:
+        stamps.append(stamps[-1] + d)
+    names = ("speech_end_at", "endpoint_at", "asr_done_at", "llm_first_token_at",
+             "first_chunk_text_at", "tts_first_audio_at", "first_frame_out_at")
+    return TurnTimeline(speech_start_at=start - 1.2, **dict(zip(names, stamps, strict=True)))
+
+
+def call_started(call_id: str, at: datetime = T0, **kw) -> CallStarted:
+    kw.setdefault("profile", "default")
+    kw.setdefault("asr_backend", "faster-whisper")
+    kw.setdefault("asr_model", "tiny.en")
+    return CallStarted(call_id=call_id, started_at=at, answered_at=at + timedelta(seconds=1),
+                       caller_uri=f"sip:{call_id}@test", called_extension="100",
+                       llm_model="smollm2-135m", tts_voice="af_heart", codec="PCMU",
+                       source="simulate", **kw)
+
+
+def call_ended(call_id: str, at: datetime, turns: int) -> CallEnded:
+    return CallEnded(call_id=call_id, ended_at=at, end_reason="caller-bye", turns=turns)
+
+
+@pytest.fixture
+def sqlite_url(tmp_path) -> str:
+    """URL of a fresh (not yet created) SQLite file."""
+    return f"sqlite:///{tmp_path / 'calls.db'}"
+
+
+def _pg_bin() -> str | None:
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    if found:
+        return os.path.dirname(found[-1])
+    initdb = shutil.which("initdb")
+    return os.path.dirname(initdb) if initdb else None
+
+
+@pytest.fixture(scope="session")
+def pg_url():
+    """``postgresql+psycopg://`` URL of a temp cluster, started once per test session."""
+    pg_bin = _pg_bin()
+    if pg_bin is None:
+        pytest.skip("PostgreSQL server binaries not installed (apt-get install postgresql)")
+    run_as: list[str] = []
+    if os.geteuid() == 0:
+        if shutil.which("runuser") is None:
+            pytest.skip("running as root without runuser: cannot start postgres as 'postgres'")
+        run_as = ["runuser", "-u", "postgres", "--"]
+    # Short path: the Unix socket path must fit in 107 bytes.
+    root = tempfile.mkdtemp(prefix="cagpg")
+    data = os.path.join(root, "data")
+    os.mkdir(data)
+    if run_as:
+        shutil.chown(root, "postgres", "postgres")
+        shutil.chown(data, "postgres", "postgres")
+    os.chmod(root, 0o755)
+
+    def pg(tool: str, *args: str) -> None:
+        subprocess.run([*run_as, os.path.join(pg_bin, tool), *args], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=60)
+
+    pg("initdb", "-D", data, "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8")
+    # No TCP at all (nothing can collide on a port); fsync off: a test cluster needs no durability.
+    opts = f"-k {root} -c listen_addresses='' -c fsync=off -c full_page_writes=off"
+    pg("pg_ctl", "-D", data, "-o", opts, "-l", os.path.join(root, "log"), "-w", "start")
+    try:
+        yield f"postgresql+psycopg://postgres@/postgres?host={root}"
+    finally:
+        subprocess.run([*run_as, os.path.join(pg_bin, "pg_ctl"), "-D", data, "-m", "immediate",
+                        "-w", "stop"], check=False, capture_output=True, timeout=60)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def pg_clean_url(pg_url):
+    """The temp cluster with an empty ``public`` schema (each test migrates from scratch)."""
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(pg_url)
+    with engine.begin() as conn:
+        conn.execute(text("DROP SCHEMA public CASCADE; CREATE SCHEMA public"))
+    engine.dispose()
+    return pg_url

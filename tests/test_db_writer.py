@@ -1,0 +1,161 @@
+"""The background writer against a real SQLite file: invariants, outages, spool replay."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import timedelta
+
+import pytest
+from db_fixtures import T0, call_ended, call_started, sqlite_url, timeline, turn_from_timeline  # noqa: F401
+from sqlalchemy import func, select
+
+from agent.turn import STAGES
+from db.migrate import make_engine
+from db.records import CallStarted, EventRecord
+from db.schema import Call, Event, Turn
+from db.writer import CallLogWriter, FaultInjected
+from dialplan.options import DBOptions
+
+pytestmark = pytest.mark.unit
+STAGE_COLS = [f"{s}_ms" for s in STAGES]
+
+
+def _wait(cond, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def _turns(url: str) -> list[Turn]:
+    engine = make_engine(url)
+    from sqlalchemy.orm import Session
+
+    with Session(engine) as s:
+        rows = list(s.scalars(select(Turn).order_by(Turn.call_id, Turn.index)))
+    engine.dispose()
+    return rows
+
+
+def _count(url: str, model) -> int:
+    engine = make_engine(url)
+    with engine.connect() as conn:
+        n = conn.execute(select(func.count()).select_from(model)).scalar_one()
+    engine.dispose()
+    return n
+
+
+def test_stage_sum_invariant_round_trip(sqlite_url, tmp_path):
+    # Monotonic stamps of awkward magnitude, as time.monotonic() returns after days of uptime.
+    stamps = [
+        timeline(734512.318734, 0.5004, 0.1873, 0.2419, 0.0871, 0.1337, 0.0211),
+        timeline(734520.000001, 0.9, 0.31, 0.050003, 0.4, 0.12, 0.02),
+        timeline(734533.777, 0.0, 0.25, 1.5, 0.0, 0.3, 0.0),
+    ]
+    records = [turn_from_timeline("c1", i, tl, transcript=f"turn {i}", asr_backend="faster-whisper",
+                                  asr_model="tiny.en", at=T0 + timedelta(seconds=10 * i))
+               for i, tl in enumerate(stamps)]
+    with CallLogWriter(DBOptions(url=sqlite_url, spool_dir=str(tmp_path / "spool"))) as writer:
+        writer.put(call_started("c1"))
+        for r in records:
+            writer.put(r)
+        writer.put(call_ended("c1", T0 + timedelta(minutes=1), turns=3))
+        assert writer.flush()
+    rows = _turns(sqlite_url)
+    assert len(rows) == 3
+    for row, rec, tl in zip(rows, records, stamps, strict=True):
+        # Written and read back bit for bit ...
+        assert [getattr(row, c) for c in STAGE_COLS] == [getattr(rec, c) for c in STAGE_COLS]
+        assert row.voice_to_voice_ms == rec.voice_to_voice_ms
+        # ... and the stages add up to voice-to-voice (up to float rounding of the differences).
+        assert sum(getattr(row, c) for c in STAGE_COLS) == pytest.approx(
+            row.voice_to_voice_ms, abs=1e-6)
+        assert row.voice_to_voice_ms == pytest.approx(
+            (tl.first_frame_out_at - tl.speech_end_at) * 1000, abs=1e-9)
+        assert row.recorded_at == rec.at
+
+
+def test_database_down_then_recovers(tmp_path):
+    # The database file's directory does not exist yet: every connect fails, like a dead server.
+    db_dir = tmp_path / "not-yet"
+    url = f"sqlite:///{db_dir / 'calls.db'}"
+    spool_dir = tmp_path / "spool"
+    writer = CallLogWriter(DBOptions(url=url, spool_dir=str(spool_dir)), retry_s=0.2)
+    try:
+        worst = 0.0
+        records = [call_started("c-down")]
+        records += [turn_from_timeline("c-down", i, timeline(100.0 + i, *[0.1] * 6))
+                    for i in range(20)]
+        records += [EventRecord("c-down", T0, "barge-in", "turn 3"),
+                    call_ended("c-down", T0 + timedelta(minutes=2), turns=20)]
+        for r in records:
+            t = time.perf_counter()
+            writer.put(r)  # must neither block nor raise
+            worst = max(worst, time.perf_counter() - t)
+        assert worst < 0.05
+        assert writer.flush()
+        assert not writer.healthy
+        lines = sum(len(p.read_text().splitlines()) for p in spool_dir.glob("*.jsonl"))
+        assert lines == len(records)
+
+        db_dir.mkdir()  # the database comes back
+        assert _wait(lambda: writer.healthy), "writer did not recover"
+        assert not writer.spool.pending()
+        assert writer.stats.replayed == len(records)
+    finally:
+        writer.close()
+    assert [r.index for r in _turns(url)] == list(range(20))
+    assert _count(url, Event) == 1
+    assert list(spool_dir.glob("*.jsonl")) == []
+
+
+def test_outage_mid_call_keeps_every_record(sqlite_url, tmp_path):
+    down = {"on": False}
+
+    def fault():
+        if down["on"]:
+            raise FaultInjected("database down (test)")
+
+    opts = DBOptions(url=sqlite_url, spool_dir=str(tmp_path / "spool"), queue_size=2)
+    with CallLogWriter(opts, retry_s=0.1, fault=fault) as writer:
+        writer.put(call_started("c-mid"))
+        assert writer.flush() and _wait(lambda: writer.healthy)
+        down["on"] = True
+        # A burst into a tiny queue: some records overflow straight from put() to the spool.
+        for i in range(50):
+            writer.put(turn_from_timeline("c-mid", i, timeline(10.0 + i, *[0.05] * 6)))
+        writer.put(call_ended("c-mid", T0 + timedelta(minutes=5), turns=50))
+        assert writer.flush()
+        assert writer.stats.spooled > 0
+        down["on"] = False
+        assert _wait(lambda: writer.healthy)
+    assert [r.index for r in _turns(sqlite_url)] == list(range(50))
+    engine = make_engine(sqlite_url)
+    with engine.connect() as conn:
+        call = conn.execute(select(Call.end_reason, Call.turns, Call.profile)).one()
+    engine.dispose()
+    assert tuple(call) == ("caller-bye", 50, "default")
+
+
+def test_turn_before_its_call_and_bad_record(sqlite_url, tmp_path):
+    spool_dir = tmp_path / "spool"
+    with CallLogWriter(DBOptions(url=sqlite_url, spool_dir=str(spool_dir))) as writer:
+        # The turn arrives first (its CallStarted was delayed): a stub call keeps it.
+        writer.put(turn_from_timeline("c-late", 0, timeline(5.0, *[0.1] * 6)))
+        writer.put(call_started("c-late", profile="sales"))
+        # started_at is NOT NULL: the database refuses this one; it must not block the others.
+        writer.put(CallStarted(call_id="c-bad", started_at=None))  # type: ignore[arg-type]
+        writer.put(EventRecord("c-late", T0, "dtmf", "1"))
+        assert writer.flush()
+    assert writer.stats.rejected == 1
+    rejected = [json.loads(x) for x in (spool_dir / "rejected.jsonl").read_text().splitlines()]
+    assert rejected[0]["data"]["call_id"] == "c-bad" and rejected[0]["error"]
+    engine = make_engine(sqlite_url)
+    with engine.connect() as conn:
+        calls = conn.execute(select(Call.id, Call.profile, Call.started_at)).all()
+    engine.dispose()
+    assert calls == [("c-late", "sales", T0)]
+    assert _count(sqlite_url, Turn) == 1 and _count(sqlite_url, Event) == 1
