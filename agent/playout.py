@@ -1,0 +1,206 @@
+"""Paced outbound audio for one call: reply audio in, one 20 ms frame per clock tick out.
+
+The pace comes from the consumer: pjsua2's bridge clock calls :meth:`Playout.next_frame` every
+20 ms on its native thread, so audio leaves at real-time pace however fast TTS produces it.
+Between replies the line carries silence frames (never nothing: some gateways drop a call whose
+RTP stops). :meth:`Playout.clear` empties the queue at once for barge-in, so the reply stops on
+the next tick (<= 20 ms, plus the peer's jitter buffer).
+
+``next_frame`` runs on the clock thread: it pops precomputed bytes and stores floats, nothing
+else (no numpy, no logging). Everything costly (framing, level) happens in :meth:`push`, on the
+producer's thread.
+
+Imports nothing from SIP or models.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+FRAME_MS = 20
+ECHO_WINDOW_FRAMES = 20  # 400 ms of outbound level kept: echo returns with that much delay
+
+
+@dataclass(frozen=True)
+class PlayoutMetrics:
+    """Pacing of reply frames as handed to the line."""
+
+    frames: int
+    """Reply frames handed out (silence while idle not counted)."""
+    underruns: int
+    """Silence frames inserted *inside* a reply because the producer fell behind."""
+    gap_p50_ms: float | None
+    """Median interval between consecutive reply frames (20 ms when paced perfectly)."""
+    gap_p99_ms: float | None
+    gap_max_ms: float | None
+    cleared_frames: int
+    """Frames dropped by barge-in."""
+
+
+@dataclass
+class _Mark:
+    """Start of a reply in the queue; ``on_first_frame`` gets the stamp of its first frame."""
+
+    on_first_frame: Callable[[float], None] | None
+
+
+_END = object()  # end of a reply in the queue
+
+
+class Playout:
+    """A thread-safe queue of 20 ms PCM16 frames, consumed at the line's pace.
+
+    Args:
+        rate: sample rate of the frames (the SIP port's clock rate).
+        max_gaps: how many frame intervals to keep for the percentiles.
+    """
+
+    def __init__(self, rate: int = 8000, max_gaps: int = 5000):
+        self.rate = rate
+        self.frame_samples = rate * FRAME_MS // 1000
+        self.frame_bytes = self.frame_samples * 2
+        self._silence = bytes(self.frame_bytes)
+        self._lock = threading.Lock()
+        self._q: deque[tuple[object, float]] = deque()  # (bytes | _Mark | _END, frame RMS)
+        self._partial = np.zeros(0, np.int16)  # samples short of a whole frame, per reply
+        self._open = False  # a reply has started and not ended (producer side)
+        self._playing = False  # a reply is being handed out (consumer side)
+        self._recent: deque[float] = deque([0.0] * ECHO_WINDOW_FRAMES, maxlen=ECHO_WINDOW_FRAMES)
+        self._last_reply_frame_at: float | None = None
+        self._first_frame: Callable[[float], None] | None = None
+        self._gaps: deque[float] = deque(maxlen=max_gaps)
+        self._frames = 0
+        self._underruns = 0
+        self._cleared = 0
+        self.last_audio_at: float | None = None
+        """Monotonic stamp of the last reply frame handed out."""
+
+    # ---- producer side (worker threads) ------------------------------------------------------
+
+    def start_reply(self, on_first_frame: Callable[[float], None] | None = None) -> None:
+        """Open a reply; ``on_first_frame(stamp)`` runs on the clock thread at its first frame."""
+        with self._lock:
+            if self._open:
+                self._end_locked()
+            self._open = True
+            self._q.append((_Mark(on_first_frame), 0.0))
+
+    def push(self, pcm: np.ndarray) -> None:
+        """Queue int16 mono audio of the open reply (any length; split into whole frames)."""
+        pcm = np.asarray(pcm, dtype=np.int16).reshape(-1)
+        with self._lock:
+            if not self._open:
+                return  # cleared by barge-in meanwhile: drop, do not reopen
+            pcm = np.concatenate([self._partial, pcm]) if len(self._partial) else pcm
+            whole = len(pcm) // self.frame_samples * self.frame_samples
+            self._partial = pcm[whole:].copy()
+        frames = pcm[:whole].reshape(-1, self.frame_samples)
+        levels = np.sqrt(np.mean((frames.astype(np.float32) / 32768.0) ** 2, axis=1))
+        data = [f.tobytes() for f in frames]
+        with self._lock:
+            if not self._open:
+                return
+            self._q.extend(zip(data, levels.tolist(), strict=True))
+
+    def end_reply(self) -> None:
+        """Close the open reply: pad its last partial frame with silence."""
+        with self._lock:
+            if self._open:
+                self._end_locked()
+
+    def _end_locked(self) -> None:
+        if len(self._partial):
+            tail = np.zeros(self.frame_samples, np.int16)
+            tail[: len(self._partial)] = self._partial
+            self._q.append((tail.tobytes(), float(np.sqrt(np.mean((tail / 32768.0) ** 2)))))
+        self._partial = np.zeros(0, np.int16)
+        self._q.append((_END, 0.0))
+        self._open = False
+
+    def clear(self) -> int:
+        """Drop everything queued (barge-in); the line goes silent on the next tick.
+
+        Returns:
+            The number of audio frames dropped.
+        """
+        with self._lock:
+            dropped = sum(1 for item, _ in self._q if isinstance(item, bytes))
+            self._q.clear()
+            self._partial = np.zeros(0, np.int16)
+            self._open = False
+            self._playing = False
+            self._first_frame = None
+            self._last_reply_frame_at = None
+            self._cleared += dropped
+        return dropped
+
+    # ---- consumer side (pjmedia clock thread) ------------------------------------------------
+
+    def next_frame(self) -> bytes:
+        """The next 20 ms frame: reply audio if queued, else silence. Never blocks for long."""
+        now = time.monotonic()
+        with self._lock:
+            while self._q:
+                item, level = self._q.popleft()
+                if isinstance(item, bytes):
+                    if self._first_frame is not None:
+                        self._first_frame(now)  # sets one stamp; see start_reply
+                        self._first_frame = None
+                    if self._last_reply_frame_at is not None:
+                        self._gaps.append(now - self._last_reply_frame_at)
+                    self._last_reply_frame_at = now
+                    self._frames += 1
+                    self._recent.append(level)
+                    self.last_audio_at = now
+                    return item
+                if isinstance(item, _Mark):
+                    self._playing = True
+                    self._last_reply_frame_at = None
+                    self._first_frame = item.on_first_frame
+                elif item is _END:
+                    self._playing = False
+                    self._first_frame = None
+                    self._last_reply_frame_at = None
+            if self._playing:
+                self._underruns += 1  # the reply continues but its audio is not here yet
+            self._recent.append(0.0)
+            return self._silence
+
+    # ---- state for the session ---------------------------------------------------------------
+
+    @property
+    def busy(self) -> bool:
+        """A reply is open, queued or still being handed out."""
+        with self._lock:
+            return self._open or self._playing or bool(self._q)
+
+    @property
+    def level(self) -> float:
+        """Loudest outbound frame RMS (0..1) of the last 400 ms: the echo reference."""
+        return max(self._recent)
+
+    @property
+    def queued_s(self) -> float:
+        """Seconds of audio waiting to be played."""
+        with self._lock:
+            n = sum(1 for item, _ in self._q if isinstance(item, bytes))
+        return n * FRAME_MS / 1000
+
+    def metrics(self) -> PlayoutMetrics:
+        """Frame-gap percentiles and counters so far."""
+        gaps = np.array(self._gaps, dtype=np.float64) * 1000
+        pct = (lambda q: float(np.percentile(gaps, q)) if len(gaps) else None)
+        return PlayoutMetrics(
+            frames=self._frames,
+            underruns=self._underruns,
+            gap_p50_ms=pct(50),
+            gap_p99_ms=pct(99),
+            gap_max_ms=float(gaps.max()) if len(gaps) else None,
+            cleared_frames=self._cleared,
+        )

@@ -1,0 +1,506 @@
+"""The SIP user agent: the only module in the project that imports ``pjsua2``.
+
+It owns the pjsua2 endpoint, transports, the account, every ``Call`` and every audio port, and
+turns pjsua2 callbacks into plain dataclass events (:data:`SipEvent`) on a queue and 20 ms PCM
+frames handed to per-call :class:`AudioLink` callables. Nothing outside this module ever holds a
+pjsua2 object, so no other thread can free one (a pj object freed on an unregistered thread or
+after ``libDestroy`` aborts the process; see /work/shared/SIP.md).
+
+Threads:
+  * one Python thread (``sip``) creates the library, polls it with ``libHandleEvents`` and runs
+    every pj API call; other threads send it commands (answer, hangup, dial) through a queue;
+  * pjmedia's native clock thread calls the port's ``onFrameReceived``/``onFrameRequested``:
+    those only copy bytes to/from the :class:`AudioLink` (no logging, no models, no locks held
+    long), because anything slow there delays every call's audio.
+
+Must not import models, the session or the database: SIP knows nothing of speech.
+"""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pjsua2 as pj
+
+from dialplan.options import SIPOptions
+
+FRAME_MS = 20
+
+
+@dataclass(frozen=True)
+class IncomingCall:
+    """An INVITE arrived; answer it with :meth:`SipAgent.answer` or :meth:`SipAgent.reject`."""
+
+    key: int
+    extension: str
+    """User part of the request URI (what the dialplan routes on)."""
+    remote_uri: str
+    sip_call_id: str
+    at: float
+
+
+@dataclass(frozen=True)
+class MediaActive:
+    """RTP is flowing; frames start reaching the call's :class:`AudioLink`."""
+
+    key: int
+    codec: str
+    at: float
+
+
+@dataclass(frozen=True)
+class CallConnected:
+    """An outgoing call was answered (200 OK)."""
+
+    key: int
+    at: float
+
+
+@dataclass(frozen=True)
+class DtmfReceived:
+    """An RFC 2833 telephone-event digit (or SIP INFO) was received."""
+
+    key: int
+    digit: str
+    at: float
+
+
+@dataclass(frozen=True)
+class CallDisconnected:
+    """The call is over; its key is no longer valid."""
+
+    key: int
+    status_code: int
+    reason: str
+    by_local: bool
+    """True when this side hung up (or rejected); False when the remote side sent BYE/CANCEL."""
+    at: float
+
+
+@dataclass(frozen=True)
+class RegistrationChanged:
+    """The account's registration with the PBX changed."""
+
+    status_code: int
+    reason: str
+    active: bool
+    at: float
+
+
+@dataclass(frozen=True)
+class SipError:
+    """pjsua2 raised inside a callback or command (logged by the consumer, not here)."""
+
+    key: int
+    """The call concerned, or -1."""
+    detail: str
+    at: float
+
+
+SipEvent = (IncomingCall | MediaActive | CallConnected | DtmfReceived | CallDisconnected
+            | RegistrationChanged | SipError)
+
+
+@dataclass
+class AudioLink:
+    """How one call's audio meets the rest of the program, frame by frame.
+
+    Both callables run on pjmedia's clock thread every 20 ms and must return at once.
+    """
+
+    sink: Callable[[bytes], None]
+    """Receives each inbound frame: 16-bit little-endian mono PCM at the port's clock rate."""
+    source: Callable[[], bytes]
+    """Returns the next outbound frame (same format, exactly one frame long)."""
+
+
+class _Port(pj.AudioMediaPort):
+    """A bridge port that copies frames between the conference bridge and an AudioLink."""
+
+    def __init__(self, link: AudioLink, frame_bytes: int):
+        super().__init__()
+        self._link = link
+        self._silence = bytes(frame_bytes)
+        self._frame_bytes = frame_bytes
+
+    def onFrameReceived(self, frame):  # noqa: N802 (pjsua2 name)
+        try:
+            if frame.type == pj.PJMEDIA_FRAME_TYPE_AUDIO and frame.size:
+                self._link.sink(bytes(frame.buf))
+        except Exception:  # an exception here would be printed 50 times a second
+            pass
+
+    def onFrameRequested(self, frame):  # noqa: N802
+        try:
+            data = self._link.source()
+            if len(data) != self._frame_bytes:
+                data = self._silence
+        except Exception:
+            data = self._silence
+        frame.type = pj.PJMEDIA_FRAME_TYPE_AUDIO
+        frame.buf = pj.ByteVector(data)
+        frame.size = len(data)
+
+
+class _Call(pj.Call):
+    def __init__(self, agent: SipAgent, acc, key: int, call_id: int = pj.PJSUA_INVALID_ID):
+        super().__init__(acc, call_id)
+        self.agent = agent
+        self.key = key
+        self.link: AudioLink | None = None
+        self.port: _Port | None = None
+        self.local_hangup = False
+        self.connected = False
+
+    def onCallState(self, prm):  # noqa: N802
+        try:
+            ci = self.getInfo()
+            if ci.state == pj.PJSIP_INV_STATE_CONFIRMED and not self.connected:
+                self.connected = True
+                self.agent._emit(CallConnected(self.key, time.monotonic()))
+            elif ci.state == pj.PJSIP_INV_STATE_DISCONNECTED:
+                self.agent._disconnected(self, ci.lastStatusCode, ci.lastReason)
+        except Exception as e:  # never let an exception unwind into pjsua2
+            self.agent._error(self.key, e)
+
+    def onCallMediaState(self, prm):  # noqa: N802
+        try:
+            ci = self.getInfo()
+            for mi in ci.media:
+                if mi.type != pj.PJMEDIA_TYPE_AUDIO or mi.status != pj.PJSUA_CALL_MEDIA_ACTIVE:
+                    continue
+                if self.port is None and self.link is not None:
+                    self.port = self.agent._make_port(self.link, f"call{self.key}")
+                if self.port is None:
+                    continue
+                media = self.getAudioMedia(mi.index)
+                media.startTransmit(self.port)
+                self.port.startTransmit(media)
+                codec = self.getStreamInfo(mi.index).codecName
+                self.agent._emit(MediaActive(self.key, codec, time.monotonic()))
+        except Exception as e:
+            self.agent._error(self.key, e)
+
+    def onDtmfDigit(self, prm):  # noqa: N802
+        self.agent._emit(DtmfReceived(self.key, str(prm.digit), time.monotonic()))
+
+
+class _Account(pj.Account):
+    def __init__(self, agent: SipAgent):
+        super().__init__()
+        self.agent = agent
+
+    def onIncomingCall(self, prm):  # noqa: N802
+        try:
+            self.agent._incoming(self, prm)
+        except Exception as e:
+            self.agent._error(-1, e)
+
+    def onRegState(self, prm):  # noqa: N802
+        try:
+            info = self.getInfo()
+            self.agent._emit(RegistrationChanged(
+                int(prm.code), str(prm.reason), bool(info.regIsActive), time.monotonic()))
+        except Exception as e:
+            self.agent._error(-1, e)
+
+
+def request_user(whole_msg: str) -> str:
+    """The user part of a SIP request line: ``INVITE sip:101@host SIP/2.0`` -> ``101``."""
+    line = whole_msg.split("\r\n", 1)[0].split("\n", 1)[0]
+    parts = line.split()
+    uri = parts[1] if len(parts) >= 2 else ""
+    uri = uri.split(":", 1)[1] if ":" in uri else uri
+    return uri.split("@", 1)[0].split(";", 1)[0] if "@" in uri else ""
+
+
+def header(whole_msg: str, name: str) -> str:
+    """First value of header ``name`` in a raw SIP message ('' if absent)."""
+    want = name.lower()
+    for line in whole_msg.split("\n")[1:]:
+        line = line.rstrip("\r")
+        if not line:
+            break
+        key, _, value = line.partition(":")
+        if key.strip().lower() == want:
+            return value.strip()
+    return ""
+
+
+class SipAgent:
+    """A pjsua2 user agent running on its own thread; see the module docstring.
+
+    Args:
+        options: transport, codecs, call cap and optional registrar.
+        events: where :data:`SipEvent` objects are put (from the ``sip`` thread).
+        user: account user part when listening directly (``sip:user@host:port``).
+        clock_rate: sample rate of the frames exchanged with :class:`AudioLink` (the bridge
+            resamples from the codec's rate).
+        pj_log_level: pjsua2's own console log level (0 = silent).
+    """
+
+    def __init__(self, options: SIPOptions, events: queue.Queue, *, user: str = "agent",
+                 clock_rate: int = 8000, pj_log_level: int = 0):
+        self.options = options
+        self.events = events
+        self.user = user
+        self.clock_rate = clock_rate
+        self.frame_bytes = clock_rate * FRAME_MS // 1000 * 2
+        self._log_level = pj_log_level
+        self._cmds: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._calls: dict[int, _Call] = {}
+        self._dead: list[_Call] = []  # disconnected calls, freed by the loop, never in a callback
+        self._keys = itertools.count(1)
+        self._thread: threading.Thread | None = None
+        self._started = threading.Event()
+        self._stop = threading.Event()
+        self._start_error: BaseException | None = None
+        self._ep = None
+        self._acc = None
+
+    # ---- public API (any thread) -------------------------------------------------------------
+
+    def start(self, timeout: float = 15.0) -> None:
+        """Start the ``sip`` thread and wait until the transport is listening.
+
+        Raises:
+            RuntimeError: pjsua2 failed to start (port in use, bad registrar URI...).
+        """
+        self._thread = threading.Thread(target=self._run, name="sip", daemon=True)
+        self._thread.start()
+        if not self._started.wait(timeout):
+            raise RuntimeError("SIP stack did not start in time")
+        if self._start_error is not None:
+            raise RuntimeError(f"SIP stack failed to start: {self._start_error}")
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Hang up every call, destroy the library and join the thread."""
+        if self._thread is None:
+            return
+        self._stop.set()
+        self._thread.join(timeout)
+        self._thread = None
+
+    def answer(self, key: int, code: int = 200, link: AudioLink | None = None) -> None:
+        """Answer an incoming call; ``link`` carries its audio once media is active."""
+        def do() -> None:
+            call = self._calls.get(key)
+            if call is None:
+                return
+            if link is not None:
+                call.link = link
+            op = pj.CallOpParam()
+            op.statusCode = code
+            call.answer(op)
+        self._cmds.put(do)
+
+    def reject(self, key: int, code: int) -> None:
+        """Refuse an incoming call with a final status (404, 486, 503...)."""
+        self.hangup(key, code)
+
+    def hangup(self, key: int, code: int = 200) -> None:
+        """End a call (BYE when answered, the final ``code`` when still ringing)."""
+        def do() -> None:
+            call = self._calls.get(key)
+            if call is None:
+                return
+            call.local_hangup = True
+            op = pj.CallOpParam()
+            op.statusCode = code
+            try:
+                call.hangup(op)
+            except pj.Error as e:
+                self._error(key, e)
+        self._cmds.put(do)
+
+    def dial(self, uri: str, link: AudioLink) -> int:
+        """Place an outgoing call to ``uri``; returns its key (events follow)."""
+        key = next(self._keys)
+
+        def do() -> None:
+            call = _Call(self, self._acc, key)
+            call.link = link
+            self._calls[key] = call
+            try:
+                call.makeCall(uri, pj.CallOpParam(True))
+            except pj.Error as e:
+                self._calls.pop(key, None)
+                self._dead.append(call)
+                self._emit(CallDisconnected(key, 500, e.info(), True, time.monotonic()))
+        self._cmds.put(do)
+        return key
+
+    def send_dtmf(self, key: int, digits: str) -> None:
+        """Send RFC 2833 digits on a call (used by the test caller)."""
+        def do() -> None:
+            call = self._calls.get(key)
+            if call is not None:
+                call.dialDtmf(digits)
+        self._cmds.put(do)
+
+    @property
+    def uri(self) -> str:
+        """Where this agent can be called (direct mode)."""
+        return f"sip:{self.user}@{self.options.host}:{self.options.port}"
+
+    # ---- the sip thread ----------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            self._create()
+        except BaseException as e:  # noqa: BLE001 (reported to start())
+            self._start_error = e
+            self._started.set()
+            self._destroy()
+            return
+        self._started.set()
+        try:
+            while not self._stop.is_set():
+                self._ep.libHandleEvents(10)
+                self._drain()
+        finally:
+            self._shutdown()
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                cmd = self._cmds.get_nowait()
+            except queue.Empty:
+                break
+            try:
+                cmd()
+            except Exception as e:
+                self._error(-1, e)
+        if self._dead:
+            # Freed here, outside the DISCONNECTED callback that queued them.
+            self._dead.clear()
+
+    def _create(self) -> None:
+        o = self.options
+        ep = pj.Endpoint()
+        self._ep = ep
+        ep.libCreate()
+        cfg = pj.EpConfig()
+        cfg.uaConfig.threadCnt = 0  # this thread polls: every SIP callback runs here
+        cfg.uaConfig.mainThreadOnly = False
+        cfg.uaConfig.maxCalls = min(4, max(1, o.max_calls))
+        cfg.uaConfig.userAgent = "callagent"
+        cfg.logConfig.level = self._log_level
+        cfg.logConfig.consoleLevel = self._log_level
+        cfg.medConfig.clockRate = self.clock_rate
+        cfg.medConfig.sndClockRate = self.clock_rate
+        cfg.medConfig.audioFramePtime = FRAME_MS
+        cfg.medConfig.ecTailLen = 0  # no echo canceller: barge-in gating handles echo
+        cfg.medConfig.noVad = True  # send every frame; silence suppression would hide timing
+        ep.libInit(cfg)
+        kinds = {"udp": [pj.PJSIP_TRANSPORT_UDP], "tcp": [pj.PJSIP_TRANSPORT_TCP],
+                 "both": [pj.PJSIP_TRANSPORT_UDP, pj.PJSIP_TRANSPORT_TCP]}[o.transport]
+        for kind in kinds:
+            tcfg = pj.TransportConfig()
+            tcfg.port = o.port
+            tcfg.boundAddress = o.host
+            tcfg.publicAddress = o.host
+            ep.transportCreate(kind, tcfg)
+        ep.libStart()
+        ep.audDevManager().setNullDev()  # no sound card; also drives the bridge clock
+        self._set_codecs(ep, o.codecs)
+
+        acfg = pj.AccountConfig()
+        acfg.mediaConfig.transportConfig.port = o.rtp_port
+        acfg.mediaConfig.transportConfig.boundAddress = o.host
+        acfg.mediaConfig.transportConfig.publicAddress = o.host
+        r = o.registrar
+        if r.uri:
+            host = r.uri.split(":", 1)[-1]
+            acfg.idUri = f"sip:{r.username}@{host}"
+            acfg.regConfig.registrarUri = r.uri
+            cred = pj.AuthCredInfo("digest", r.realm, r.username, 0, r.password)
+            acfg.sipConfig.authCreds.append(cred)
+        else:
+            acfg.idUri = self.uri
+            acfg.regConfig.registrarUri = ""
+        acc = _Account(self)
+        acc.create(acfg, True)
+        self._acc = acc
+
+    @staticmethod
+    def _set_codecs(ep, wanted: list[str]) -> None:
+        # Only the configured codecs, in the configured order; everything else disabled so an
+        # offer of speex/iLBC/GSM alone is refused (488) instead of decoded at a loss.
+        prio = {name.upper(): 255 - i for i, name in enumerate(wanted)}
+        for info in ep.codecEnum2():
+            name = info.codecId.split("/", 1)[0].upper()
+            ep.codecSetPriority(info.codecId, prio.get(name, 0))
+
+    def _shutdown(self) -> None:
+        for call in list(self._calls.values()):
+            if call.connected or call.link is not None:
+                op = pj.CallOpParam()
+                op.statusCode = 200
+                try:
+                    call.local_hangup = True
+                    call.hangup(op)
+                except pj.Error:
+                    pass
+        deadline = time.monotonic() + 2.0
+        while self._calls and time.monotonic() < deadline:
+            self._ep.libHandleEvents(20)  # let BYEs go out and DISCONNECTED callbacks run
+            self._drain()
+        self._destroy()
+
+    def _destroy(self) -> None:
+        # Every Call/port must be gone before libDestroy, or freeing them later aborts.
+        self._calls.clear()
+        self._dead.clear()
+        if self._acc is not None:
+            try:
+                self._acc.shutdown()
+            except Exception:
+                pass
+        self._acc = None
+        gc.collect()
+        if self._ep is not None:
+            try:
+                self._ep.libDestroy()
+            except Exception:
+                pass
+        self._ep = None
+
+    # ---- helpers called from pj callbacks (sip thread) ---------------------------------------
+
+    def _emit(self, event: SipEvent) -> None:
+        self.events.put(event)
+
+    def _error(self, key: int, exc: BaseException) -> None:
+        self.events.put(SipError(key, repr(exc), time.monotonic()))
+
+    def _make_port(self, link: AudioLink, name: str) -> _Port:
+        port = _Port(link, self.frame_bytes)
+        fmt = pj.MediaFormatAudio()
+        fmt.init(pj.PJMEDIA_FORMAT_PCM, self.clock_rate, 1, FRAME_MS * 1000, 16)
+        port.createPort(name, fmt)
+        return port
+
+    def _incoming(self, acc, prm) -> None:
+        key = next(self._keys)
+        call = _Call(self, acc, key, prm.callId)
+        self._calls[key] = call
+        msg = prm.rdata.wholeMsg
+        ci = call.getInfo()
+        self._emit(IncomingCall(key=key, extension=request_user(msg), remote_uri=ci.remoteUri,
+                                sip_call_id=ci.callIdString, at=time.monotonic()))
+
+    def _disconnected(self, call: _Call, code: int, reason: str) -> None:
+        self._calls.pop(call.key, None)
+        self._dead.append(call)
+        if call.port is not None:
+            self._dead.append(call.port)
+        self._emit(CallDisconnected(call.key, int(code), str(reason), call.local_hangup,
+                                    time.monotonic()))
+
