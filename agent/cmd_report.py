@@ -1,0 +1,240 @@
+"""``callagent report``: latency and call-count reports from the call log.
+
+Formats what :mod:`db.reports` computes (rich tables, JSON or CSV) and writes the HTML page of
+:mod:`db.html`; holds no query logic of its own.
+
+    callagent report [--since 24h] [--by backend|profile|model] [--calls N] [--slowest N]
+                     [--call ID] [--format table|json|csv] [--html FILE] [--db URL]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import sys
+
+from agent import cliopts
+
+
+def _since(text: str):
+    from db.reports import parse_since
+
+    try:
+        return parse_since(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def add_parser(subparsers) -> None:
+    """Register ``report``."""
+    p = subparsers.add_parser("report", help="latency percentiles, slowest turns, call timelines")
+    cliopts.add_common(p)
+    p.add_argument("--since", type=_since, default=None, metavar="WINDOW",
+                   help="only calls started in this window: 30m, 24h, 7d (default: all)")
+    p.add_argument("--by", choices=("backend", "profile", "model"), default="backend",
+                   help="group stage percentiles by ASR backend, profile or ASR model")
+    p.add_argument("--calls", type=int, default=10, metavar="N", help="list the N latest calls")
+    p.add_argument("--slowest", type=int, default=5, metavar="N",
+                   help="list the N slowest turns (voice-to-voice)")
+    p.add_argument("--call", metavar="ID", help="show one call's timeline, turn by turn")
+    p.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    p.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the report; returns the exit code (1: no such database or call)."""
+    from sqlalchemy.engine import make_url
+
+    from db import html, reports
+    from db.migrate import current_revision, make_engine
+
+    url = cliopts.load(args).db.url
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:") \
+            and not os.path.exists(parsed.database):
+        print(f"callagent: no call log at {parsed.database}", file=sys.stderr)
+        return 1
+    engine = make_engine(url)
+    try:
+        if current_revision(engine) is None:
+            print("callagent: the call log is empty; run `callagent db upgrade`", file=sys.stderr)
+            return 1
+        timeline = None
+        if args.call:
+            timeline = reports.call_timeline(engine, args.call)
+            if timeline is None:
+                print(f"callagent: no call {args.call!r}", file=sys.stderr)
+                return 1
+        report = reports.build_report(engine, args.since, args.by, args.calls, args.slowest)
+        if args.html:
+            turns = reports.load_turns(engine, args.since, report.generated_at)
+            chart_call = timeline
+            if chart_call is None and report.slowest:
+                # Chart the call with the slowest turn: the one worth looking at.
+                chart_call = reports.call_timeline(engine, report.slowest[0].call_id)
+            elif chart_call is None and report.recent_calls:
+                chart_call = reports.call_timeline(engine, report.recent_calls[0].id)
+            html.write_html(args.html, report, turns, chart_call)
+    finally:
+        engine.dispose()
+    if args.format == "json":
+        payload = reports.to_jsonable(timeline if args.call else report)
+        json.dump(payload, sys.stdout, indent=2)
+        print()
+    elif args.format == "csv":
+        _csv(report, timeline if args.call else None)
+    elif timeline is not None:
+        _print_timeline(timeline)
+    else:
+        _print_report(report)
+    if args.html:
+        print(f"wrote {args.html}", file=sys.stderr)
+    return 0
+
+
+def _csv(report, timeline) -> None:
+    from db.reports import METRICS
+
+    w = csv.writer(sys.stdout, lineterminator="\n")
+    if timeline is not None:
+        w.writerow(["call_id", "index", "speech_start_s", "speech_end_s",
+                    *[f"{m}_ms" for m in METRICS], "asr_rtf", "tts_rtf", "barge_in",
+                    "transcript", "reply_text"])
+        for t in timeline.turns:
+            w.writerow([t.call_id, t.index, t.speech_start_s, t.speech_end_s,
+                        *[t.stages_ms[m] for m in METRICS], t.asr_rtf, t.tts_rtf,
+                        int(t.barge_in), t.transcript, t.reply_text])
+        return
+    w.writerow(["section", "group", "metric", "n", "p50", "p95", "p99", "max"])
+    for g in report.groups:
+        for m, p in g.stages.items():
+            w.writerow(["stage_ms", g.key, m, p.n, *_r(p.p50, p.p95, p.p99, p.max)])
+    for r in report.rtf:
+        for m, p in (("asr_rtf", r.asr), ("tts_rtf", r.tts)):
+            w.writerow(["rtf", f"{r.backend}/{r.model}", m, p.n, *_r(p.p50, p.p95, p.p99, p.max)])
+
+
+def _r(*values: float | None) -> list[float | str]:
+    # Microsecond (and 1e-6 RTF) resolution is plenty; full float noise only hurts diffs.
+    return ["" if v is None else round(v, 6) for v in values]
+
+
+# -- rich tables -------------------------------------------------------------------------------
+
+
+def _console():
+    from rich.console import Console
+
+    # Piped output (files, tests, less) gets a wide fixed width instead of rich's 80 columns.
+    return Console(width=None if sys.stdout.isatty() else 160, highlight=False)
+
+
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{v:,.0f}"
+
+
+def _rtf(v: float | None) -> str:
+    return "-" if v is None else f"{v:.3f}"
+
+
+def _when(dt) -> str:
+    return "-" if dt is None else dt.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _print_report(report) -> None:
+    from rich.table import Table
+
+    from db.reports import METRICS
+
+    con = _console()
+    t = report.totals
+    window = f"since {_when(report.since)} UTC" if report.since else "all time"
+    reasons = ", ".join(f"{k} {v}" for k, v in t.end_reasons.items()) or "-"
+    con.print(f"[bold]Call log[/bold] ({window}): {t.calls} calls, {t.turns} turns, "
+              f"{t.barge_ins} barge-ins, {t.open_calls} open; ended: {reasons}")
+
+    stages = Table(title=f"Latency by {report.by} (ms)", title_justify="left")
+    for col in (report.by, "calls", "turns", "stage", "n", "p50", "p95", "p99", "max"):
+        stages.add_column(col, justify="left" if col in (report.by, "stage") else "right")
+    for g in report.groups:
+        for i, m in enumerate(METRICS):
+            p = g.stages[m]
+            first = i == 0
+            stages.add_row(g.key if first else "", str(g.calls) if first else "",
+                           str(g.turns) if first else "",
+                           f"[bold]{m}[/bold]" if m == "voice_to_voice" else m, str(p.n),
+                           _ms(p.p50), _ms(p.p95), _ms(p.p99), _ms(p.max),
+                           end_section=m == "voice_to_voice")
+    con.print(stages if report.groups else "no turns in this window")
+
+    if report.rtf:
+        rtf = Table(title="Real-time factor (processing s / audio s)", title_justify="left")
+        for col in ("asr backend", "asr model", "n", "asr p50", "asr p95", "tts p50", "tts p95"):
+            rtf.add_column(col, justify="left" if col in ("asr backend", "asr model")
+                           else "right")
+        for r in report.rtf:
+            rtf.add_row(r.backend, r.model, str(r.asr.n), _rtf(r.asr.p50), _rtf(r.asr.p95),
+                        _rtf(r.tts.p50), _rtf(r.tts.p95))
+        con.print(rtf)
+
+    if report.slowest:
+        slow = Table(title="Slowest turns", title_justify="left")
+        for col in ("call", "turn", "voice-to-voice ms", "slowest stage", "asr backend", "said"):
+            slow.add_column(col, justify="right" if col in ("turn", "voice-to-voice ms")
+                            else "left")
+        for s in report.slowest:
+            stage = max(METRICS[:-1], key=lambda m: s.stages_ms[m] or 0.0)
+            slow.add_row(s.call_id, str(s.index), _ms(s.voice_to_voice_ms),
+                         f"{stage} {_ms(s.stages_ms[stage])}", s.asr_backend,
+                         _clip(s.transcript))
+        con.print(slow)
+
+    if report.recent_calls:
+        calls = Table(title="Latest calls", title_justify="left")
+        for col in ("call", "started (UTC)", "profile", "asr", "turns", "v2v p50 ms",
+                    "v2v max ms", "end"):
+            calls.add_column(col, justify="right" if col.startswith(("turns", "v2v")) else "left")
+        for c in report.recent_calls:
+            calls.add_row(c.id, _when(c.started_at), c.profile, c.asr_backend, str(c.turns),
+                          _ms(c.voice_to_voice.p50), _ms(c.voice_to_voice.max),
+                          c.end_reason or "(open)")
+        con.print(calls)
+
+
+def _print_timeline(tl) -> None:
+    from rich.table import Table
+
+    from db.reports import METRICS
+
+    con = _console()
+    c = tl.call
+    con.print(f"[bold]Call {c.id}[/bold] from {c.caller_uri or '?'}, profile {c.profile or '-'}, "
+              f"asr {c.asr_backend or '-'} {c.asr_model}, llm {c.llm_model or '-'}; "
+              f"{_when(c.started_at)} -> {_when(c.ended_at)} UTC ({c.end_reason or 'open'})")
+    table = Table(title="Turns (ms)", title_justify="left")
+    table.add_column("#", justify="right")
+    table.add_column("speech s", justify="right")
+    for m in METRICS:
+        table.add_column(m.replace("_", " "), justify="right")
+    table.add_column("asr rtf", justify="right")
+    table.add_column("caller -> agent")
+    for t in tl.turns:
+        span = "-" if t.speech_start_s is None else (
+            f"{t.speech_start_s:.1f}-{t.speech_end_s:.1f}" if t.speech_end_s is not None
+            else f"{t.speech_start_s:.1f}")
+        said = f"{_clip(t.transcript, 30)} -> {_clip(t.reply_text, 30)}"
+        table.add_row(str(t.index) + (" [barge-in]" if t.barge_in else ""), span,
+                      *[_ms(t.stages_ms[m]) for m in METRICS], _rtf(t.asr_rtf), said)
+    con.print(table)
+    for e in tl.events:
+        con.print(f"  {_when(e.at)}  {e.kind}  {e.detail}")
+
+
+def _clip(text: str, n: int = 40) -> str:
+    from rich.markup import escape
+
+    text = " ".join(text.split())
+    return escape(text if len(text) <= n else text[: n - 1] + "…")

@@ -1,0 +1,371 @@
+"""Latency reports over the call log: query functions that return dataclasses, no formatting.
+
+Owns what the numbers mean: percentiles are computed in Python from the rows (linear
+interpolation between closest ranks, as numpy's default and PostgreSQL's ``percentile_cont``),
+so SQLite and PostgreSQL give identical answers. A ``None`` stage (missing stamp) is left out of
+that stage's percentiles, never counted as zero. Time filters apply to ``calls.started_at``.
+The CLI (:mod:`agent.cmd_report`) and the HTML page (:mod:`db.html`) only format these.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Literal
+
+from sqlalchemy import Engine, func, select
+from sqlalchemy.orm import Session
+
+from agent.turn import STAGES
+from db.schema import Call, Event, Turn
+
+GroupBy = Literal["backend", "profile", "model"]
+METRICS = (*STAGES, "voice_to_voice")
+"""Every stage in timeline order, then their sum."""
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+@dataclass(frozen=True)
+class Percentiles:
+    """Distribution summary of one metric."""
+
+    n: int
+    p50: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    max: float | None = None
+
+
+@dataclass
+class StageGroup:
+    """Per-stage latency percentiles (ms) of the turns sharing one backend/profile/model."""
+
+    key: str
+    calls: int
+    turns: int
+    stages: dict[str, Percentiles]
+    """Keyed by :data:`METRICS`."""
+
+
+@dataclass
+class RTFRow:
+    """Real-time factors (processing s / audio s) of one ASR backend and model."""
+
+    backend: str
+    model: str
+    asr: Percentiles
+    tts: Percentiles
+
+
+@dataclass
+class Totals:
+    """Counts over the report window."""
+
+    calls: int
+    turns: int
+    barge_ins: int
+    open_calls: int
+    end_reasons: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class TurnRow:
+    """One turn with its call's context, as the reports and charts need it."""
+
+    call_id: str
+    index: int
+    recorded_at: datetime | None
+    profile: str
+    asr_backend: str
+    asr_model: str
+    stages_ms: dict[str, float | None]
+    """Keyed by :data:`METRICS`."""
+    asr_rtf: float | None = None
+    tts_rtf: float | None = None
+    speech_start_s: float | None = None
+    speech_end_s: float | None = None
+    audio_out_s: float | None = None
+    llm_tokens: int | None = None
+    barge_in: bool = False
+    transcript: str = ""
+    reply_text: str = ""
+
+    @property
+    def voice_to_voice_ms(self) -> float | None:
+        return self.stages_ms["voice_to_voice"]
+
+
+@dataclass
+class CallSummary:
+    """One call's row plus its voice-to-voice summary."""
+
+    id: str
+    started_at: datetime
+    ended_at: datetime | None
+    profile: str
+    asr_backend: str
+    asr_model: str
+    llm_model: str
+    caller_uri: str
+    end_reason: str
+    turns: int
+    barge_ins: int
+    voice_to_voice: Percentiles
+
+
+@dataclass
+class EventRow:
+    at: datetime
+    kind: str
+    detail: str
+
+
+@dataclass
+class CallTimeline:
+    """One call turn by turn."""
+
+    call: CallSummary
+    turns: list[TurnRow]
+    events: list[EventRow]
+
+
+@dataclass
+class Report:
+    """Everything ``callagent report`` shows, for one time window."""
+
+    generated_at: datetime
+    since: datetime | None
+    by: GroupBy
+    totals: Totals
+    groups: list[StageGroup]
+    rtf: list[RTFRow]
+    slowest: list[TurnRow]
+    recent_calls: list[CallSummary]
+
+
+def parse_since(text: str | None) -> timedelta | None:
+    """Parse a window such as ``30m``, ``24h``, ``7d`` or ``2w`` (``s`` for seconds).
+
+    Args:
+        text: The window, or None/empty for "all time".
+
+    Returns:
+        The window length, or None for all time.
+
+    Raises:
+        ValueError: The text is not a number followed by one of s, m, h, d, w.
+    """
+    if not text:
+        return None
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*", text.lower())
+    if not m:
+        raise ValueError(f"bad --since {text!r}: use a number and s/m/h/d/w, e.g. 24h or 7d")
+    return timedelta(seconds=float(m.group(1)) * _UNITS[m.group(2)])
+
+
+def percentiles(values: Iterable[float | None]) -> Percentiles:
+    """p50/p95/p99/max of the values that are not None (linear interpolation).
+
+    Args:
+        values: Samples; None entries are ignored.
+
+    Returns:
+        The summary; every field None when there are no samples.
+    """
+    xs = sorted(v for v in values if v is not None and not math.isnan(v))
+    if not xs:
+        return Percentiles(n=0)
+    return Percentiles(n=len(xs), p50=quantile(xs, 50), p95=quantile(xs, 95),
+                       p99=quantile(xs, 99), max=xs[-1])
+
+
+def quantile(xs: Sequence[float], p: float) -> float:
+    """The ``p``-th percentile (0-100) of sorted, non-empty ``xs``, interpolated linearly."""
+    rank = (len(xs) - 1) * p / 100.0
+    lo = math.floor(rank)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (rank - lo)
+
+
+def load_turns(engine: Engine, since: timedelta | None = None, now: datetime | None = None,
+               call_id: str | None = None) -> list[TurnRow]:
+    """Turns of the calls started in the window, oldest call first, in turn order.
+
+    Args:
+        engine: Call-log engine.
+        since: Window length back from ``now``; None = all time.
+        now: End of the window (default: the current time).
+        call_id: Only this call's turns.
+
+    Returns:
+        One :class:`TurnRow` per turn.
+    """
+    q = (select(Turn, Call.profile, Call.asr_backend, Call.asr_model)
+         .join(Call, Call.id == Turn.call_id)
+         .order_by(Call.started_at, Turn.call_id, Turn.index))
+    if since is not None:
+        q = q.where(Call.started_at >= (now or datetime.now(UTC)) - since)
+    if call_id is not None:
+        q = q.where(Turn.call_id == call_id)
+    with Session(engine) as s:
+        rows = s.execute(q).all()
+    return [_turn_row(t, profile, backend, model) for t, profile, backend, model in rows]
+
+
+def _turn_row(t: Turn, profile: str, call_backend: str, call_model: str) -> TurnRow:
+    stages = {m: getattr(t, f"{m}_ms") for m in METRICS}
+    return TurnRow(
+        call_id=t.call_id, index=t.index, recorded_at=t.recorded_at, profile=profile or "",
+        # A turn records the backend that transcribed it; older rows fall back to the call's.
+        asr_backend=t.asr_backend or call_backend or "", asr_model=t.asr_model or call_model or "",
+        stages_ms=stages, asr_rtf=t.asr_rtf, tts_rtf=t.tts_rtf, speech_start_s=t.speech_start_s,
+        speech_end_s=t.speech_end_s, audio_out_s=t.audio_out_s, llm_tokens=t.llm_tokens,
+        barge_in=bool(t.barge_in), transcript=t.transcript or "", reply_text=t.reply_text or "",
+    )
+
+
+def group_key(turn: TurnRow, by: GroupBy) -> str:
+    """The value a turn is grouped under (``(none)`` when unrecorded)."""
+    value = {"backend": turn.asr_backend, "profile": turn.profile, "model": turn.asr_model}[by]
+    return value or "(none)"
+
+
+def stage_groups(turns: Sequence[TurnRow], by: GroupBy = "backend") -> list[StageGroup]:
+    """Per-stage percentiles for each group, groups sorted by name.
+
+    Args:
+        turns: Rows from :func:`load_turns`.
+        by: ``backend`` (ASR backend), ``profile`` or ``model`` (ASR model).
+
+    Returns:
+        One :class:`StageGroup` per distinct key.
+    """
+    if by not in ("backend", "profile", "model"):
+        raise ValueError(f"bad group {by!r}: use backend, profile or model")
+    buckets: dict[str, list[TurnRow]] = {}
+    for t in turns:
+        buckets.setdefault(group_key(t, by), []).append(t)
+    return [
+        StageGroup(key=key, calls=len({t.call_id for t in rows}), turns=len(rows),
+                   stages={m: percentiles(t.stages_ms[m] for t in rows) for m in METRICS})
+        for key, rows in sorted(buckets.items())
+    ]
+
+
+def rtf_by_backend(turns: Sequence[TurnRow]) -> list[RTFRow]:
+    """ASR and TTS real-time factors per (ASR backend, ASR model)."""
+    buckets: dict[tuple[str, str], list[TurnRow]] = {}
+    for t in turns:
+        buckets.setdefault((t.asr_backend or "(none)", t.asr_model or "(none)"), []).append(t)
+    return [RTFRow(backend=b, model=m, asr=percentiles(t.asr_rtf for t in rows),
+                   tts=percentiles(t.tts_rtf for t in rows))
+            for (b, m), rows in sorted(buckets.items())]
+
+
+def slowest_turns(turns: Sequence[TurnRow], n: int = 5) -> list[TurnRow]:
+    """The ``n`` turns with the longest voice-to-voice, slowest first."""
+    timed = [t for t in turns if t.voice_to_voice_ms is not None]
+    return sorted(timed, key=lambda t: t.voice_to_voice_ms, reverse=True)[:max(0, n)]
+
+
+def totals(engine: Engine, since: timedelta | None = None, now: datetime | None = None) -> Totals:
+    """Call, turn and barge-in counts and end reasons of the calls started in the window."""
+    where = [] if since is None else [Call.started_at >= (now or datetime.now(UTC)) - since]
+    with engine.connect() as conn:
+        calls, barge_ins, open_calls = conn.execute(
+            select(func.count(), func.coalesce(func.sum(Call.barge_ins), 0),
+                   func.count() - func.count(Call.ended_at)).where(*where)).one()
+        turns = conn.execute(select(func.count()).select_from(Turn)
+                             .join(Call, Call.id == Turn.call_id).where(*where)).scalar_one()
+        reasons = conn.execute(select(Call.end_reason, func.count()).where(
+            *where, Call.ended_at.is_not(None)).group_by(Call.end_reason)).all()
+    return Totals(calls=calls, turns=turns, barge_ins=int(barge_ins), open_calls=open_calls,
+                  end_reasons={r or "(none)": n for r, n in sorted(reasons)})
+
+
+def recent_calls(engine: Engine, n: int = 10, since: timedelta | None = None,
+                 now: datetime | None = None) -> list[CallSummary]:
+    """The ``n`` most recently started calls in the window, newest first."""
+    q = select(Call).order_by(Call.started_at.desc(), Call.id).limit(max(0, n))
+    if since is not None:
+        q = q.where(Call.started_at >= (now or datetime.now(UTC)) - since)
+    with Session(engine) as s:
+        calls = list(s.scalars(q)) if n else []
+        v2v: dict[str, list[float | None]] = {}
+        if calls:
+            for cid, ms in s.execute(select(Turn.call_id, Turn.voice_to_voice_ms).where(
+                    Turn.call_id.in_([c.id for c in calls]))):
+                v2v.setdefault(cid, []).append(ms)
+        return [_summary(c, v2v.get(c.id, [])) for c in calls]
+
+
+def _summary(c: Call, v2v: Iterable[float | None]) -> CallSummary:
+    return CallSummary(
+        id=c.id, started_at=c.started_at, ended_at=c.ended_at, profile=c.profile,
+        asr_backend=c.asr_backend, asr_model=c.asr_model, llm_model=c.llm_model,
+        caller_uri=c.caller_uri, end_reason=c.end_reason, turns=c.turns, barge_ins=c.barge_ins,
+        voice_to_voice=percentiles(v2v),
+    )
+
+
+def call_timeline(engine: Engine, call_id: str) -> CallTimeline | None:
+    """One call turn by turn, with its events.
+
+    Args:
+        engine: Call-log engine.
+        call_id: The call's id.
+
+    Returns:
+        The timeline, or None if there is no such call.
+    """
+    turns = load_turns(engine, call_id=call_id)
+    with Session(engine) as s:
+        call = s.get(Call, call_id)
+        if call is None:
+            return None
+        events = [EventRow(at=e.at, kind=e.kind, detail=e.detail) for e in s.scalars(
+            select(Event).where(Event.call_id == call_id).order_by(Event.at, Event.id))]
+        return CallTimeline(call=_summary(call, (t.voice_to_voice_ms for t in turns)),
+                            turns=turns, events=events)
+
+
+def build_report(engine: Engine, since: timedelta | None = None, by: GroupBy = "backend",
+                 calls: int = 10, slowest: int = 5, now: datetime | None = None) -> Report:
+    """Everything ``callagent report`` shows, from one read of the window's turns.
+
+    Args:
+        engine: Call-log engine.
+        since: Window length; None = all time.
+        by: Grouping of the stage table.
+        calls: How many recent calls to list.
+        slowest: How many of the slowest turns to list.
+        now: End of the window (default: the current time).
+
+    Returns:
+        The report.
+    """
+    now = now or datetime.now(UTC)
+    turns = load_turns(engine, since, now)
+    return Report(
+        generated_at=now, since=None if since is None else now - since, by=by,
+        totals=totals(engine, since, now), groups=stage_groups(turns, by),
+        rtf=rtf_by_backend(turns), slowest=slowest_turns(turns, slowest),
+        recent_calls=recent_calls(engine, calls, since, now),
+    )
+
+
+def to_jsonable(obj: object) -> object:
+    """Dataclasses, dicts and lists with datetimes as ISO strings, for ``--format json``."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, datetime):
+        return obj.isoformat()
+    return obj
