@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from agent.turn import STAGES, TurnTimeline
-from db.records import CallEnded, CallStarted, TurnRecord
+from db.records import CallEnded, CallStarted, EventRecord, TurnRecord
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 
@@ -125,3 +125,50 @@ def pg_clean_url(pg_url):
         conn.execute(text("DROP SCHEMA public CASCADE; CREATE SCHEMA public"))
     engine.dispose()
     return pg_url
+
+
+def write_records(url: str, records, spool_dir) -> None:
+    """Write records through the real writer and wait until they are in the database."""
+    from db.writer import CallLogWriter
+    from dialplan.options import DBOptions
+
+    writer = CallLogWriter(DBOptions(url=url, spool_dir=str(spool_dir)))
+    for r in records:
+        writer.put(r)
+    assert writer.flush(timeout=30)
+    assert writer.close(timeout=30)
+    assert writer.stats.spooled == 0 and writer.stats.rejected == 0, writer.stats
+
+
+def known_records(now: datetime):
+    """Calls with hand-picked voice-to-voice values, so report percentiles are known exactly.
+
+    faster-whisper (profile sales, model tiny.en): 2 calls, v2v 100, 200, ... 1000 ms.
+    voxtral (profile support, model voxtral-mini): 1 call, v2v 300, 100, 200 ms.
+    An old faster-whisper call (3 days ago) with one 9999 ms turn: outside ``--since 24h``.
+    """
+    records = []
+
+    def add_call(cid, start, backend, model, profile, v2vs, first_index=0):
+        records.append(call_started(cid, start, asr_backend=backend, asr_model=model,
+                                    profile=profile))
+        for i, v in enumerate(v2vs, start=first_index):
+            # endpoint 50 ms, playout 10 ms, the rest in the LLM: stages sum to v2v.
+            records.append(TurnRecord(
+                call_id=cid, index=i, endpoint_ms=50.0, asr_ms=20.0, llm_ttft_ms=v - 100.0,
+                first_chunk_ms=10.0, tts_first_audio_ms=10.0, playout_ms=10.0,
+                voice_to_voice_ms=float(v), asr_rtf=v / 10000.0, tts_rtf=0.5,
+                speech_start_s=4.0 * i, speech_end_s=4.0 * i + 1.5, audio_out_s=1.0,
+                asr_backend=backend, asr_model=model, transcript=f"{cid} turn {i}",
+                at=start + timedelta(seconds=5 * (i + 1))))
+        records.append(call_ended(cid, start + timedelta(minutes=2), turns=len(v2vs)))
+
+    add_call("fw-1", now - timedelta(hours=3), "faster-whisper", "tiny.en", "sales",
+             [100, 200, 300, 400, 500])
+    add_call("fw-2", now - timedelta(hours=2), "faster-whisper", "tiny.en", "sales",
+             [600, 700, 800, 900, 1000])
+    add_call("vx-1", now - timedelta(hours=1), "voxtral", "voxtral-mini", "support",
+             [300, 100, 200])
+    add_call("old-1", now - timedelta(days=3), "faster-whisper", "tiny.en", "sales", [9999])
+    records.append(EventRecord("vx-1", now - timedelta(minutes=59), "barge-in", "turn 1"))
+    return records

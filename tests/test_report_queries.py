@@ -1,0 +1,90 @@
+"""Report numbers come from the database: known rows in, exact percentiles out."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from db_fixtures import T0, known_records, sqlite_url, write_records  # noqa: F401
+
+from db import reports
+from db.migrate import make_engine
+
+pytestmark = pytest.mark.unit
+NOW = T0 + timedelta(days=10)
+
+
+@pytest.fixture
+def engine(sqlite_url, tmp_path):
+    write_records(sqlite_url, known_records(NOW), tmp_path / "spool")
+    engine = make_engine(sqlite_url)
+    yield engine
+    engine.dispose()
+
+
+def test_percentiles_interpolate_linearly():
+    p = reports.percentiles([None, 300.0, 100.0, 200.0])
+    assert (p.n, p.p50, p.max) == (3, 200.0, 300.0)
+    assert p.p95 == pytest.approx(290.0) and p.p99 == pytest.approx(298.0)
+    assert reports.percentiles([]) == reports.Percentiles(n=0)
+
+
+def test_parse_since():
+    assert reports.parse_since("24h") == timedelta(hours=24)
+    assert reports.parse_since("7d") == timedelta(days=7)
+    assert reports.parse_since("30m") == timedelta(minutes=30)
+    assert reports.parse_since(None) is None
+    with pytest.raises(ValueError):
+        reports.parse_since("yesterday")
+
+
+def test_stage_percentiles_by_backend(engine):
+    r = reports.build_report(engine, reports.parse_since("24h"), "backend", now=NOW)
+    groups = {g.key: g for g in r.groups}
+    assert list(groups) == ["faster-whisper", "voxtral"]
+    fw, vx = groups["faster-whisper"], groups["voxtral"]
+    assert (fw.calls, fw.turns, vx.calls, vx.turns) == (2, 10, 1, 3)
+    v2v = fw.stages["voice_to_voice"]
+    assert (v2v.n, v2v.p50, v2v.max) == (10, 550.0, 1000.0)
+    assert v2v.p95 == pytest.approx(955.0) and v2v.p99 == pytest.approx(991.0)
+    assert fw.stages["llm_ttft"].p50 == 450.0
+    assert fw.stages["endpoint"].p99 == 50.0
+    assert vx.stages["voice_to_voice"].p50 == 200.0
+    # The 3-day-old call is outside the window; with no window it is in.
+    assert r.totals.calls == 3 and r.totals.turns == 13
+    everything = reports.build_report(engine, None, "backend", now=NOW)
+    assert everything.totals.calls == 4
+    assert {g.key: g.turns for g in everything.groups}["faster-whisper"] == 11
+    assert everything.slowest[0].voice_to_voice_ms == 9999.0
+
+
+def test_group_by_profile_and_model(engine):
+    since = timedelta(hours=24)
+    by_profile = reports.build_report(engine, since, "profile", now=NOW).groups
+    assert [(g.key, g.turns) for g in by_profile] == [("sales", 10), ("support", 3)]
+    by_model = reports.build_report(engine, since, "model", now=NOW).groups
+    assert [(g.key, g.stages["voice_to_voice"].p50) for g in by_model] == [
+        ("tiny.en", 550.0), ("voxtral-mini", 200.0)]
+
+
+def test_rtf_counts_slowest_and_recent(engine):
+    r = reports.build_report(engine, timedelta(hours=24), calls=2, slowest=3, now=NOW)
+    rtf = {(x.backend, x.model): x for x in r.rtf}
+    assert rtf[("faster-whisper", "tiny.en")].asr.p50 == pytest.approx(0.055)
+    assert rtf[("voxtral", "voxtral-mini")].tts.p50 == 0.5
+    assert [(s.call_id, s.index, s.voice_to_voice_ms) for s in r.slowest] == [
+        ("fw-2", 4, 1000.0), ("fw-2", 3, 900.0), ("fw-2", 2, 800.0)]
+    assert [c.id for c in r.recent_calls] == ["vx-1", "fw-2"]
+    assert r.recent_calls[0].voice_to_voice.p50 == 200.0
+    assert r.totals.end_reasons == {"caller-bye": 3}
+
+
+def test_call_timeline(engine):
+    tl = reports.call_timeline(engine, "vx-1")
+    assert tl is not None
+    assert [(t.index, t.voice_to_voice_ms) for t in tl.turns] == [
+        (0, 300.0), (1, 100.0), (2, 200.0)]
+    assert tl.turns[1].speech_end_s == 5.5 and tl.turns[1].transcript == "vx-1 turn 1"
+    assert [(e.kind, e.detail) for e in tl.events] == [("barge-in", "turn 1")]
+    assert tl.call.profile == "support" and tl.call.end_reason == "caller-bye"
+    assert reports.call_timeline(engine, "nope") is None
