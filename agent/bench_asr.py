@@ -1,4 +1,4 @@
-"""``callagent bench asr``: ASR load time, per-utterance latency p50/p95, RTF, optimisation speedups.
+"""``callagent bench asr``: ASR load time, latency p50/p95, RTF and optimisation speedups.
 
 Owns the ASR benchmark only: utterances are espeak-ng sentences resampled to 16 kHz with soxr;
 each variant (for ``--compare``: eager, SDPA, SDPA + static cache, optional compile, batched, and

@@ -12,10 +12,10 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+import voxtral_tiny as tiny
 
 from models.asr.voxtral_batcher import MicroBatcher
 from models.errors import ModelMissingError
-from tests import voxtral_tiny as tiny
 
 transformers = pytest.importorskip("transformers")
 

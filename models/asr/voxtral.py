@@ -1,4 +1,4 @@
-"""Voxtral ASR backend: ``VoxtralForConditionalGeneration`` in transcription mode, tuned for latency.
+"""Voxtral ASR backend: ``VoxtralForConditionalGeneration`` transcribing, tuned for latency.
 
 Owns :class:`VoxtralASR` (loading, device/dtype/attention/compile/static-cache choices, batched
 greedy ``generate()``, cross-call batching) and :func:`install_from` (checkpoint validation and
@@ -82,7 +82,7 @@ def max_new_tokens(audio_s: float, tokens_per_second: float) -> int:
 
 
 def _require_transformers() -> None:
-    if importlib.util.find_spec("transformers") is None or importlib.util.find_spec("torch") is None:
+    if any(importlib.util.find_spec(m) is None for m in ("transformers", "torch")):
         raise ModelMissingError(
             "The Voxtral ASR backend needs transformers (and torch): "
             "pip install 'callagent[voxtral]'"
@@ -187,7 +187,7 @@ class VoxtralASR(ASR):
             self._warmup()
 
     def _warmup(self) -> None:
-        """Run one utterance so lazy init (and compilation, when on) happens before the first call."""
+        """Run one utterance so lazy init (and compiling, when on) happens before the first call."""
         noise = np.random.default_rng(0).normal(0, 0.01, SAMPLE_RATE).astype(np.float32)
         started = time.monotonic()
         self._transcribe_batch_impl([noise])

@@ -1,4 +1,4 @@
-"""Build and save a tiny random-weight Voxtral checkpoint (for tests and ``bench asr --model tiny``).
+"""Build and save a tiny random-weight Voxtral checkpoint (tests, ``bench asr --model tiny``).
 
 Owns the shrunk :class:`~transformers.VoxtralConfig` and the on-disk layout of a checkpoint that
 has no ``tekken.json``: ``config.json`` + ``model.safetensors`` + ``preprocessor_config.json``
