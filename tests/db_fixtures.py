@@ -79,9 +79,32 @@ def _pg_bin() -> str | None:
     return os.path.dirname(initdb) if initdb else None
 
 
+class PgCluster:
+    """A throwaway PostgreSQL cluster that a test can stop and start (a real outage)."""
+
+    def __init__(self, pg_bin: str, root: str, run_as: list[str]):
+        self.pg_bin, self.root, self.run_as = pg_bin, root, run_as
+        self.data = os.path.join(root, "data")
+        self.url = f"postgresql+psycopg://postgres@/postgres?host={root}"
+
+    def pg(self, tool: str, *args: str, check: bool = True) -> None:
+        subprocess.run([*self.run_as, os.path.join(self.pg_bin, tool), *args], check=check,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=60)
+
+    def start(self) -> None:
+        # No TCP at all (nothing can collide on a port); fsync off: a test cluster needs no
+        # durability.
+        opts = f"-k {self.root} -c listen_addresses='' -c fsync=off -c full_page_writes=off"
+        self.pg("pg_ctl", "-D", self.data, "-o", opts, "-l", os.path.join(self.root, "log"),
+                "-w", "start")
+
+    def stop(self) -> None:
+        self.pg("pg_ctl", "-D", self.data, "-m", "fast", "-w", "stop", check=False)
+
+
 @pytest.fixture(scope="session")
-def pg_url():
-    """``postgresql+psycopg://`` URL of a temp cluster, started once per test session."""
+def pg_cluster():
+    """A temp cluster, started once per test session and removed at the end."""
     pg_bin = _pg_bin()
     if pg_bin is None:
         pytest.skip("PostgreSQL server binaries not installed (apt-get install postgresql)")
@@ -92,27 +115,26 @@ def pg_url():
         run_as = ["runuser", "-u", "postgres", "--"]
     # Short path: the Unix socket path must fit in 107 bytes.
     root = tempfile.mkdtemp(prefix="cagpg")
-    data = os.path.join(root, "data")
-    os.mkdir(data)
+    cluster = PgCluster(pg_bin, root, run_as)
+    os.mkdir(cluster.data)
     if run_as:
         shutil.chown(root, "postgres", "postgres")
-        shutil.chown(data, "postgres", "postgres")
+        shutil.chown(cluster.data, "postgres", "postgres")
     os.chmod(root, 0o755)
-
-    def pg(tool: str, *args: str) -> None:
-        subprocess.run([*run_as, os.path.join(pg_bin, tool), *args], check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=60)
-
-    pg("initdb", "-D", data, "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8")
-    # No TCP at all (nothing can collide on a port); fsync off: a test cluster needs no durability.
-    opts = f"-k {root} -c listen_addresses='' -c fsync=off -c full_page_writes=off"
-    pg("pg_ctl", "-D", data, "-o", opts, "-l", os.path.join(root, "log"), "-w", "start")
     try:
-        yield f"postgresql+psycopg://postgres@/postgres?host={root}"
+        cluster.pg("initdb", "-D", cluster.data, "-A", "trust", "-U", "postgres", "--no-sync",
+                   "-E", "UTF8")
+        cluster.start()
+        yield cluster
     finally:
-        subprocess.run([*run_as, os.path.join(pg_bin, "pg_ctl"), "-D", data, "-m", "immediate",
-                        "-w", "stop"], check=False, capture_output=True, timeout=60)
+        cluster.pg("pg_ctl", "-D", cluster.data, "-m", "immediate", "-w", "stop", check=False)
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def pg_url(pg_cluster) -> str:
+    """``postgresql+psycopg://`` URL of the temp cluster (Unix socket)."""
+    return pg_cluster.url
 
 
 @pytest.fixture

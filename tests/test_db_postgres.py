@@ -1,0 +1,133 @@
+"""The call log on a real PostgreSQL server (a temp cluster): migrate, write, outage, report."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from db_fixtures import (  # noqa: F401
+    call_ended,
+    call_started,
+    pg_clean_url,
+    pg_cluster,
+    pg_url,
+    timeline,
+    turn_from_timeline,
+)
+from sqlalchemy import inspect, text
+
+from agent.turn import STAGES
+from db import reports
+from db.migrate import current_revision, make_engine, upgrade
+from db.records import EventRecord
+from db.writer import CallLogWriter, FaultInjected
+from dialplan.options import DBOptions
+
+pytestmark = pytest.mark.unit
+
+
+def _wait(cond, timeout: float = 15.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def test_migrate_write_and_report(pg_clean_url, tmp_path):
+    assert pg_clean_url.startswith("postgresql+psycopg://")
+    assert upgrade(pg_clean_url) == "0001"
+    engine = make_engine(pg_clean_url)
+    try:
+        assert {"calls", "turns", "events"} <= set(inspect(engine).get_table_names())
+        with engine.connect() as conn:
+            kinds = dict(conn.execute(text(
+                "SELECT column_name, data_type FROM information_schema.columns "
+                "WHERE table_name = 'turns'")).all())
+        assert kinds["voice_to_voice_ms"] == "double precision"
+        assert kinds["recorded_at"] == "timestamp with time zone"
+
+        now = datetime.now(UTC)
+        down = {"on": False}
+
+        def fault():
+            if down["on"]:
+                raise FaultInjected("postgres down (test)")
+
+        opts = DBOptions(url=pg_clean_url, spool_dir=str(tmp_path / "spool"))
+        tls = [timeline(5000.25 + 7 * i, 0.5, 0.2 + 0.01 * i, 0.3, 0.1, 0.15, 0.02)
+               for i in range(4)]
+        with CallLogWriter(opts, retry_s=0.1, fault=fault) as writer:
+            writer.put(call_started("pg-1", now - timedelta(minutes=5), profile="pg"))
+            writer.put(turn_from_timeline("pg-1", 0, tls[0], asr_backend="faster-whisper",
+                                          asr_rtf=0.2, at=now - timedelta(minutes=4)))
+            assert writer.flush() and _wait(lambda: writer.healthy)
+            down["on"] = True  # the rest of the call happens while the server is "down"
+            for i in (1, 2, 3):
+                writer.put(turn_from_timeline("pg-1", i, tls[i], asr_backend="faster-whisper",
+                                              asr_rtf=0.2, at=now - timedelta(minutes=4 - i)))
+            writer.put(EventRecord("pg-1", now - timedelta(minutes=1), "barge-in", "turn 2"))
+            writer.put(call_ended("pg-1", now, turns=4))
+            assert writer.flush() and not writer.healthy
+            down["on"] = False
+            assert _wait(lambda: writer.healthy)
+        assert writer.stats.replayed == 5 and not writer.spool.pending()
+
+        report = reports.build_report(engine, timedelta(hours=1), "backend")
+        assert report.totals.calls == 1 and report.totals.turns == 4
+        (group,) = report.groups
+        assert group.key == "faster-whisper" and group.turns == 4
+        assert group.stages["asr"].p50 == pytest.approx(215.0)
+        tl = reports.call_timeline(engine, "pg-1")
+        assert tl.call.end_reason == "caller-bye" and tl.call.started_at.tzinfo is not None
+        assert [e.kind for e in tl.events] == ["barge-in"]
+        for t, src in zip(tl.turns, tls, strict=True):
+            assert sum(t.stages_ms[s] for s in STAGES) == pytest.approx(t.voice_to_voice_ms,
+                                                                        abs=1e-6)
+            assert t.voice_to_voice_ms == src.voice_to_voice_s * 1000.0
+    finally:
+        engine.dispose()
+
+
+def test_writer_migrates_empty_postgres(pg_clean_url, tmp_path):
+    opts = DBOptions(url=pg_clean_url, spool_dir=str(tmp_path / "spool"))
+    with CallLogWriter(opts) as writer:
+        writer.put(call_started("pg-2", datetime.now(UTC)))
+        assert writer.flush() and _wait(lambda: writer.healthy)
+    engine = make_engine(pg_clean_url)
+    assert current_revision(engine) == "0001"
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM calls")).scalar_one() == 1
+    engine.dispose()
+
+
+def test_server_stopped_mid_call(pg_cluster, pg_clean_url, tmp_path):
+    opts = DBOptions(url=pg_clean_url, spool_dir=str(tmp_path / "spool"))
+    writer = CallLogWriter(opts, retry_s=0.2)
+    try:
+        writer.put(call_started("pg-3", datetime.now(UTC)))
+        assert writer.flush() and _wait(lambda: writer.healthy)
+        pg_cluster.stop()
+        try:
+            worst = 0.0
+            for i in range(10):
+                t = time.perf_counter()
+                writer.put(turn_from_timeline("pg-3", i, timeline(10.0 + i, *[0.1] * 6)))
+                worst = max(worst, time.perf_counter() - t)
+            writer.put(call_ended("pg-3", datetime.now(UTC), turns=10))
+            assert worst < 0.05
+            assert writer.flush() and _wait(lambda: writer.spool.pending())
+            assert not writer.healthy
+        finally:
+            pg_cluster.start()
+        assert _wait(lambda: writer.healthy), "writer did not recover after the restart"
+    finally:
+        writer.close()
+    engine = make_engine(pg_clean_url)
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM turns WHERE call_id = 'pg-3'")
+                            ).scalar_one() == 10
+        assert conn.execute(text("SELECT end_reason FROM calls")).scalar_one() == "caller-bye"
+    engine.dispose()
