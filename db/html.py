@@ -48,7 +48,8 @@ def _svg(title: str, height: int, body: list[str]) -> str:
 
 
 def _no_data(title: str) -> str:
-    return _svg(title, 60, [f'<text x="{PAD_L}" y="35" class="muted">no data in this window</text>'])
+    msg = f'<text x="{PAD_L}" y="35" class="muted">no data in this window</text>'
+    return _svg(title, 60, [msg])
 
 
 def _y_axis(y0: float, y1: float, top: float, vmax: float, unit: str) -> list[str]:

@@ -1,5 +1,8 @@
 """Shared fixtures and builders for the call-log tests (db/, report): import them from tests.
 
+Fixture functions end in ``_fixture`` and register under the short name (``sqlite_url``...), so
+a test module imports ``sqlite_url_fixture`` and asks for ``sqlite_url`` without shadowing.
+
 ``pg_url`` starts a throwaway PostgreSQL cluster owned by the ``postgres`` user (the server
 refuses to run as root), listening only on a Unix socket in a temp dir, and removes it at the
 end of the session. Nothing here fakes the database.
@@ -65,8 +68,8 @@ def call_ended(call_id: str, at: datetime, turns: int) -> CallEnded:
     return CallEnded(call_id=call_id, ended_at=at, end_reason="caller-bye", turns=turns)
 
 
-@pytest.fixture
-def sqlite_url(tmp_path) -> str:
+@pytest.fixture(name="sqlite_url")
+def sqlite_url_fixture(tmp_path) -> str:
     """URL of a fresh (not yet created) SQLite file."""
     return f"sqlite:///{tmp_path / 'calls.db'}"
 
@@ -102,8 +105,8 @@ class PgCluster:
         self.pg("pg_ctl", "-D", self.data, "-m", "fast", "-w", "stop", check=False)
 
 
-@pytest.fixture(scope="session")
-def pg_cluster():
+@pytest.fixture(scope="session", name="pg_cluster")
+def pg_cluster_fixture():
     """A temp cluster, started once per test session and removed at the end."""
     pg_bin = _pg_bin()
     if pg_bin is None:
@@ -131,14 +134,14 @@ def pg_cluster():
         shutil.rmtree(root, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
-def pg_url(pg_cluster) -> str:
+@pytest.fixture(scope="session", name="pg_url")
+def pg_url_fixture(pg_cluster) -> str:
     """``postgresql+psycopg://`` URL of the temp cluster (Unix socket)."""
     return pg_cluster.url
 
 
-@pytest.fixture
-def pg_clean_url(pg_url):
+@pytest.fixture(name="pg_clean_url")
+def pg_clean_url_fixture(pg_url):
     """The temp cluster with an empty ``public`` schema (each test migrates from scratch)."""
     from sqlalchemy import create_engine, text
 

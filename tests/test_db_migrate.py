@@ -7,7 +7,11 @@ from datetime import timedelta
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from db_fixtures import T0, call_started, sqlite_url  # noqa: F401 (fixture)
+from db_fixtures import (
+    T0,
+    call_started,
+    sqlite_url_fixture,  # noqa: F401 (fixtures)
+)
 from sqlalchemy import inspect, select
 
 from db.migrate import close_lost_calls, current_revision, head_revision, make_engine, upgrade

@@ -6,12 +6,12 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from db_fixtures import (  # noqa: F401
+from db_fixtures import (  # noqa: F401 (fixtures)
     call_ended,
     call_started,
-    pg_clean_url,
-    pg_cluster,
-    pg_url,
+    pg_clean_url_fixture,
+    pg_cluster_fixture,
+    pg_url_fixture,
     timeline,
     turn_from_timeline,
 )

@@ -7,7 +7,14 @@ import time
 from datetime import timedelta
 
 import pytest
-from db_fixtures import T0, call_ended, call_started, sqlite_url, timeline, turn_from_timeline  # noqa: F401
+from db_fixtures import (
+    T0,
+    call_ended,
+    call_started,
+    sqlite_url_fixture,  # noqa: F401 (fixtures)
+    timeline,
+    turn_from_timeline,
+)
 from sqlalchemy import func, select
 
 from agent.turn import STAGES

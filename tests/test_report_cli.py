@@ -9,7 +9,11 @@ import json
 from datetime import UTC, datetime
 
 import pytest
-from db_fixtures import known_records, sqlite_url, write_records  # noqa: F401
+from db_fixtures import (
+    known_records,
+    sqlite_url_fixture,  # noqa: F401 (fixtures)
+    write_records,
+)
 
 from agent import cmd_db, cmd_report
 

@@ -13,7 +13,11 @@ from html.parser import HTMLParser
 
 import numpy as np
 import pytest
-from db_fixtures import known_records, sqlite_url, write_records  # noqa: F401
+from db_fixtures import (
+    known_records,
+    sqlite_url_fixture,  # noqa: F401 (fixtures)
+    write_records,
+)
 
 from db import html as report_html
 from db import reports
@@ -50,9 +54,9 @@ class _SVGCounter(HTMLParser):
 @pytest.fixture
 def page(sqlite_url, tmp_path):
     write_records(sqlite_url, known_records(datetime.now(UTC)), tmp_path / "spool")
-    from agent import cmd_report
-
     import argparse
+
+    from agent import cmd_report
 
     parser = argparse.ArgumentParser()
     cmd_report.add_parser(parser.add_subparsers(dest="command"))

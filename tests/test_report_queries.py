@@ -5,7 +5,12 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from db_fixtures import T0, known_records, sqlite_url, write_records  # noqa: F401
+from db_fixtures import (
+    T0,
+    known_records,
+    sqlite_url_fixture,  # noqa: F401 (fixtures)
+    write_records,
+)
 
 from db import reports
 from db.migrate import make_engine
