@@ -55,6 +55,31 @@ def test_prompt_matches_transcription_template(model_dir):
 
 
 @pytest.mark.model
+def test_real_processor_path_builds_the_same_prompt(model_dir, tmp_path, audios):
+    """With a tekken.json the backend uses VoxtralProcessor; its prompt equals the minimal one."""
+    pytest.importorskip("mistral_common")
+    import shutil
+
+    from models.asr.voxtral_tiny import write_tekken
+
+    real_dir = tmp_path / "voxtral-tekken"
+    shutil.copytree(model_dir, real_dir)
+    write_tekken(real_dir)
+    real = VoxtralASR(tiny.options(real_dir, OPTIMIZED))
+    mini = VoxtralASR(tiny.options(model_dir, OPTIMIZED))
+    assert (real.prompt.kind, mini.prompt.kind) == ("processor", "minimal")
+    long = tiny.utterances((31.0,))[0]
+    for lang in ("en", None):
+        for a, b in zip(real.prompt.prompts([*audios, long], lang),
+                        mini.prompt.prompts([*audios, long], lang), strict=True):
+            assert a.token_ids == b.token_ids
+            # The processor round-trips audio through a PCM16 WAV: features differ by ~1e-2.
+            assert np.allclose(np.asarray(a.features), b.features, atol=0.05)
+    out = real.transcribe_batch(audios)
+    assert len(out) == 3 and all(t.metrics.batch_size == 3 for t in out)
+
+
+@pytest.mark.model
 def test_optimized_batched_matches_eager(model_dir, audios, reference):
     assert all(len(r) > 0 for r in reference)
     for vx in (OPTIMIZED, replace(OPTIMIZED, static_cache="off")):

@@ -18,13 +18,14 @@ from pathlib import Path
 # lang:xx[TRANSCRIBE] (mistral-common ``InstructTokenizerV7._encode_instruct_transcription``).
 SPECIAL_IDS = {"bos": 1, "eos": 2, "inst": 3, "inst_end": 4, "audio": 24, "begin_audio": 25,
                "transcribe": 34}
-NUM_SPECIAL = 100
-"""Ids below this are special tokens; ids from here on decode as bytes (a tekken-like layout)."""
+NUM_SPECIAL = 1000
+"""Ids below this are special tokens; id ``NUM_SPECIAL + b`` is byte ``b``, as in tekken (whose
+first 256 ranks are the single bytes), so the tiny vocabulary is 1000 specials + 256 bytes."""
 PROMPT_FILE = "callagent_prompt.json"
 """Marker file: a checkpoint holding it (and no tekken.json) uses the minimal prompt builder."""
 
 
-def tiny_config(max_source_positions: int = 1500, vocab_size: int = 1000):
+def tiny_config(max_source_positions: int = 1500, vocab_size: int = NUM_SPECIAL + 256):
     """Return a shrunk VoxtralConfig that generates on CPU in milliseconds.
 
     Args:
@@ -93,3 +94,45 @@ def build_tiny_voxtral(dest: Path, seed: int = 0, max_source_positions: int = 15
     marker = {"builder": "minimal", "special_ids": SPECIAL_IDS, "num_special": NUM_SPECIAL}
     (dest / PROMPT_FILE).write_text(json.dumps(marker, indent=2) + "\n")
     return dest
+
+
+def write_tekken(dest: Path) -> Path:
+    """Write a byte-only ``tekken.json`` (v7, with Voxtral's audio config) into ``dest``.
+
+    With it, a tiny checkpoint loads through the real ``VoxtralProcessor`` path (needs
+    mistral-common), which lets tests check that the minimal builder produces the same prompt.
+
+    Args:
+        dest: Checkpoint directory.
+
+    Returns:
+        The written file.
+    """
+    import base64
+
+    # Control tokens every v7 instruct tokenizer looks up, at the real Voxtral ranks.
+    names = dict(enumerate((
+        "<unk>", "<s>", "</s>", "[INST]", "[/INST]", "[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]",
+        "[TOOL_RESULTS]", "[/TOOL_RESULTS]", "[TOOL_CALLS]", "[IMG]", "<pad>", "[IMG_BREAK]",
+        "[IMG_END]", "[PREFIX]", "[MIDDLE]", "[SUFFIX]", "[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]",
+        "[TOOL_CONTENT]",
+    )))
+    names |= {24: "[AUDIO]", 25: "[BEGIN_AUDIO]", 34: "[TRANSCRIBE]"}
+    special = [{"rank": i, "token_str": names.get(i, f"<SPECIAL_{i}>"), "is_control": True}
+               for i in range(NUM_SPECIAL)]
+    vocab = [{"rank": b, "token_bytes": base64.b64encode(bytes([b])).decode(),
+              "token_str": bytes([b]).decode("latin-1")} for b in range(256)]
+    tekken = {
+        "config": {"pattern": r"[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+|\s+",
+                   "num_vocab_tokens": 256, "default_vocab_size": NUM_SPECIAL + 256,
+                   "default_num_special_tokens": NUM_SPECIAL, "version": "v7"},
+        "vocab": vocab,
+        "special_tokens": special,
+        "audio": {"sampling_rate": 16000, "frame_rate": 12.5, "chunk_length_s": 30.0,
+                  "audio_encoding_config": {"num_mel_bins": 128, "hop_length": 160,
+                                            "window_size": 400},
+                  "transcription_format": "instruct"},
+    }
+    path = Path(dest) / "tekken.json"
+    path.write_text(json.dumps(tekken))
+    return path
