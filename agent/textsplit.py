@@ -11,12 +11,14 @@ import re
 _SENTENCE_END = ".!?"
 _CLAUSE_END = ",;:—"
 _ABBREVIATIONS = {"mr", "mrs", "ms", "dr", "st", "e.g", "i.e", "etc", "vs", "no", "a.m", "p.m"}
-_MARKUP = re.compile(r"[*_#`>|~\[\]{}<>]|^\s*[-•]\s+", re.MULTILINE)
+_BULLETS = re.compile(r"^\s*(?:[-•*]|\d+\.)\s+", re.MULTILINE)
+_MARKUP = re.compile(r"[*_#`>|~\[\]{}<>]")
 
 
 def speakable(text: str) -> str:
     """Strip markdown and symbols a voice should not read out; collapse whitespace."""
-    text = _MARKUP.sub(" ", text)
+    text = _MARKUP.sub("", _BULLETS.sub(" ", text))
+    text = re.sub(r"\s+([,.;:!?])", r"\1", text)
     return re.sub(r"\s+", " ", text).strip()
 
 

@@ -113,8 +113,9 @@ class TTSOptions:
     """Bundled name, or a path to an .onnx (kokoro-onnx) / .pth (kokoro-torch) file."""
     voices: str = ""
     """Path to a voices .npz (kokoro-onnx) or a voices folder (kokoro-torch); empty = bundled."""
-    voice: str = "jf_alpha"
-    """Voice name inside the voices file."""
+    voice: str = "jf_gongitsune"
+    """Voice name inside the voices file. Default measured most intelligible on the line:
+    8 % WER through tiny.en at 8 kHz vs 16 % for jf_alpha (4 replies)."""
     speed: float = 1.0
     """Speaking rate multiplier."""
     lang: str = "en-us"

@@ -1,0 +1,67 @@
+"""Config parsing errors name the key; profiles merge over the top-level sections."""
+
+import pytest
+
+from dialplan import ConfigError, Dialplan, load_config, parse_config
+
+pytestmark = pytest.mark.unit
+
+
+def test_shipped_config_loads_and_routes():
+    config = load_config("config.toml")
+    plan = Dialplan.from_config(config)
+    assert plan.resolve("100").name == "default"
+    assert plan.resolve("101").llm.model == "smollm2-135m"
+    assert plan.resolve("999") is None
+
+
+@pytest.mark.parametrize(
+    ("data", "key"),
+    [
+        ({"asr": {"beem_size": 2}}, "asr.beem_size"),
+        ({"asr": {"beam_size": "five"}}, "asr.beam_size"),
+        ({"asr": {"backend": "kaldi"}}, "asr.backend"),
+        ({"llm": {"temperature": "hot"}}, "llm.temperature"),
+        ({"sip": {"port": True}}, "sip.port"),
+        ({"sip": {"registrar": {"pasword": "x"}}}, "sip.registrar.pasword"),
+        ({"profiles": {"p": {"tts": {"voyce": "x"}}}}, "profiles.p.tts.voyce"),
+        ({"profiles": {"p": {}}, "dialplan": {"100": "nope"}}, "dialplan.100"),
+        ({"colour": "blue"}, "colour"),
+        ({"audio": {"codecs": 3}}, "audio.codecs"),
+    ],
+)
+def test_bad_values_name_the_key(data, key):
+    with pytest.raises(ConfigError) as e:
+        parse_config(data)
+    assert key in str(e.value)
+
+
+def test_malformed_toml_and_missing_file(tmp_path):
+    bad = tmp_path / "c.toml"
+    bad.write_text("[asr\nmodel = 1")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(bad)
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "missing.toml")
+
+
+def test_profile_overrides_merge_key_by_key():
+    config = parse_config({
+        "asr": {"model": "base", "beam_size": 2},
+        "llm": {"max_tokens": 50, "temperature": 0.1},
+        "system_prompt": "global prompt",
+        "profiles": {
+            "a": {},
+            "b": {"llm": {"model": "smollm2-135m"}, "asr": {"backend": "voxtral",
+                                                           "voxtral": {"max_batch": 2}},
+                  "greeting": "hi"},
+        },
+    })
+    a, b = config.profiles["a"], config.profiles["b"]
+    assert (a.asr.model, a.asr.beam_size, a.llm.max_tokens) == ("base", 2, 50)
+    assert a.system_prompt == b.system_prompt == "global prompt"
+    assert b.llm.model == "smollm2-135m" and b.llm.max_tokens == 50  # merged, not replaced
+    assert b.llm.temperature == 0.1 and b.greeting == "hi"
+    assert b.asr.backend == "voxtral" and b.asr.model == "base" and b.asr.voxtral.max_batch == 2
+    assert a.asr.backend == "faster-whisper"
+    assert isinstance(a.llm.temperature, float)

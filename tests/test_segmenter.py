@@ -1,0 +1,76 @@
+"""VAD segmentation with the real Silero model on espeak-ng speech."""
+
+import numpy as np
+import pytest
+
+from agent.samples import spoken
+from dialplan.options import AudioOptions
+from models.audio import resample
+from models.vad.segmenter import Segmenter, SpeechStarted, Utterance
+from models.vad.silero import SileroVAD
+
+pytestmark = pytest.mark.model
+OPTS = AudioOptions(endpoint_silence_ms=500, min_speech_ms=200)
+
+
+@pytest.fixture(scope="module")
+def vad():
+    return SileroVAD()
+
+
+@pytest.fixture(scope="module")
+def words():
+    a, ra = spoken("Please book a table for two.")
+    b, rb = spoken("Tomorrow at seven.")
+    return trim(resample(a, ra, 16000)), trim(resample(b, rb, 16000))
+
+
+def trim(x: np.ndarray) -> np.ndarray:
+    """espeak-ng pads its output with silence; the gaps below must be the only silence."""
+    loud = np.flatnonzero(np.abs(x) > 0.01)
+    return x[loud[0]:loud[-1] + 1]
+
+
+def segment(vad, audio: np.ndarray, frame: int = 320) -> list:
+    seg = Segmenter(vad.new_stream(), OPTS)
+    events = []
+    for i in range(0, len(audio), frame):
+        events += seg.feed(audio[i:i + frame])
+    return events + seg.flush()
+
+
+def with_gap(a, b, gap_s):
+    silence = lambda s: np.zeros(int(s * 16000), np.float32)  # noqa: E731
+    return np.concatenate([silence(0.3), a, silence(gap_s), b, silence(1.0)])
+
+
+def test_800ms_gap_gives_two_utterances(vad, words):
+    events = segment(vad, with_gap(*words, 0.8))
+    utts = [e for e in events if isinstance(e, Utterance)]
+    starts = [e for e in events if isinstance(e, SpeechStarted)]
+    assert len(utts) == 2 and len(starts) == 2
+    first, second = utts
+    assert first.end_s < second.start_s
+    # The second utterance begins after the first one's endpoint (hangover elapsed).
+    assert first.endpoint_s - first.end_s == pytest.approx(0.5, abs=0.07)
+    assert 0.3 <= first.duration_s <= len(words[0]) / 16000 + 0.6
+
+
+def test_150ms_gap_gives_one_utterance(vad, words):
+    utts = [e for e in segment(vad, with_gap(*words, 0.15)) if isinstance(e, Utterance)]
+    assert len(utts) == 1
+    total = (len(words[0]) + len(words[1])) / 16000
+    assert utts[0].duration_s >= total * 0.8
+
+
+def test_silence_and_short_click_give_nothing(vad):
+    audio = np.zeros(32000, np.float32)
+    audio[16000:16000 + 800] = np.random.default_rng(0).normal(0, 0.3, 800)  # 50 ms burst
+    assert segment(vad, audio) == []
+
+
+def test_frame_size_does_not_change_segments(vad, words):
+    audio = with_gap(*words, 0.8)
+    a = [(e.start_s, e.end_s) for e in segment(vad, audio, 320) if isinstance(e, Utterance)]
+    b = [(e.start_s, e.end_s) for e in segment(vad, audio, 160) if isinstance(e, Utterance)]
+    assert a == b
