@@ -10,6 +10,7 @@ Thin wiring over :mod:`db.migrate` and :mod:`db.writer`; holds no database logic
 from __future__ import annotations
 
 import argparse
+import sys
 
 from agent import cliopts
 
@@ -31,6 +32,16 @@ def add_parser(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run one ``db`` action; returns the exit code."""
+    from sqlalchemy.exc import OperationalError
+
+    try:
+        return _run(args)
+    except OperationalError as e:
+        print(f"callagent: cannot reach the call log: {e.orig or e}", file=sys.stderr)
+        return 1
+
+
+def _run(args: argparse.Namespace) -> int:
     from db import migrate
 
     config = cliopts.load(args)

@@ -13,6 +13,7 @@ in the same rows.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import queue
 import threading
@@ -32,6 +33,7 @@ from db.schema import TURN_FIELDS, Call, Event, Turn
 from db.spool import Spool
 from dialplan.options import DBOptions
 
+_WAKE = object()  # queued by close() so the thread stops waiting at once; never written
 _CALL_STARTED_FIELDS = (
     "started_at", "answered_at", "caller_uri", "called_extension", "profile", "asr_backend",
     "asr_model", "llm_model", "tts_voice", "codec", "source",
@@ -105,6 +107,8 @@ class CallLogWriter:
         self._next_try = 0.0
         self._thread = threading.Thread(target=self._run, name="calllog-writer", daemon=True)
         self._thread.start()
+        # A daemon thread dies silently at exit: flush (or spool) what is queued first.
+        atexit.register(self.close)
 
     # -- caller side ---------------------------------------------------------------------------
 
@@ -158,8 +162,13 @@ class CallLogWriter:
         Returns:
             True if everything queued was written or spooled by the writer thread in time.
         """
+        atexit.unregister(self.close)
         self._closed = True
         self._stop.set()
+        try:
+            self._queue.put_nowait(_WAKE)  # type: ignore[arg-type]
+        except queue.Full:
+            pass  # the thread is busy, not waiting: it sees the stop flag next round
         self._thread.join(timeout)
         if self._thread.is_alive():
             self._to_spool(self._drain(wait=0.0, limit=None))
@@ -204,9 +213,15 @@ class CallLogWriter:
     def _drain(self, wait: float, limit: int | None) -> list[Record]:
         batch: list[Record] = []
         try:
-            batch.append(self._queue.get(timeout=wait) if wait > 0 else self._queue.get_nowait())
-            while limit is None or len(batch) < limit:
-                batch.append(self._queue.get_nowait())
+            item = self._queue.get(timeout=wait) if wait > 0 else self._queue.get_nowait()
+            while True:
+                if item is _WAKE:
+                    self._queue.task_done()
+                else:
+                    batch.append(item)
+                if limit is not None and len(batch) >= limit:
+                    break
+                item = self._queue.get_nowait()
         except queue.Empty:
             pass
         return batch
