@@ -3,8 +3,9 @@
 Owns the files in ``spool_dir`` and nothing else (no SQLAlchemy). Records are appended to
 ``current.jsonl``; :meth:`Spool.take` renames it to ``batch-<ns>.jsonl`` so appends made while a
 batch is being replayed go to a fresh file. Batches are replayed oldest first and deleted only
-once they are in the database, so a crash at any point loses nothing (a batch replayed twice is
-harmless: the writer upserts calls and turns). Lines that cannot be parsed (a torn write from a
+once they are in the database, so a crash at any point loses nothing. A crash between the
+commit and the delete replays that batch again: calls and turns are upserted, so only its events
+can appear twice. Lines that cannot be parsed (a torn write from a
 crash) go to ``rejected.jsonl`` for a person to look at.
 """
 

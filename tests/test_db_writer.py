@@ -166,3 +166,18 @@ def test_turn_before_its_call_and_bad_record(sqlite_url, tmp_path):
     engine.dispose()
     assert calls == [("c-late", "sales", T0)]
     assert _count(sqlite_url, Turn) == 1 and _count(sqlite_url, Event) == 1
+
+
+def test_spool_left_by_a_crash_is_replayed_at_start(sqlite_url, tmp_path):
+    from db.records import to_json_dict
+
+    spool_dir = tmp_path / "spool"
+    spool_dir.mkdir()
+    good = json.dumps(to_json_dict(call_started("c-crash")))
+    # The previous process died mid-write: the last line is torn.
+    (spool_dir / "current.jsonl").write_text(good + "\n" + good[:25])
+    with CallLogWriter(DBOptions(url=sqlite_url, spool_dir=str(spool_dir))) as writer:
+        assert _wait(lambda: writer.healthy)
+    assert writer.stats.replayed == 1 and _count(sqlite_url, Call) == 1
+    assert (spool_dir / "rejected.jsonl").read_text() == good[:25] + "\n"
+    assert sorted(p.name for p in spool_dir.iterdir()) == ["rejected.jsonl"]
