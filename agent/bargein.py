@@ -1,0 +1,61 @@
+"""Is the caller interrupting the agent, or is that the agent's own echo?
+
+SIP has no echo canceller in this agent, so while the agent speaks, its voice may come back on
+the inbound stream (phones, gateways). Caller audio counts towards a barge-in only while the VAD
+hears speech *and* the caller's level exceeds ``barge_in_echo_ratio`` times the agent's own
+outbound level of the last 400 ms (echo is quieter than what caused it). Such speech must add up
+to ``barge_in_min_ms`` before the reply is stopped, so a cough or a click does not cut it.
+Pure logic: no threads, no SIP, no models.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dialplan.options import AudioOptions
+
+
+def rms(pcm: bytes | np.ndarray) -> float:
+    """RMS level of int16 PCM, 0..1 of full scale."""
+    x = np.frombuffer(pcm, np.int16) if isinstance(pcm, bytes | bytearray) else pcm
+    if len(x) == 0:
+        return 0.0
+    f = x.astype(np.float32) / 32768.0
+    return float(np.sqrt(np.mean(f * f)))
+
+
+class BargeInGate:
+    """Accumulates qualifying caller speech frame by frame while the agent is speaking.
+
+    Args:
+        options: VAD thresholds, ``barge_in_min_ms`` and ``barge_in_echo_ratio``.
+        frame_ms: duration of one inbound frame.
+    """
+
+    def __init__(self, options: AudioOptions, frame_ms: int = 20):
+        self.o = options
+        self.frame_ms = frame_ms
+        self.speech_ms = 0.0
+
+    def reset(self) -> None:
+        self.speech_ms = 0.0
+
+    def update(self, probability: float, caller_rms: float, agent_rms: float) -> bool:
+        """Add one inbound frame; True once it confirms a barge-in.
+
+        Args:
+            probability: the VAD's latest speech probability.
+            caller_rms: RMS of this inbound frame.
+            agent_rms: loudest outbound RMS of the last 400 ms (0 when the agent is silent).
+        """
+        if probability < self.o.vad_release:
+            self.speech_ms = 0.0  # the caller stopped: a barge-in needs one continuous stretch
+            return False
+        loud_enough = caller_rms > self.o.barge_in_echo_ratio * agent_rms
+        if probability >= self.o.vad_threshold and loud_enough:
+            self.speech_ms += self.frame_ms
+        else:
+            # Speech-like but as quiet as echo: let it wear the count down, not reset it, so
+            # echo peaks cannot add up over a long reply but a real voice dipping once can.
+            self.speech_ms = max(0.0, self.speech_ms - self.frame_ms)
+        return self.speech_ms >= self.o.barge_in_min_ms

@@ -1,0 +1,64 @@
+"""``callagent serve``: answer SIP calls with the agent until SIGINT/SIGTERM.
+
+Wiring only (config, call log, :class:`~agent.server.Server`, signals); the logic lives in
+:mod:`agent.server` and :mod:`agent.session`.
+
+Supervision: the SIP stack runs native code that can crash the process (see SIP.md: a segfault
+was once seen after malformed INVITEs). Run it under a supervisor that restarts it
+(``systemd`` ``Restart=always``, or a container restart policy). On start the call-log writer
+marks calls a dead process left open as ``lost``, so the log stays consistent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import signal
+import threading
+
+from agent import cliopts, log
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("serve", help="answer SIP calls (default 127.0.0.1:5060)",
+                              description=__doc__.splitlines()[0])
+    cliopts.add_common(p)
+    p.add_argument("--host", default=None, help="bind address (over [sip].host)")
+    p.add_argument("--port", type=int, default=None, help="SIP port (over [sip].port)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from agent.server import Server  # imports pjsua2: only when serving
+    from db.writer import CallLogWriter
+
+    config = cliopts.load(args)
+    sip = config.sip
+    if args.host:
+        sip = dataclasses.replace(sip, host=args.host)
+    if args.port:
+        sip = dataclasses.replace(sip, port=args.port)
+    config = dataclasses.replace(config, sip=sip)
+
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+
+    writer = CallLogWriter(config.db)
+    server = Server(config, writer)
+    try:
+        server.start()
+        log.event("ready", uri=server.sip.uri, db=_safe_url(config.db.url))
+        server.run(stop)
+    finally:
+        server.stop()
+        writer.close()
+    return 0
+
+
+def _safe_url(url: str) -> str:
+    """The DB URL without a password, for the log."""
+    if "@" in url and "://" in url:
+        scheme, rest = url.split("://", 1)
+        return f"{scheme}://***@{rest.split('@', 1)[1]}"
+    return url

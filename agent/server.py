@@ -1,0 +1,164 @@
+"""Process wiring for ``callagent serve``: config, dialplan, models, call log, SIP and sessions.
+
+One :class:`Server` per process. Its thread (the caller of :meth:`Server.run`) consumes SIP
+events and routes each call: unknown extension -> 404, more than ``sip.max_calls`` calls -> 486
+(pjsua2's wheel also refuses a 5th call itself), otherwise a :class:`~agent.session.CallSession`
+on its own thread, with turn work on worker threads. Models are loaded once, before the SIP
+port opens, and shared by every call; fixed phrases (greetings, goodbyes) are synthesised at
+start so a call never waits for them.
+
+Threads in a serving process: main (this loop), ``sip`` (pjsua2 polling), pjmedia's clock
+thread (frames), ``calllog-writer``, one ``call-*`` per call and one ``turn-*`` per turn in
+flight (plus the LLM streaming thread inside a turn). Model code never runs on the clock thread.
+
+Imports no pjsua2 (only :mod:`agent.sip` does).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from datetime import UTC, datetime
+
+from agent import log
+from agent.pipeline import StageCache, TurnRunner
+from agent.session import CallInfo, CallSession
+from agent.sip import (
+    CallDisconnected,
+    DtmfReceived,
+    IncomingCall,
+    MediaActive,
+    RegistrationChanged,
+    SipAgent,
+    SipError,
+)
+from db.records import CallLog
+from dialplan import Config, Dialplan, Profile
+
+CLOCK_RATE = 8000  # G.711 rate; the bridge resamples G.722 calls to it
+
+
+class Server:
+    """Answers calls on one SIP port with the sessions and models of one config.
+
+    Args:
+        config: parsed config (SIP options, profiles, dialplan).
+        call_log: where every session writes its records.
+        stage_cache: shared model loader (a test may pass one that is already warm).
+    """
+
+    def __init__(self, config: Config, call_log: CallLog, stage_cache: StageCache | None = None):
+        self.config = config
+        self.dialplan = Dialplan.from_config(config)
+        self.call_log = call_log
+        self.cache = stage_cache or StageCache()
+        self.events: queue.Queue = queue.Queue()
+        self.sip = SipAgent(config.sip, self.events, clock_rate=CLOCK_RATE)
+        self.sessions: dict[int, CallSession] = {}
+        self._ending: list[CallSession] = []
+        self._runners: dict[str, TurnRunner] = {}
+        self.calls_total = 0
+
+    def load(self) -> None:
+        """Load every routed profile's models and synthesise its fixed phrases."""
+        for profile in self.dialplan.profiles():
+            t0 = time.monotonic()
+            runner = TurnRunner(self.cache.stages(profile), profile, out_rate=CLOCK_RATE)
+            for text in (profile.greeting, profile.goodbye):
+                if text.strip():
+                    runner.speak(text)
+            self._runners[profile.name] = runner
+            log.event("profile-loaded", profile=profile.name, asr=profile.asr.model,
+                      llm=profile.llm.model, tts=profile.tts.voice,
+                      load_s=round(time.monotonic() - t0, 2))
+
+    def start(self) -> None:
+        """Load models, then open the SIP port."""
+        if not self._runners:
+            self.load()
+        self.sip.start()
+        mode = self.config.sip.registrar.uri or "direct"
+        log.event("listening", uri=self.sip.uri, transport=self.config.sip.transport,
+                  registrar=mode, max_calls=self.config.sip.max_calls)
+
+    def run(self, stop: threading.Event) -> None:
+        """Handle SIP events until ``stop`` is set."""
+        while not stop.is_set():
+            self.step(0.1)
+
+    def step(self, timeout: float) -> None:
+        """Handle the SIP events of up to ``timeout`` seconds and reap finished sessions."""
+        try:
+            ev = self.events.get(timeout=timeout)
+        except queue.Empty:
+            ev = None
+        if ev is not None:
+            self._handle(ev)
+        self._ending = [s for s in self._ending if not s.join(0)]
+
+    def stop(self, timeout: float = 8.0) -> None:
+        """Hang up every call, wait for their records, then close the SIP stack."""
+        for session in list(self.sessions.values()):
+            session.shutdown()
+        deadline = time.monotonic() + timeout
+        while (self.sessions or self._ending) and time.monotonic() < deadline:
+            self.step(0.05)
+        for session in list(self.sessions.values()):  # no BYE answer: end them anyway
+            session.disconnected(by_local=True)
+            session.join(2.0)
+        self.sessions.clear()
+        self.sip.stop()
+        log.event("stopped", calls=self.calls_total)
+
+    # ---- events ------------------------------------------------------------------------------
+
+    def _handle(self, ev) -> None:
+        if isinstance(ev, IncomingCall):
+            self._incoming(ev)
+        elif isinstance(ev, MediaActive):
+            if (s := self.sessions.get(ev.key)) is not None:
+                s.media_active(ev.codec)
+        elif isinstance(ev, DtmfReceived):
+            if (s := self.sessions.get(ev.key)) is not None:
+                s.dtmf(ev.digit)
+        elif isinstance(ev, CallDisconnected):
+            s = self.sessions.pop(ev.key, None)
+            if s is not None:
+                s.disconnected(ev.by_local, ev.status_code)
+                self._ending.append(s)
+        elif isinstance(ev, RegistrationChanged):
+            log.event("registration", code=ev.status_code, reason=ev.reason, active=ev.active)
+        elif isinstance(ev, SipError):
+            log.event("sip-error", str(ev.key), detail=ev.detail, level=40)
+
+    def _incoming(self, ev: IncomingCall) -> None:
+        profile = self.dialplan.resolve(ev.extension)
+        if profile is None:
+            log.event("call-rejected", ev.sip_call_id, code=404, extension=ev.extension,
+                      caller=ev.remote_uri)
+            self.sip.reject(ev.key, 404)
+            return
+        if len(self.sessions) >= self.config.sip.max_calls:
+            log.event("call-rejected", ev.sip_call_id, code=486, extension=ev.extension,
+                      caller=ev.remote_uri, active=len(self.sessions))
+            self.sip.reject(ev.key, 486)
+            return
+        session = self._session(ev, profile)
+        self.sessions[ev.key] = session
+        self.calls_total += 1
+        self.sip.answer(ev.key, 200, session.link)
+        session.start()
+
+    def _session(self, ev: IncomingCall, profile: Profile) -> CallSession:
+        runner = self._runners.get(profile.name)
+        if runner is None:  # a profile not preloaded (tests); load it now, once
+            runner = self._runners[profile.name] = TurnRunner(
+                self.cache.stages(profile), profile, out_rate=CLOCK_RATE)
+        info = CallInfo(extension=ev.extension, caller_uri=ev.remote_uri,
+                        sip_call_id=ev.sip_call_id, offered_at=datetime.now(UTC))
+        key = ev.key
+        return CallSession(profile, runner.stages, self.call_log,
+                           hangup=lambda: self.sip.hangup(key), phrase=runner.speak,
+                           info=info, rate=CLOCK_RATE)
+

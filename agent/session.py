@@ -1,0 +1,455 @@
+"""One phone call's conversation: an explicit state machine over audio frames and turns.
+
+A :class:`CallSession` owns one call's per-call state (VAD stream, resampler, segmenter,
+history, playout queue) and runs on its own thread. It connects the stages (through
+:class:`~agent.pipeline.TurnRunner`, on a worker thread per turn) and never implements one.
+
+States: ``ringing`` (answered, no media yet) -> ``greeting`` -> ``listening`` <-> ``thinking``
+-> ``speaking`` -> ``listening`` ... -> ``ended``; :meth:`CallSession._set_state` is the only
+place a state changes, and it records a :class:`StateChanged`.
+
+Inbound frames come from pjsua2's clock thread through :attr:`CallSession.link` (the sink only
+stamps and queues the bytes); outbound frames are taken from :class:`~agent.playout.Playout`.
+Imports no pjsua2 (SIP lives in :mod:`agent.sip`) and no database code (records go to any
+``CallLog.put``).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Literal
+
+import numpy as np
+
+from agent import log
+from agent.bargein import BargeInGate, rms
+from agent.endpointing import hold_s, merge, sounds_unfinished
+from agent.pipeline import Stages, TurnResult, TurnRunner, turn_record
+from agent.playout import Playout
+from agent.sip import AudioLink
+from agent.turn import TurnTimeline
+from agent.session_turn import ReuseASR, Turn
+from db.records import CallEnded, CallLog, CallStarted, EventRecord
+from dialplan.options import Profile
+from models.audio import StreamResampler, pcm16_to_float
+from models.llm.base import Message
+from models.vad.segmenter import Segmenter, SpeechStarted, Utterance
+
+State = Literal["ringing", "greeting", "listening", "thinking", "speaking", "ended"]
+
+
+@dataclass(frozen=True)
+class StateChanged:
+    """One transition of the session's state machine."""
+
+    old: State
+    new: State
+    at: float
+    """Monotonic stamp."""
+
+
+@dataclass
+class CallInfo:
+    """What the SIP side knows about the call when the session is created."""
+
+    extension: str = ""
+    caller_uri: str = ""
+    sip_call_id: str = ""
+    offered_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    source: str = "sip"
+
+
+class CallSession:
+    """Conversation logic for one call; see the module docstring.
+
+    Args:
+        profile: the persona the extension resolved to.
+        stages: shared models for that profile.
+        call_log: where records go (``put`` never blocks).
+        hangup: asks the SIP side to end the call (any thread).
+        phrase: synthesised fixed phrases (greeting, goodbye), int16 at ``rate``; shared and
+            cached per profile by the server.
+        info: caller, extension, SIP Call-ID.
+        rate: sample rate of the SIP frames (the port's clock rate).
+    """
+
+    def __init__(self, profile: Profile, stages: Stages, call_log: CallLog,
+                 hangup: Callable[[], None], phrase: Callable[[str], np.ndarray],
+                 info: CallInfo | None = None, rate: int = 8000):
+        self.call_id = uuid.uuid4().hex[:16]
+        self.profile = profile
+        self.info = info or CallInfo()
+        self.rate = rate
+        self._log = call_log
+        self._hangup = hangup
+        self._phrase = phrase
+        self._asr = ReuseASR(stages.asr)
+        self.runner = TurnRunner(Stages(stages.vad, self._asr, stages.llm, stages.tts), profile,
+                                 out_rate=rate)
+        a = profile.audio
+        self._segmenter = Segmenter(stages.vad.new_stream(), a, model=stages.vad.model_name)
+        self._to16k = StreamResampler(rate, 16000)
+        self._gate = BargeInGate(a)
+        self.playout = Playout(rate)
+        self.link = AudioLink(sink=self._on_frame, source=self.playout.next_frame)
+        self._inbox: queue.SimpleQueue = queue.SimpleQueue()
+        self._closed = False
+        self.state: State = "ringing"
+        self.states: list[StateChanged] = []
+        self.history: list[Message] = []
+        self.turns = 0
+        self.barge_ins = 0
+        self.codec = ""
+        self.end_reason = ""
+        self._t0 = time.monotonic()
+        self._answered_at: float | None = None
+        self._idle_since = self._t0
+        self._turn: Turn | None = None
+        self._last_turn: Turn | None = None
+        self._next_index = 0
+        self._pending_start: float | None = None
+        self._unrecorded: list[Turn] = []
+        self._held: Turn | None = None  # an utterance waiting to be merged with the next one
+        self._echo_suspect = False  # speech began while the agent was talking
+        self._closing = ""  # goodbye queued for this end reason
+        self._hangup_sent_at: float | None = None
+        self._thread = threading.Thread(target=self._run, name=f"call-{self.call_id[:6]}",
+                                        daemon=True)
+
+    # ---- inputs (any thread) -----------------------------------------------------------------
+
+    def start(self) -> None:
+        """Record the call and start the session thread."""
+        s = self.runner.stages
+        self._log.put(CallStarted(
+            call_id=self.call_id, started_at=self.info.offered_at,
+            answered_at=datetime.now(UTC), caller_uri=self.info.caller_uri,
+            called_extension=self.info.extension, profile=self.profile.name,
+            asr_backend=s.asr.backend, asr_model=s.asr.model_name, llm_model=s.llm.model_name,
+            tts_voice=self.profile.tts.voice, source=self.info.source))
+        log.event("call-answered", self.call_id, extension=self.info.extension,
+                  caller=self.info.caller_uri, sip_call_id=self.info.sip_call_id,
+                  profile=self.profile.name)
+        self._thread.start()
+
+    def media_active(self, codec: str) -> None:
+        self._inbox.put(("media", codec))
+
+    def dtmf(self, digit: str) -> None:
+        self._inbox.put(("dtmf", digit))
+
+    def disconnected(self, by_local: bool, code: int = 200) -> None:
+        """The SIP call is gone (BYE either way, or a failure)."""
+        self._inbox.put(("disconnected", by_local, code))
+
+    def shutdown(self) -> None:
+        """The process is stopping: hang up and close the records."""
+        self._inbox.put(("shutdown",))
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the session thread; True once it has ended."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def _on_frame(self, data: bytes) -> None:
+        # pjmedia clock thread: stamp and queue, nothing else.
+        if not self._closed:
+            self._inbox.put((time.monotonic(), data))
+
+    # ---- the session thread ------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            while self.state != "ended":
+                try:
+                    item = self._inbox.get(timeout=0.05)
+                except queue.Empty:
+                    item = None
+                if item is not None:
+                    if isinstance(item[0], float):
+                        self._on_audio(item[0], item[1])
+                    else:
+                        self._on_message(item)
+                self._tick(time.monotonic())
+        except Exception as e:  # a bug must end this call, not the process
+            log.event("session-error", self.call_id, error=repr(e), level=40)
+            self._record("error", repr(e))
+            self.end_reason = self.end_reason or "error"
+            self._hangup()
+        finally:
+            self._finish()
+
+    def _on_message(self, msg: tuple) -> None:
+        kind = msg[0]
+        if kind == "media":
+            self.codec = msg[1]
+            self._answered_at = time.monotonic()
+            self._idle_since = self._answered_at
+            log.event("media", self.call_id, codec=self.codec)
+            greeting = self.profile.greeting.strip()
+            if greeting:
+                self._set_state("greeting")
+                self._play(self._phrase(greeting))
+            else:
+                self._set_state("listening")
+        elif kind == "dtmf":
+            self._record("dtmf", msg[1])
+            log.event("dtmf", self.call_id, digit=msg[1], state=self.state)
+        elif kind == "disconnected":
+            self.end_reason = self.end_reason or ("agent-hangup" if msg[1] else "caller-bye")
+            self._cancel_turn()
+            self._set_state("ended")
+        elif kind == "shutdown":
+            self.end_reason = self.end_reason or "shutdown"
+            self._request_hangup()
+        elif kind == "reply-audio":
+            turn = msg[1]
+            if turn is self._turn and self.state == "thinking":
+                self._set_state("speaking")
+        elif kind == "turn-done":
+            self._turn_done(msg[1])
+
+    def _on_audio(self, at: float, data: bytes) -> None:
+        if self.state in ("ringing", "ended"):
+            return
+        level = rms(data)
+        events = self._segmenter.feed(self._to16k.process(pcm16_to_float(data)))
+        talking = self.state in ("greeting", "speaking") and not self._closing
+        if talking and self.playout.busy:
+            if self._gate.update(self._segmenter.last_probability, level, self.playout.level):
+                self._barge_in(at)
+        for ev in events:
+            if isinstance(ev, SpeechStarted):
+                self._speech_started(ev, at)
+            elif isinstance(ev, Utterance):
+                self._utterance(ev, at)
+
+    def _speech_started(self, ev: SpeechStarted, at: float) -> None:
+        self._idle_since = at
+        if self.state in ("greeting", "speaking"):
+            self._echo_suspect = True
+            return
+        turn = self._turn
+        if self.state == "thinking" and turn is not None and not turn.audible:
+            # The caller resumed before hearing a reply: one turn, answer it after the rest.
+            turn.merged = True
+            turn.cancel.set()
+            self._held = turn
+            self._turn = None
+            log.event("turn-resumed", self.call_id, pause_ms=round(
+                (at - (turn.timeline.speech_end_at or at)) * 1000))
+            self._set_state("listening")
+        self._pending_start = at - (ev.at_s - ev.start_s)
+
+    def _utterance(self, utt: Utterance, at: float) -> None:
+        if self._echo_suspect:
+            self._echo_suspect = False
+            log.event("speech-ignored", self.call_id, reason="during-reply",
+                      duration_s=round(utt.duration_s, 2))
+            return
+        if self.state not in ("listening", "thinking") or self._closing:
+            return
+        timeline = TurnTimeline(speech_start_at=self._pending_start,
+                                speech_end_at=at - (utt.endpoint_s - utt.end_s),
+                                endpoint_at=time.monotonic())
+        held, self._held = self._held, None
+        if held is not None:
+            utt = merge(held.utterance, utt)
+            timeline.speech_start_at = held.timeline.speech_start_at
+            index = held.index
+        else:
+            index, self._next_index = self._next_index, self._next_index + 1
+        turn = Turn(index=index, utterance=utt, timeline=timeline,
+                    history_len=len(self.history), after=held or self._last_turn)
+        self._turn = self._last_turn = turn
+        self._set_state("thinking")
+        turn.start(self._work, self.call_id)
+
+    def _work(self, turn: Turn) -> None:
+        """Turn worker thread: quick transcript, maybe wait for more speech, then the turn."""
+        try:
+            if turn.after is not None:
+                turn.after.join()  # it may still append to (or roll back) the history
+            quick = self._asr.remember(turn.utterance.audio)
+            if sounds_unfinished(quick.text) and not turn.cancel.is_set():
+                until = turn.timeline.speech_end_at + hold_s(self.profile.audio)
+                turn.cancel.wait(max(0.0, until - time.monotonic()))
+                if turn.cancel.is_set():
+                    return
+                turn.timeline.endpoint_at = time.monotonic()  # endpoint = the held decision
+            if turn.cancel.is_set():
+                return
+            turn.result = self.runner.run(turn.utterance, turn.timeline, self.history,
+                                          lambda pcm: self._emit(turn, pcm), turn.cancel)
+            if turn.merged:
+                del self.history[turn.history_len:]
+        except Exception as e:
+            turn.error = repr(e)
+        finally:
+            if turn.audible and not turn.cancel.is_set():
+                self.playout.end_reply()
+            self._inbox.put(("turn-done", turn))
+
+    def _emit(self, turn: Turn, pcm: np.ndarray) -> None:
+        if turn.cancel.is_set():
+            return
+        if not turn.audible:
+            turn.audible = True
+            timeline = turn.timeline
+            self.playout.start_reply(lambda t: setattr(timeline, "first_frame_out_at", t))
+            self._inbox.put(("reply-audio", turn))
+        self.playout.push(pcm)
+
+    def _turn_done(self, turn: Turn) -> None:
+        if turn.error:
+            self._record("error", turn.error)
+            log.event("turn-error", self.call_id, error=turn.error, level=40)
+        if turn.merged:
+            return  # superseded by the merged turn
+        turn.done = True
+        if turn is self._turn and self.state == "thinking":
+            self._turn = None if not turn.audible else turn
+            self._set_state("speaking" if turn.audible else "listening")
+        if turn.result is None or not turn.result.transcript:
+            if turn.result is not None:
+                log.event("speech-empty", self.call_id, duration_s=round(
+                    turn.utterance.duration_s, 2))
+            return
+        self._unrecorded.append(turn)
+
+    def _write_turns(self, final: bool = False) -> None:
+        """Record finished turns once their reply has played out, or was cut or silent."""
+        for turn in list(self._unrecorded):
+            if (final or not turn.audible or turn.cancel.is_set()
+                    or (turn.timeline.first_frame_out_at is not None and not self.playout.busy)):
+                self._unrecorded.remove(turn)
+                self._write_turn(turn)
+
+    def _write_turn(self, turn: Turn) -> None:
+        result: TurnResult = turn.result
+        rec = turn_record(self.call_id, turn.index, turn.timeline, result, self._t0,
+                          barge_in=turn.barge_in)
+        self.turns += 1
+        self._log.put(rec)
+        log.event("turn", self.call_id, index=turn.index, transcript=result.transcript,
+                  reply=result.reply_text, v2v_ms=_r(rec.voice_to_voice_ms),
+                  endpoint_ms=_r(rec.endpoint_ms), asr_ms=_r(rec.asr_ms),
+                  llm_ttft_ms=_r(rec.llm_ttft_ms), tts_first_ms=_r(rec.tts_first_audio_ms),
+                  barge_in=turn.barge_in)
+
+    def _tick(self, now: float) -> None:
+        turn = self._turn
+        if self._unrecorded:
+            self._write_turns()
+        if self.state == "speaking" and not self.playout.busy and (turn is None or turn.done):
+            self._turn = None
+            if self._closing:
+                self._request_hangup()
+            else:
+                self._idle_since = now
+                self._set_state("listening")
+        elif self.state == "greeting" and not self.playout.busy:
+            self._idle_since = now
+            self._set_state("listening")
+        if self._answered_at is None or self._closing or self.state == "ended":
+            if self._hangup_sent_at is not None and now - self._hangup_sent_at > 5.0:
+                self._set_state("ended")  # no disconnect came back: do not hold the slot
+            return
+        lim = self.profile.limits
+        if now - self._answered_at >= lim.max_call_s:
+            self._goodbye("timeout")
+        elif (self.state == "listening" and not self._segmenter.in_speech
+              and now - self._idle_since >= lim.max_silence_s):
+            self._goodbye("silence")
+
+    # ---- actions -----------------------------------------------------------------------------
+
+    def _barge_in(self, at: float) -> None:
+        dropped = self.playout.clear()
+        self._gate.reset()
+        self._echo_suspect = False
+        self.barge_ins += 1
+        turn = self._turn
+        if turn is not None:
+            turn.barge_in = True
+            turn.cancel.set()
+        log.event("barge-in", self.call_id, state=self.state, dropped_ms=dropped * 20,
+                  detect_ms=round((time.monotonic() - at) * 1000, 1))
+        self._record("barge-in", f"{self.state} dropped_ms={dropped * 20}")
+        self._set_state("listening")
+
+    def _goodbye(self, reason: str) -> None:
+        self._closing = reason
+        self.end_reason = reason
+        self._cancel_turn()
+        log.event("limit", self.call_id, reason=reason)
+        if self.profile.goodbye.strip():
+            self._play(self._phrase(self.profile.goodbye))
+        self._set_state("speaking")
+
+    def _play(self, pcm: np.ndarray) -> None:
+        self.playout.clear()
+        self.playout.start_reply()
+        self.playout.push(pcm)
+        self.playout.end_reply()
+
+    def _cancel_turn(self) -> None:
+        for turn in (self._turn, self._held):
+            if turn is not None:
+                turn.cancel.set()
+        self.playout.clear()
+
+    def _request_hangup(self) -> None:
+        if self._hangup_sent_at is None:
+            self._hangup_sent_at = time.monotonic()
+            self._cancel_turn()
+            self._hangup()
+
+    def _set_state(self, new: State) -> None:
+        old = self.state
+        if new == old:
+            return
+        change = StateChanged(old, new, time.monotonic())
+        self.state = new
+        self.states.append(change)
+        self._gate.reset()
+        self._record("state", f"{old}->{new}")
+        log.event("state", self.call_id, old=old, new=new)
+
+    def _record(self, kind: str, detail: str) -> None:
+        self._log.put(EventRecord(self.call_id, datetime.now(UTC), kind, detail))
+
+    def _finish(self) -> None:
+        self._closed = True
+        self._cancel_turn()
+        for t in (self._turn, self._held, self._last_turn):
+            if t is not None:
+                t.join(5.0)
+        while True:  # a worker that just finished may have posted its turn-done
+            try:
+                item = self._inbox.get_nowait()
+            except queue.Empty:
+                break
+            if item[0] == "turn-done":
+                self._turn_done(item[1])
+        self._write_turns(final=True)
+        if self.state != "ended":
+            self.state = "ended"
+        m = self.playout.metrics()
+        self._log.put(CallEnded(call_id=self.call_id, ended_at=datetime.now(UTC),
+                                end_reason=self.end_reason or "error", turns=self.turns,
+                                barge_ins=self.barge_ins, codec=self.codec))
+        log.event("call-ended", self.call_id, reason=self.end_reason, turns=self.turns,
+                  barge_ins=self.barge_ins, gap_p50_ms=_r(m.gap_p50_ms),
+                  gap_p99_ms=_r(m.gap_p99_ms), underruns=m.underruns,
+                  duration_s=round(time.monotonic() - self._t0, 1))
+
+
+def _r(v: float | None) -> float | None:
+    return None if v is None else round(v, 1)

@@ -1,0 +1,210 @@
+"""Fakes for fault injection: one per stage plus a fake phone line (``FakeCall``).
+
+Each fake subclasses the real stage base, so the base's timing and metrics code runs. Knobs:
+``fail_with`` (raise this), ``delay_s`` (work this long), ``hang`` (block until released) and a
+scripted output. They test the session, playout and call log under errors, barge-in and slow
+stages; they never stand in for a claim that a model works (tests with real models do that).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import numpy as np
+
+from agent.pipeline import Stages
+from models.asr.base import ASR
+from models.llm.base import LLM, Message, Piece
+from models.tts.base import TTS
+from models.vad.base import VAD, VADStream
+
+
+class _Knobs:
+    def __init__(self, fail_with: Exception | None = None, delay_s: float = 0.0,
+                 hang: bool = False):
+        self.fail_with = fail_with
+        self.delay_s = delay_s
+        self.hang = hang
+        self.release = threading.Event()  # set it to let a hanging fake return
+        self.calls = 0
+
+    def _work(self) -> None:
+        self.calls += 1
+        if self.fail_with is not None:
+            raise self.fail_with
+        if self.hang:
+            self.release.wait()
+        if self.delay_s:
+            time.sleep(self.delay_s)
+
+
+class _EnergyStream(VADStream):
+    def __init__(self, threshold: float):
+        self.threshold = threshold
+
+    def probability(self, chunk: np.ndarray) -> float:
+        return 1.0 if float(np.sqrt(np.mean(chunk * chunk))) > self.threshold else 0.0
+
+
+class FakeVAD(VAD, _Knobs):
+    """Speech = a chunk whose RMS exceeds ``threshold`` (tones count as speech)."""
+
+    model_name = "fake-vad"
+
+    def __init__(self, threshold: float = 0.01, **knobs):
+        _Knobs.__init__(self, **knobs)
+        self.threshold = threshold
+
+    def new_stream(self) -> VADStream:
+        return _EnergyStream(self.threshold)
+
+
+class FakeASR(ASR, _Knobs):
+    """Returns scripted transcripts in order (the last one repeats); records audio lengths."""
+
+    backend = "fake"
+    model_name = "fake-asr"
+
+    def __init__(self, texts: list[str] | None = None, **knobs):
+        _Knobs.__init__(self, **knobs)
+        self.texts = list(texts or ["hello there"])
+        self.heard_s: list[float] = []
+
+    def _transcribe_impl(self, audio: np.ndarray) -> str:
+        self._work()
+        self.heard_s.append(len(audio) / 16000)
+        return self.texts.pop(0) if len(self.texts) > 1 else self.texts[0]
+
+
+class FakeLLM(LLM, _Knobs):
+    """Streams a scripted reply word by word, ``token_s`` apart."""
+
+    model_name = "fake-llm"
+
+    def __init__(self, reply: str = "The library opens at ten.", token_s: float = 0.01,
+                 **knobs):
+        _Knobs.__init__(self, **knobs)
+        self.reply = reply
+        self.token_s = token_s
+        self.prompts: list[list[Message]] = []
+
+    def _stream_impl(self, messages: list[Message]) -> Iterator[Piece]:
+        self.prompts.append(list(messages))
+        self._work()
+        for i, word in enumerate(self.reply.split(" ")):
+            time.sleep(self.token_s)
+            yield Piece(("" if i == 0 else " ") + word)
+
+
+class FakeTTS(TTS, _Knobs):
+    """A 300 Hz tone, ``s_per_char`` seconds per character, at half scale."""
+
+    model_name = "fake-tts"
+    voice = "tone"
+    sample_rate = 24000
+
+    def __init__(self, s_per_char: float = 0.05, **knobs):
+        _Knobs.__init__(self, **knobs)
+        self.s_per_char = s_per_char
+        self.texts: list[str] = []
+
+    def _synthesize_impl(self, text: str) -> np.ndarray:
+        self._work()
+        self.texts.append(text)
+        n = int(len(text) * self.s_per_char * self.sample_rate)
+        return (0.5 * np.sin(2 * np.pi * 300 * np.arange(n) / self.sample_rate)).astype(
+            np.float32)
+
+
+def fake_stages(**kw) -> Stages:
+    """Stages built from fakes; pass ``asr=FakeASR(...)`` etc. to script them."""
+    return Stages(vad=kw.get("vad") or FakeVAD(), asr=kw.get("asr") or FakeASR(),
+                  llm=kw.get("llm") or FakeLLM(), tts=kw.get("tts") or FakeTTS())
+
+
+def tone(seconds: float, level: float = 0.3, rate: int = 8000, hz: float = 220.0) -> np.ndarray:
+    """int16 tone: what the fakes take for caller speech."""
+    t = np.arange(int(seconds * rate)) / rate
+    return (level * 32767 * np.sin(2 * np.pi * hz * t)).astype(np.int16)
+
+
+def silence(seconds: float, rate: int = 8000) -> np.ndarray:
+    return np.zeros(int(seconds * rate), np.int16)
+
+
+class FakeCall:
+    """A phone line driving a session's :class:`~agent.sip.AudioLink` in real time.
+
+    A thread plays pjmedia's clock: every 20 ms it hands the session one inbound frame (from
+    the script, then silence) and takes one outbound frame, keeping both with their stamps.
+
+    Args:
+        link: the session's audio link.
+        rate: frame sample rate.
+    """
+
+    def __init__(self, link, rate: int = 8000):
+        self.link = link
+        self.rate = rate
+        self.n = rate // 50
+        self._script: list[np.ndarray] = []
+        self._lock = threading.Lock()
+        self.out: list[tuple[float, np.ndarray]] = []
+        self.inbound_at: list[tuple[float, float]] = []  # (stamp, rms) of each inbound frame
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="fake-clock", daemon=True)
+
+    def say(self, pcm: np.ndarray) -> None:
+        """Queue caller audio (int16) after whatever is still queued."""
+        with self._lock:
+            pcm = np.concatenate([pcm, np.zeros((-len(pcm)) % self.n, np.int16)])
+            self._script.extend(pcm.reshape(-1, self.n))
+
+    def start(self) -> FakeCall:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        next_at = time.monotonic()
+        while not self._stop.is_set():
+            with self._lock:
+                frame = self._script.pop(0) if self._script else np.zeros(self.n, np.int16)
+            now = time.monotonic()
+            self.link.sink(frame.tobytes())
+            self.out.append((now, np.frombuffer(self.link.source(), np.int16)))
+            next_at += 0.02
+            time.sleep(max(0.0, next_at - time.monotonic()))
+
+    def speech_spans(self, threshold: float = 0.02) -> list[tuple[float, float]]:
+        """(start, end) stamps of non-silent runs in what the session sent."""
+        spans: list[tuple[float, float]] = []
+        start = None
+        for at, frame in list(self.out):
+            loud = float(np.sqrt(np.mean((frame / 32768.0) ** 2))) > threshold
+            if loud and start is None:
+                start = at
+            elif not loud and start is not None:
+                spans.append((start, at))
+                start = None
+        if start is not None:
+            spans.append((start, self.out[-1][0]))
+        return spans
+
+
+class ListLog:
+    """A call log that keeps records in a list (the session's ``CallLog``)."""
+
+    def __init__(self):
+        self.records: list = []
+
+    def put(self, record) -> None:
+        self.records.append(record)
+
+    def of(self, cls) -> list:
+        return [r for r in self.records if isinstance(r, cls)]

@@ -1,0 +1,202 @@
+"""CallSession state machine, turn-taking, barge-in and limits, on fake stages in real time.
+
+The line is :class:`fakes.FakeCall` (a 20 ms clock thread); the stages are fakes whose
+output is scripted, so these tests check the session's decisions and timing, not the models.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from agent.pipeline import TurnRunner
+from agent.session import CallSession
+from db.records import CallEnded, CallStarted, EventRecord, TurnRecord
+from dialplan import parse_config
+from fakes import FakeASR, FakeCall, FakeLLM, FakeTTS, ListLog, fake_stages, silence, tone
+
+pytestmark = pytest.mark.unit
+
+AUDIO = {"endpoint_silence_ms": 300, "pause_tolerance_ms": 700, "max_endpoint_wait_ms": 1000,
+         "min_speech_ms": 100, "barge_in_min_ms": 200, "barge_in_echo_ratio": 0.5}
+
+
+def make(stages=None, limits=None, greeting="Hi.", **audio):
+    profile = parse_config({
+        "profiles": {"p": {"greeting": greeting, "goodbye": "Bye now.",
+                           "audio": {**AUDIO, **audio},
+                           "limits": limits or {"max_call_s": 60, "max_silence_s": 30}}},
+        "dialplan": {"1": "p"}}).profiles["p"]
+    stages = stages or fake_stages()
+    calllog = ListLog()
+    hangups = []
+    session = CallSession(profile, stages, calllog, hangup=lambda: hangups.append(time.time()),
+                          phrase=TurnRunner(stages, profile).speak)
+    line = FakeCall(session.link)
+    session.start()
+    line.start()
+    session.media_active("PCMU")
+    return session, line, calllog, hangups
+
+
+def wait_for(cond, timeout=8.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def close(session, line):
+    session.disconnected(by_local=False)
+    assert session.join(5.0)
+    line.stop()
+
+
+def states(session):
+    return [c.new for c in session.states]
+
+
+def test_one_turn_transcript_reply_and_timeline():
+    stages = fake_stages(asr=FakeASR(["what time do you open?"]))
+    session, line, calllog, _ = make(stages)
+    assert wait_for(lambda: session.state == "listening")
+    said_at = time.monotonic()
+    line.say(tone(1.0))
+    assert wait_for(lambda: calllog.of(TurnRecord))
+    turn = calllog.of(TurnRecord)[0]
+    assert turn.transcript == "what time do you open?"
+    assert turn.reply_text == "The library opens at ten."
+    # Endpoint waits the 300 ms hangover; all stage stamps are present and add up.
+    assert 250 <= turn.endpoint_ms <= 600
+    parts = [turn.endpoint_ms, turn.asr_ms, turn.llm_ttft_ms, turn.first_chunk_ms,
+             turn.tts_first_audio_ms, turn.playout_ms]
+    assert turn.voice_to_voice_ms == pytest.approx(sum(parts), abs=0.01)
+    assert wait_for(lambda: session.state == "listening" and len(session.states) >= 5)
+    assert states(session)[:5] == ["greeting", "listening", "thinking", "speaking", "listening"]
+    # The reply really went out on the line after the caller's speech, as long as TTS made it.
+    reply = [s for s in line.speech_spans() if s[0] > said_at + 1.0]
+    assert reply, "no reply audio on the line"
+    spoken = sum(e - s for s, e in reply)
+    assert spoken == pytest.approx(len("The library opens at ten.") * 0.05, abs=0.25)
+    close(session, line)
+    ended = calllog.of(CallEnded)[0]
+    assert (ended.end_reason, ended.turns, ended.codec) == ("caller-bye", 1, "PCMU")
+    assert calllog.of(CallStarted)[0].call_id == session.call_id
+
+
+def test_barge_in_stops_reply_within_200ms():
+    long_reply = " ".join(["word"] * 60)  # ~15 s of fake speech
+    stages = fake_stages(llm=FakeLLM(long_reply))
+    session, line, calllog, _ = make(stages)
+    assert wait_for(lambda: session.state == "listening")
+    line.say(tone(0.8))
+    assert wait_for(lambda: session.state == "speaking")
+    time.sleep(1.0)
+    interrupt_at = time.monotonic()
+    line.say(tone(1.0, level=0.6))
+    assert wait_for(lambda: any(e.kind == "barge-in" for e in calllog.of(EventRecord)))
+    time.sleep(0.5)
+    loud_after = [s for s in line.speech_spans() if s[1] > interrupt_at]
+    stopped_at = max(e for _, e in loud_after)
+    # Detection needs barge_in_min_ms of speech (+ one 32 ms VAD chunk); then <= 200 ms.
+    assert stopped_at - interrupt_at <= (200 + 32 + 200) / 1000
+    assert session.barge_ins == 1
+    assert wait_for(lambda: len(calllog.of(TurnRecord)) >= 1)
+    assert calllog.of(TurnRecord)[0].barge_in is True
+    close(session, line)
+
+
+def test_echo_level_speech_does_not_barge_in():
+    stages = fake_stages(llm=FakeLLM("one two three four five six seven eight nine ten"))
+    session, line, calllog, _ = make(stages)
+    assert wait_for(lambda: session.state == "listening")
+    line.say(tone(0.8))
+    assert wait_for(lambda: session.state == "speaking")
+    line.say(tone(1.5, level=0.05))  # speech-like, but far below the agent's own level
+    assert wait_for(lambda: session.state == "listening", timeout=10)
+    assert session.barge_ins == 0
+    assert not [e for e in calllog.of(EventRecord) if e.kind == "barge-in"]
+    close(session, line)
+
+
+def test_mid_sentence_pause_is_one_turn():
+    asr = FakeASR(["I want to book uh", "I want to book uh a table for two."])
+    llm = FakeLLM("Sure.")
+    session, line, calllog, _ = make(fake_stages(asr=asr, llm=llm))
+    assert wait_for(lambda: session.state == "listening")
+    line.say(tone(0.8))
+    line.say(silence(0.5))  # longer than the 300 ms hangover, shorter than the tolerance
+    line.say(tone(0.8))
+    assert wait_for(lambda: calllog.of(TurnRecord))
+    time.sleep(0.5)
+    turns = calllog.of(TurnRecord)
+    assert [t.transcript for t in turns] == ["I want to book uh a table for two."]
+    assert len(llm.prompts) == 1  # the first half never reached the LLM
+    assert asr.heard_s[-1] >= 1.5  # the merged utterance holds both halves
+    close(session, line)
+
+
+def test_unfinished_utterance_waits_at_most_max_endpoint_wait():
+    asr = FakeASR(["so I was wondering if"])
+    session, line, calllog, _ = make(fake_stages(asr=asr))
+    assert wait_for(lambda: session.state == "listening")
+    line.say(tone(0.8))
+    assert wait_for(lambda: calllog.of(TurnRecord))
+    turn = calllog.of(TurnRecord)[0]
+    # Held for the pause tolerance (700 ms after speech end), never past the 1000 ms cap.
+    assert 600 <= turn.endpoint_ms <= 1000 + 60
+    close(session, line)
+
+
+def test_silence_limit_says_goodbye_and_hangs_up():
+    session, line, calllog, hangups = make(limits={"max_call_s": 60, "max_silence_s": 1.0})
+    assert wait_for(lambda: hangups, timeout=6)
+    assert "speaking" in states(session)  # the goodbye was played before hanging up
+    bye = [s for s in line.speech_spans() if s[1] - s[0] > 0.1]
+    assert len(bye) >= 2  # greeting, then goodbye
+    session.disconnected(by_local=True)
+    assert session.join(5)
+    line.stop()
+    assert calllog.of(CallEnded)[0].end_reason == "silence"
+
+
+def test_caller_hangs_up_mid_reply_closes_session_without_leaks():
+    before = {t.name for t in threading.enumerate()}
+    stages = fake_stages(llm=FakeLLM(" ".join(["word"] * 60)))
+    session, line, calllog, _ = make(stages)
+    assert wait_for(lambda: session.state == "listening")
+    line.say(tone(0.8))
+    assert wait_for(lambda: session.state == "speaking")
+    session.disconnected(by_local=False)
+    assert session.join(3.0)
+    line.stop()
+    assert session.state == "ended"
+    assert calllog.of(CallEnded)[0].end_reason == "caller-bye"
+    assert not session.playout.busy
+    time.sleep(0.2)
+    leaked = {t.name for t in threading.enumerate() if t.is_alive()} - before
+    assert not [n for n in leaked if n.startswith(("call-", "turn-", "llm-stream"))], leaked
+
+
+def test_dtmf_is_logged():
+    session, line, calllog, _ = make()
+    session.dtmf("5")
+    assert wait_for(lambda: [e for e in calllog.of(EventRecord) if e.kind == "dtmf"])
+    assert [e.detail for e in calllog.of(EventRecord) if e.kind == "dtmf"] == ["5"]
+    close(session, line)
+
+
+def test_stage_error_is_recorded_and_call_goes_on():
+    stages = fake_stages(asr=FakeASR(fail_with=RuntimeError("asr down")), tts=FakeTTS())
+    session, line, calllog, _ = make(stages)
+    assert wait_for(lambda: session.state == "listening")
+    line.say(tone(0.8))
+    assert wait_for(lambda: [e for e in calllog.of(EventRecord) if e.kind == "error"])
+    assert "asr down" in [e for e in calllog.of(EventRecord) if e.kind == "error"][0].detail
+    assert wait_for(lambda: session.state == "listening")
+    close(session, line)
+    assert calllog.of(CallEnded)[0].end_reason == "caller-bye"
