@@ -80,17 +80,29 @@ def run(args: argparse.Namespace) -> int:
     summary = summarize(turns)
     wer = jiwer.wer([_norm(r) for r in refs], [_norm(h) for h in hyps])
     if args.format == "json":
-        print(json.dumps({"profile": profile.name, "load_s": load_s, "wer": wer,
-                          "turns": len(turns), "stages": summary}))
+        print(
+            json.dumps(
+                {
+                    "profile": profile.name,
+                    "load_s": load_s,
+                    "wer": wer,
+                    "turns": len(turns),
+                    "stages": summary,
+                }
+            )
+        )
         return 0
-    table = Table(title=f"bench pipeline: profile {profile.name}, {len(turns)} turns, "
-                        f"asr {profile.asr.model}, llm {profile.llm.model}")
+    table = Table(
+        title=f"bench pipeline: profile {profile.name}, {len(turns)} turns, "
+        f"asr {profile.asr.model}, llm {profile.llm.model}"
+    )
     for col in ("stage", "p50", "p95", "target"):
         table.add_column(col, justify="right" if col != "stage" else "left")
     for name, field in STAGES:
         s = summary[field]
-        table.add_row(f"{name} ms", _fmt(s["p50"], 0), _fmt(s["p95"], 0),
-                      _fmt(TARGETS.get(field), 0))
+        table.add_row(
+            f"{name} ms", _fmt(s["p50"], 0), _fmt(s["p95"], 0), _fmt(TARGETS.get(field), 0)
+        )
     for name, field in (("ASR RTF", "asr_rtf"), ("TTS RTF", "tts_rtf")):
         s = summary[field]
         table.add_row(name, _fmt(s["p50"], 2), _fmt(s["p95"], 2), _fmt(TARGETS[field], 2))

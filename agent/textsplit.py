@@ -55,7 +55,7 @@ class ClauseSplitter:
                 continue
             words = len(buf[: i + 1].split())
             if ch in _SENTENCE_END:
-                last = buf[: i].split()[-1].lower().rstrip(".") if buf[:i].split() else ""
+                last = buf[:i].split()[-1].lower().rstrip(".") if buf[:i].split() else ""
                 if last in _ABBREVIATIONS or words < self.min_words:
                     continue
                 return i + 1

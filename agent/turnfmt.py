@@ -37,7 +37,9 @@ def turns_table(turns: list[TurnRecord], title: str = "turns") -> Table:
     for t in turns:
         # "TTS first audio" for people means time from first reply text to audio ready.
         table.add_row(
-            str(t.index), t.transcript, t.reply_text,
+            str(t.index),
+            t.transcript,
+            t.reply_text,
             *(_ms(getattr(t, f)) for _, f in COLUMNS),
             "-" if t.asr_rtf is None else f"{t.asr_rtf:.2f}",
             "-" if t.tts_rtf is None else f"{t.tts_rtf:.2f}",

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from dialplan.options import (
-    AudioOptions,
     ASROptions,
+    AudioOptions,
     DBOptions,
     LimitOptions,
     LLMOptions,
@@ -122,9 +122,7 @@ def build(cls: type, data: Any, where: str) -> Any:
     fields = {f.name: f for f in dataclasses.fields(cls)}
     for key in data:
         if key not in fields:
-            raise ConfigError(
-                f"unknown key '{where}.{key}' (allowed: {', '.join(sorted(fields))})"
-            )
+            raise ConfigError(f"unknown key '{where}.{key}' (allowed: {', '.join(sorted(fields))})")
     kwargs = {k: _convert(hints[k], v, f"{where}.{k}") for k, v in data.items()}
     try:
         return cls(**kwargs)

@@ -22,8 +22,10 @@ class StreamResampler:
     def __init__(self, in_rate: int, out_rate: int, quality: str = "HQ"):
         self.in_rate, self.out_rate = in_rate, out_rate
         self._same = in_rate == out_rate
-        self._stream = None if self._same else soxr.ResampleStream(
-            in_rate, out_rate, 1, dtype="float32", quality=quality
+        self._stream = (
+            None
+            if self._same
+            else soxr.ResampleStream(in_rate, out_rate, 1, dtype="float32", quality=quality)
         )
 
     def process(self, audio: np.ndarray, last: bool = False) -> np.ndarray:
@@ -90,8 +92,14 @@ def ulaw_encode(pcm: np.ndarray) -> np.ndarray:
     return ULAW_ENCODE[pcm.astype(np.int32) + 32768]
 
 
+def _codes(codes: np.ndarray | bytes) -> np.ndarray:
+    if isinstance(codes, bytes | bytearray | memoryview):
+        return np.frombuffer(bytes(codes), np.uint8)
+    return codes
+
+
 def ulaw_decode(codes: np.ndarray | bytes) -> np.ndarray:
-    return ULAW_DECODE[np.frombuffer(bytes(codes), np.uint8) if isinstance(codes, bytes | bytearray) else codes]
+    return ULAW_DECODE[_codes(codes)]
 
 
 def alaw_encode(pcm: np.ndarray) -> np.ndarray:
@@ -99,7 +107,7 @@ def alaw_encode(pcm: np.ndarray) -> np.ndarray:
 
 
 def alaw_decode(codes: np.ndarray | bytes) -> np.ndarray:
-    return ALAW_DECODE[np.frombuffer(bytes(codes), np.uint8) if isinstance(codes, bytes | bytearray) else codes]
+    return ALAW_DECODE[_codes(codes)]
 
 
 def read_audio(path: str | Path) -> tuple[np.ndarray, int]:

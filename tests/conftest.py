@@ -55,8 +55,10 @@ def question_audio() -> tuple[np.ndarray, int]:
     return spoken(QUESTION)
 
 
-_ONES = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
-         "fifteen sixteen seventeen eighteen nineteen").split()
+_ONES = (
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+    "fifteen sixteen seventeen eighteen nineteen"
+).split()
 _TENS = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
 
 
@@ -69,8 +71,11 @@ def _number(n: int) -> str:
 
 
 def normalize(text: str) -> str:
-    """Lower-case words without punctuation; numbers as words ("10" = "ten"), as Whisper's
-    English normalizer does, so a WER counts words heard wrong, not spelling choices."""
+    """Lower-case words without punctuation, numbers as words ("10" = "ten").
+
+    Whisper's English normalizer does the same, so a WER counts words heard wrong, not
+    spelling choices.
+    """
     text = text.lower().replace("a.m.", "am").replace("p.m.", "pm")
     text = re.sub(r"(\d+)(am|pm)\b", r"\1 \2", text)
     text = re.sub(r"\d+", lambda m: " " + _number(int(m.group())) + " ", text)

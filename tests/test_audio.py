@@ -5,8 +5,14 @@ import pytest
 import soundfile as sf
 
 from models.audio import (
-    StreamResampler, alaw_decode, alaw_encode, read_audio, resample, through_phone_line,
-    ulaw_decode, ulaw_encode,
+    StreamResampler,
+    alaw_decode,
+    alaw_encode,
+    read_audio,
+    resample,
+    through_phone_line,
+    ulaw_decode,
+    ulaw_encode,
 )
 
 pytestmark = pytest.mark.unit
@@ -15,7 +21,9 @@ pytestmark = pytest.mark.unit
 def sweep(rate: int, seconds: float = 2.0) -> np.ndarray:
     t = np.arange(int(rate * seconds)) / rate
     f0, f1 = 100.0, 0.45 * rate
-    return (0.5 * np.sin(2 * np.pi * (f0 * t + (f1 - f0) / (2 * seconds) * t**2))).astype(np.float32)
+    return (0.5 * np.sin(2 * np.pi * (f0 * t + (f1 - f0) / (2 * seconds) * t**2))).astype(
+        np.float32
+    )
 
 
 def snr_db(ref: np.ndarray, x: np.ndarray) -> float:
@@ -29,7 +37,7 @@ def test_chunked_stream_matches_one_shot(rin, rout):
     x = sweep(rin)
     frame = rin // 50  # 20 ms
     rs = StreamResampler(rin, rout)
-    chunks = [rs.process(x[i:i + frame]) for i in range(0, len(x), frame)]
+    chunks = [rs.process(x[i : i + frame]) for i in range(0, len(x), frame)]
     chunks.append(rs.process(np.zeros(0, np.float32), last=True))
     y = np.concatenate(chunks)
     ref = resample(x, rin, rout)
@@ -38,7 +46,7 @@ def test_chunked_stream_matches_one_shot(rin, rout):
     # No clicks at frame boundaries: the largest sample step stays that of the signal itself.
     out_frame = rout // 50
     steps = np.abs(np.diff(y))
-    boundary = steps[out_frame - 1::out_frame]
+    boundary = steps[out_frame - 1 :: out_frame]
     assert boundary.max() <= steps.max() + 1e-6
     assert boundary.max() <= np.abs(np.diff(ref)).max() * 1.05
 
@@ -55,8 +63,12 @@ def test_g711_round_trip_error_is_small():
 def test_read_audio_any_encoding(tmp_path, subtype):
     x = sweep(8000 if subtype in ("ULAW", "ALAW") else 44100, 0.5)
     path = tmp_path / f"a.{'flac' if subtype == 'PCM_24' else 'wav'}"
-    sf.write(path, np.stack([x, x], axis=1), 8000 if subtype in ("ULAW", "ALAW") else 44100,
-             subtype=subtype)
+    sf.write(
+        path,
+        np.stack([x, x], axis=1),
+        8000 if subtype in ("ULAW", "ALAW") else 44100,
+        subtype=subtype,
+    )
     audio, rate = read_audio(path)
     assert audio.dtype == np.float32 and audio.ndim == 1 and len(audio) == len(x)
     assert snr_db(x, audio) > 25

@@ -19,19 +19,24 @@ pytestmark = pytest.mark.model
 def two_backend_config(tmp_path_factory):
     tiny = build_tiny_voxtral(tmp_path_factory.mktemp("voxtral") / "tiny-voxtral")
     fast_llm = {"model": "smollm2-135m", "max_tokens": 30}
-    return parse_config({
-        "system_prompt": TEST_CONFIG["system_prompt"],
-        "profiles": {
-            "whisper": {"llm": fast_llm},
-            "voxtral": {"llm": fast_llm, "asr": {"backend": "voxtral", "model": str(tiny),
-                                                 "voxtral": {"warmup": False}}},
-        },
-        "dialplan": {"100": "whisper", "200": "voxtral"},
-    })
+    return parse_config(
+        {
+            "system_prompt": TEST_CONFIG["system_prompt"],
+            "profiles": {
+                "whisper": {"llm": fast_llm},
+                "voxtral": {
+                    "llm": fast_llm,
+                    "asr": {"backend": "voxtral", "model": str(tiny), "voxtral": {"warmup": False}},
+                },
+            },
+            "dialplan": {"100": "whisper", "200": "voxtral"},
+        }
+    )
 
 
 def test_report_by_backend_reads_both_backends_from_the_db(
-        tmp_path, two_backend_config, stage_cache, question_audio, capsys):
+    tmp_path, two_backend_config, stage_cache, question_audio, capsys
+):
     url = f"sqlite:///{tmp_path / 'log.db'}"
     writer = CallLogWriter(DBOptions(url=url, spool_dir=str(tmp_path / "spool")))
     calls = {}
@@ -42,9 +47,13 @@ def test_report_by_backend_reads_both_backends_from_the_db(
         # Loaded once per process: asking again gives the very same model objects.
         assert stage_cache.stages(profile).asr is stages.asr
     assert writer.close(timeout=10)
-    assert stage_cache.stages(two_backend_config.profiles["whisper"]).llm is \
-        stage_cache.stages(two_backend_config.profiles["voxtral"]).llm
-    assert {"faster-whisper", "voxtral"} <= {b for s, b in stage_cache.models.loaded() if s == "asr"}
+    assert (
+        stage_cache.stages(two_backend_config.profiles["whisper"]).llm
+        is stage_cache.stages(two_backend_config.profiles["voxtral"]).llm
+    )
+    assert {"faster-whisper", "voxtral"} <= {
+        b for s, b in stage_cache.models.loaded() if s == "asr"
+    }
 
     capsys.readouterr()
     assert cli.main(["report", "--by", "backend", "--format", "json", "--db", url]) == 0

@@ -46,17 +46,21 @@ def test_malformed_toml_and_missing_file(tmp_path):
 
 
 def test_profile_overrides_merge_key_by_key():
-    config = parse_config({
-        "asr": {"model": "base", "beam_size": 2},
-        "llm": {"max_tokens": 50, "temperature": 0.1},
-        "system_prompt": "global prompt",
-        "profiles": {
-            "a": {},
-            "b": {"llm": {"model": "smollm2-135m"}, "asr": {"backend": "voxtral",
-                                                           "voxtral": {"max_batch": 2}},
-                  "greeting": "hi"},
-        },
-    })
+    config = parse_config(
+        {
+            "asr": {"model": "base", "beam_size": 2},
+            "llm": {"max_tokens": 50, "temperature": 0.1},
+            "system_prompt": "global prompt",
+            "profiles": {
+                "a": {},
+                "b": {
+                    "llm": {"model": "smollm2-135m"},
+                    "asr": {"backend": "voxtral", "voxtral": {"max_batch": 2}},
+                    "greeting": "hi",
+                },
+            },
+        }
+    )
     a, b = config.profiles["a"], config.profiles["b"]
     assert (a.asr.model, a.asr.beam_size, a.llm.max_tokens) == ("base", 2, 50)
     assert a.system_prompt == b.system_prompt == "global prompt"

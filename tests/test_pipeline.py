@@ -30,8 +30,14 @@ def test_question_is_transcribed_answered_and_spoken(default_call, default_stage
 
 def test_turn_timings_present_and_consistent(default_call):
     t = default_call.turns[0]
-    stages = [t.endpoint_ms, t.asr_ms, t.llm_ttft_ms, t.first_chunk_ms, t.tts_first_audio_ms,
-              t.playout_ms]
+    stages = [
+        t.endpoint_ms,
+        t.asr_ms,
+        t.llm_ttft_ms,
+        t.first_chunk_ms,
+        t.tts_first_audio_ms,
+        t.playout_ms,
+    ]
     assert all(s is not None and s >= 0 for s in stages), stages
     assert abs(sum(stages) - t.voice_to_voice_ms) < 5
     assert 450 <= t.endpoint_ms <= 700  # 500 ms hangover + one 32 ms VAD chunk
@@ -45,8 +51,13 @@ def test_kv_cache_reused_between_turns(config, default_stages, question_audio):
     """Second turn of a call: the system prompt is not re-evaluated (first token faster)."""
     audio, rate = question_audio
     gap = np.zeros(rate, np.float32)
-    call = simulate(np.concatenate([audio, gap, audio]), rate, config.profiles["default"],
-                    default_stages, fast=True)
+    call = simulate(
+        np.concatenate([audio, gap, audio]),
+        rate,
+        config.profiles["default"],
+        default_stages,
+        fast=True,
+    )
     assert len(call.turns) == 2
     first, second = call.turns
     assert second.transcript and second.llm_ttft_ms is not None
@@ -55,8 +66,9 @@ def test_kv_cache_reused_between_turns(config, default_stages, question_audio):
 
 
 def test_silence_gives_no_turn(config, fast_stages):
-    call = simulate(np.zeros(16000 * 2, np.float32), 16000, config.profiles["fast"], fast_stages,
-                    fast=True)
+    call = simulate(
+        np.zeros(16000 * 2, np.float32), 16000, config.profiles["fast"], fast_stages, fast=True
+    )
     assert call.turns == []
 
 

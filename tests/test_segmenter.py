@@ -28,14 +28,14 @@ def words():
 def trim(x: np.ndarray) -> np.ndarray:
     """espeak-ng pads its output with silence; the gaps below must be the only silence."""
     loud = np.flatnonzero(np.abs(x) > 0.01)
-    return x[loud[0]:loud[-1] + 1]
+    return x[loud[0] : loud[-1] + 1]
 
 
 def segment(vad, audio: np.ndarray, frame: int = 320) -> list:
     seg = Segmenter(vad.new_stream(), OPTS)
     events = []
     for i in range(0, len(audio), frame):
-        events += seg.feed(audio[i:i + frame])
+        events += seg.feed(audio[i : i + frame])
     return events + seg.flush()
 
 
@@ -65,7 +65,7 @@ def test_150ms_gap_gives_one_utterance(vad, words):
 
 def test_silence_and_short_click_give_nothing(vad):
     audio = np.zeros(32000, np.float32)
-    audio[16000:16000 + 800] = np.random.default_rng(0).normal(0, 0.3, 800)  # 50 ms burst
+    audio[16000 : 16000 + 800] = np.random.default_rng(0).normal(0, 0.3, 800)  # 50 ms burst
     assert segment(vad, audio) == []
 
 

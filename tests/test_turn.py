@@ -9,9 +9,16 @@ pytestmark = pytest.mark.unit
 
 
 def timeline(**over) -> TurnTimeline:
-    stamps = dict(speech_start_at=99.0, speech_end_at=100.0, endpoint_at=100.5,
-                  asr_done_at=100.8, llm_first_token_at=101.1, first_chunk_text_at=101.3,
-                  tts_first_audio_at=101.9, first_frame_out_at=101.92)
+    stamps = dict(
+        speech_start_at=99.0,
+        speech_end_at=100.0,
+        endpoint_at=100.5,
+        asr_done_at=100.8,
+        llm_first_token_at=101.1,
+        first_chunk_text_at=101.3,
+        tts_first_audio_at=101.9,
+        first_frame_out_at=101.92,
+    )
     stamps.update(over)
     return TurnTimeline(**stamps)
 
@@ -37,8 +44,14 @@ def test_missing_or_reversed_stamp_is_none_not_made_up():
 def test_turn_record_carries_the_same_numbers():
     t = timeline()
     rec = turn_record("c1", 0, t, TurnResult(transcript="hi", reply_text="hello"), call_t0=90.0)
-    parts = [rec.endpoint_ms, rec.asr_ms, rec.llm_ttft_ms, rec.first_chunk_ms,
-             rec.tts_first_audio_ms, rec.playout_ms]
+    parts = [
+        rec.endpoint_ms,
+        rec.asr_ms,
+        rec.llm_ttft_ms,
+        rec.first_chunk_ms,
+        rec.tts_first_audio_ms,
+        rec.playout_ms,
+    ]
     assert len(parts) == len(STAGES)
     assert abs(sum(parts) - rec.voice_to_voice_ms) < 1e-6
     assert rec.speech_start_s == pytest.approx(9.0) and rec.speech_end_s == pytest.approx(10.0)

@@ -25,14 +25,19 @@ class FasterWhisperASR(ASR):
         try:
             from faster_whisper import WhisperModel
         except ImportError as e:
-            raise ModelMissingError("faster-whisper missing: pip install faster-whisper==1.2.1") from e
+            raise ModelMissingError(
+                "faster-whisper missing: pip install faster-whisper==1.2.1"
+            ) from e
         self.options = options
         self.model_name = options.model
         path = self._model_dir(options.model)
         device = "cuda" if options.device == "cuda" else "cpu"
         self._model = WhisperModel(
-            str(path), device=device, compute_type=options.compute_type,
-            cpu_threads=options.threads, num_workers=1,
+            str(path),
+            device=device,
+            compute_type=options.compute_type,
+            cpu_threads=options.threads,
+            num_workers=1,
         )
         self._english_only = path.name.endswith(".en") or options.model.endswith(".en")
 

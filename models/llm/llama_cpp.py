@@ -27,15 +27,21 @@ class LlamaCppLLM(LLM):
         try:
             from llama_cpp import Llama
         except ImportError as e:
-            raise ModelMissingError("llama-cpp-python missing: pip install llama-cpp-python==0.3.36") from e
+            raise ModelMissingError(
+                "llama-cpp-python missing: pip install llama-cpp-python==0.3.36"
+            ) from e
         self.options = options
         self.model_name = options.model
         path = catalog.resolve(options.model, "llm")
         if Path(path).is_dir():
             raise ModelMissingError(f"llm.model must be a .gguf file, got directory {path}")
         self._llm = Llama(
-            model_path=str(path), n_ctx=options.n_ctx, n_threads=options.threads,
-            n_threads_batch=options.threads, seed=options.seed, verbose=False,
+            model_path=str(path),
+            n_ctx=options.n_ctx,
+            n_threads=options.threads,
+            n_threads_batch=options.threads,
+            seed=options.seed,
+            verbose=False,
         )
         self._lock = threading.Lock()
 
@@ -56,7 +62,9 @@ class LlamaCppLLM(LLM):
             msgs = self.fit(messages)
             chunks = self._llm.create_chat_completion(
                 messages=[{"role": m.role, "content": m.content} for m in msgs],
-                stream=True, max_tokens=o.max_tokens, temperature=o.temperature,
+                stream=True,
+                max_tokens=o.max_tokens,
+                temperature=o.temperature,
                 seed=o.seed,
             )
             try:

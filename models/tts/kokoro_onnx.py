@@ -30,15 +30,18 @@ class KokoroOnnxTTS(TTS):
             raise ModelMissingError("kokoro-onnx missing: pip install kokoro-onnx==0.6.1") from e
         self.options = options
         model = catalog.resolve(options.model, "tts")
-        voices = Path(options.voices).expanduser() if options.voices else model.parent / "voices_ja.npz"
+        voices = (
+            Path(options.voices).expanduser() if options.voices else model.parent / "voices_ja.npz"
+        )
         if not voices.exists():
             raise ModelMissingError(f"tts.voices: {voices} not found")
         so = ort.SessionOptions()
         # Measured: 2 intra-op threads RTF 0.45, 1 thread 0.83 (MODELS.md).
         so.intra_op_num_threads = options.threads
         so.inter_op_num_threads = 1
-        session = ort.InferenceSession(str(model), sess_options=so,
-                                       providers=["CPUExecutionProvider"])
+        session = ort.InferenceSession(
+            str(model), sess_options=so, providers=["CPUExecutionProvider"]
+        )
         self._kokoro = Kokoro.from_session(session, str(voices))
         if options.voice not in self._kokoro.get_voices():
             raise ModelMissingError(

@@ -16,8 +16,17 @@ from dialplan.options import TTSOptions
 from models.errors import ModelMissingError
 from models.tts.base import TTS
 
-LANG_CODES = {"en-us": "a", "en-gb": "b", "es": "e", "fr-fr": "f", "hi": "h", "it": "i",
-              "ja": "j", "pt-br": "p", "cmn": "z"}
+LANG_CODES = {
+    "en-us": "a",
+    "en-gb": "b",
+    "es": "e",
+    "fr-fr": "f",
+    "hi": "h",
+    "it": "i",
+    "ja": "j",
+    "pt-br": "p",
+    "cmn": "z",
+}
 
 
 class KokoroTorchTTS(TTS):
@@ -29,7 +38,9 @@ class KokoroTorchTTS(TTS):
         try:
             from kokoro import KModel, KPipeline
         except ImportError as e:
-            raise ModelMissingError("kokoro (torch) missing: pip install 'callagent[kokoro-torch]'") from e
+            raise ModelMissingError(
+                "kokoro (torch) missing: pip install 'callagent[kokoro-torch]'"
+            ) from e
         self.options = options
         model = Path(options.model).expanduser()
         if model.suffix == ".pth":
@@ -39,8 +50,7 @@ class KokoroTorchTTS(TTS):
             kmodel = KModel(config=str(config) if config.exists() else None, model=str(model))
         else:  # a hub id, for users who are online
             kmodel = KModel(repo_id=options.model)
-        self._pipeline = KPipeline(lang_code=LANG_CODES.get(options.lang, "a"),
-                                   model=kmodel.eval())
+        self._pipeline = KPipeline(lang_code=LANG_CODES.get(options.lang, "a"), model=kmodel.eval())
         voices = Path(options.voices).expanduser() if options.voices else None
         voice_file = voices / f"{options.voice}.pt" if voices else None
         if voice_file is not None and not voice_file.exists():
@@ -52,7 +62,9 @@ class KokoroTorchTTS(TTS):
 
     def _synthesize_impl(self, text: str) -> np.ndarray:
         with self._lock:
-            pieces = [r.audio.numpy() for r in self._pipeline(text, voice=self._voice,
-                                                                speed=self.options.speed)
-                      if r.audio is not None]
+            pieces = [
+                r.audio.numpy()
+                for r in self._pipeline(text, voice=self._voice, speed=self.options.speed)
+                if r.audio is not None
+            ]
         return np.concatenate(pieces) if pieces else np.zeros(0, np.float32)

@@ -56,7 +56,8 @@ class SileroVAD(VAD):
         opts.intra_op_num_threads = 1
         opts.inter_op_num_threads = 1
         self._session = ort.InferenceSession(
-            str(path or bundled_model_path()), sess_options=opts,
+            str(path or bundled_model_path()),
+            sess_options=opts,
             providers=["CPUExecutionProvider"],
         )
 
