@@ -26,7 +26,7 @@ from models.metrics import ASRMetrics, LLMMetrics, TTSMetrics
 from models.registry import ModelCache
 from models.tts.base import TTS
 from models.vad.base import VAD
-from models.vad.segmenter import Utterance
+from models.vad.segmenter import SpeechPaused, Utterance
 
 _DONE = object()
 
@@ -88,11 +88,12 @@ class TurnRunner:
 
     def run(
         self,
-        utterance: Utterance,
+        utterance: Utterance | SpeechPaused,
         timeline: TurnTimeline,
         history: list[Message],
         emit: Callable[[np.ndarray], None],
         cancel: threading.Event,
+        gate: threading.Event | None = None,
     ) -> TurnResult:
         """Answer one utterance.
 
@@ -103,6 +104,9 @@ class TurnRunner:
             history: prior user/assistant messages of this call; this turn's are appended.
             emit: receives int16 audio at ``out_rate``, chunk by chunk, from this thread.
             cancel: set by the caller on barge-in or hangup; the turn stops promptly.
+            gate: for a speculative turn (started before the endpoint): audio is held until
+                the caller sets it, having set ``timeline.endpoint_at``. A turn cancelled
+                before its gate opened leaves ``history`` untouched.
 
         Returns:
             Transcript, reply and per-stage metrics.
@@ -130,6 +134,16 @@ class TurnRunner:
         )
         producer.start()
         resampler = StreamResampler(self.stages.tts.sample_rate, self.out_rate)
+        opened = gate is None
+
+        def through_gate() -> bool:
+            nonlocal opened
+            while not opened and not cancel.is_set():
+                opened = gate.wait(0.01)
+            if opened:
+                timeline.settle()
+            return opened and not cancel.is_set()
+
         try:
             while True:
                 item = chunks.get()
@@ -142,22 +156,27 @@ class TurnRunner:
                 if cancel.is_set():
                     break
                 pcm = float_to_pcm16(resampler.process(speech.audio))
+                if not through_gate():
+                    break
                 if len(pcm):
                     result.audio_out_s += len(pcm) / self.out_rate
                     emit(pcm)
             tail = float_to_pcm16(resampler.process(np.zeros(0, np.float32), last=True))
-            if len(tail) and not cancel.is_set():
+            if len(tail) and through_gate():
                 result.audio_out_s += len(tail) / self.out_rate
                 emit(tail)
         finally:
-            if cancel.is_set():
-                stream.close()
             producer.join(timeout=30)
+        if not opened and gate is not None:
+            opened = gate.is_set()
+        timeline.settle()
         timeline.tts_done_at = time.monotonic()
         result.llm = stream.metrics
         timeline.llm_done_at = result.llm.ended_at
         result.reply_text = stream.text.strip()
         result.cancelled = cancel.is_set()
+        if not opened:  # speculation dropped: the caller kept talking; nothing was said
+            return result
         history.append(Message("user", tr.text))
         if result.reply_text:
             history.append(Message("assistant", result.reply_text))
@@ -179,6 +198,9 @@ class TurnRunner:
                 for chunk in splitter.flush():
                     self._put(chunks, chunk, timeline)
         finally:
+            # Closed here, on the thread iterating it: this releases the LLM's lock now,
+            # not when the stream object is garbage-collected.
+            stream.close()
             chunks.put(_DONE)
 
     @staticmethod

@@ -15,12 +15,18 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from agent.pipeline import Stages, TurnRunner, turn_record
+from agent.pipeline import Stages, TurnResult, TurnRunner, turn_record
 from agent.turn import TurnTimeline
 from db.records import CallEnded, CallLog, CallStarted, TurnRecord
 from dialplan.options import Profile
 from models.audio import ASR_RATE, PHONE_RATE, StreamResampler, pcm16_to_float, through_phone_line
-from models.vad.segmenter import Segmenter, SpeechStarted, Utterance
+from models.vad.segmenter import (
+    Segmenter,
+    SpeechPaused,
+    SpeechResumed,
+    SpeechStarted,
+    Utterance,
+)
 
 FRAME = PHONE_RATE // 50  # 20 ms at 8 kHz
 TRAILING_SILENCE_S = 1.5  # a caller who stops talking waits; lets the endpoint fire
@@ -89,22 +95,44 @@ def simulate(
     t0 = time.monotonic()
     next_due = t0
     speech_start_at: float | None = None
+    pending: _Turn | None = None
     end_reason = "caller-bye"
     try:
         for i in range(0, len(line), FRAME):
-            if not fast:
+            # While a speculative turn runs, the hangover must pass in real time even in fast
+            # mode: overlapping it is the whole point of speculation.
+            if not fast or pending is not None:
                 next_due += FRAME / PHONE_RATE
                 time.sleep(max(0.0, next_due - time.monotonic()))
+            else:
+                next_due = time.monotonic()
             frame16 = upsample.process(pcm16_to_float(line[i : i + FRAME]))
             for ev in segmenter.feed(frame16):
+                now = time.monotonic()
                 if isinstance(ev, SpeechStarted):
-                    speech_start_at = time.monotonic() - (ev.at_s - ev.start_s)
+                    speech_start_at = now - (ev.at_s - ev.start_s)
+                elif isinstance(ev, SpeechPaused):
+                    pending = _Turn(
+                        runner, ev, history, speech_start_at, now - (ev.at_s - ev.end_s)
+                    )
+                elif isinstance(ev, SpeechResumed) and pending is not None:
+                    pending.drop()
+                    pending = None
                 elif isinstance(ev, Utterance):
-                    record, pcm = _answer(
-                        runner, ev, history, speech_start_at, t0, call.call_id, len(call.turns)
+                    if pending is None or pending.end_s != ev.end_s:
+                        if pending is not None:
+                            pending.drop()
+                        speech_end_at = now - (ev.endpoint_s - ev.end_s)
+                        pending = _Turn(
+                            runner, ev, history, speech_start_at, speech_end_at, speculative=False
+                        )
+                    pending.commit(endpoint_at=now)
+                    record = turn_record(
+                        call.call_id, len(call.turns), pending.timeline, pending.result, call_t0=t0
                     )
                     call.turns.append(record)
-                    replies.append(pcm)
+                    replies.append(pending.audio())
+                    pending = None
                     if call_log is not None:
                         call_log.put(record)
                     next_due = time.monotonic()  # the caller waited for the reply
@@ -126,29 +154,54 @@ def simulate(
     return call
 
 
-def _answer(
-    runner: TurnRunner,
-    utt: Utterance,
-    history: list,
-    speech_start_at: float | None,
-    t0: float,
-    call_id: str,
-    index: int,
-) -> tuple[TurnRecord, np.ndarray]:
-    now = time.monotonic()
-    timeline = TurnTimeline(
-        speech_start_at=speech_start_at,
-        endpoint_at=now,
-        speech_end_at=now - (utt.endpoint_s - utt.end_s),
-    )
-    out: list[np.ndarray] = []
+class _Turn:
+    """One turn on a worker thread; speculative (audio held) until :meth:`commit`."""
 
-    def emit(pcm: np.ndarray) -> None:
+    def __init__(
+        self,
+        runner: TurnRunner,
+        speech: SpeechPaused | Utterance,
+        history: list,
+        speech_start_at: float | None,
+        speech_end_at: float,
+        speculative: bool = True,
+    ):
+        self.end_s = speech.end_s
+        self.timeline = TurnTimeline(speech_start_at=speech_start_at, speech_end_at=speech_end_at)
+        self.cancel = threading.Event()
+        self.gate = threading.Event()
+        self.result: TurnResult | None = None
+        self._out: list[np.ndarray] = []
+        self._args = (runner, speech, history)
+        self._speculative = speculative
+        self._thread = threading.Thread(
+            target=self._run, args=self._args, daemon=True, name="sim-turn"
+        )
+        if speculative:
+            self._thread.start()
+
+    def _run(self, runner: TurnRunner, speech, history: list) -> None:
+        self.result = runner.run(speech, self.timeline, history, self._emit, self.cancel, self.gate)
+
+    def _emit(self, pcm: np.ndarray) -> None:
         # No line to pace against: the first chunk is "on the wire" when it is emitted.
-        if timeline.first_frame_out_at is None:
-            timeline.first_frame_out_at = time.monotonic()
-        out.append(pcm)
+        if self.timeline.first_frame_out_at is None:
+            self.timeline.first_frame_out_at = time.monotonic()
+        self._out.append(pcm)
 
-    result = runner.run(utt, timeline, history, emit, threading.Event())
-    pcm = np.concatenate(out) if out else np.zeros(0, np.int16)
-    return turn_record(call_id, index, timeline, result, call_t0=t0), pcm
+    def commit(self, endpoint_at: float) -> None:
+        """The endpoint confirmed the turn: let its audio out and wait for the reply."""
+        self.timeline.endpoint_at = endpoint_at
+        self.gate.set()
+        if self._speculative:
+            self._thread.join()
+        else:
+            self._run(*self._args)
+
+    def drop(self) -> None:
+        """The caller resumed: stop the speculative work; it leaves no trace in the call."""
+        self.cancel.set()
+        self._thread.join()
+
+    def audio(self) -> np.ndarray:
+        return np.concatenate(self._out) if self._out else np.zeros(0, np.int16)

@@ -61,6 +61,19 @@ class TurnTimeline:
             return None
         return self.first_frame_out_at - self.speech_end_at  # type: ignore[operator]
 
+    def settle(self) -> None:
+        """Clamp stamps after the endpoint to it.
+
+        Work done speculatively before the endpoint cost the caller nothing, so its stages
+        count 0 ms on the critical path.
+        """
+        if self.endpoint_at is None:
+            return
+        for name in STAMPS[2:]:
+            value = getattr(self, name)
+            if value is not None and value < self.endpoint_at:
+                setattr(self, name, self.endpoint_at)
+
     def as_dict(self) -> dict[str, float | None]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 

@@ -23,6 +23,10 @@ class AudioOptions:
     """Speech shorter than this is ignored (clicks, coughs, the agent's own echo)."""
     endpoint_silence_ms: int = 500
     """Hangover: silence after speech that ends a turn."""
+    speculate_ms: int = 200
+    """After this much silence the turn starts speculatively (ASR, LLM, TTS); its audio is held
+    until the endpoint and dropped if the caller resumes. 0 = off. Must be < the hangover
+    (and above TAIL_S = 150 ms, so the speculated audio equals the final utterance)."""
     pause_tolerance_ms: int = 900
     """Longer hangover used when the last words sound unfinished ("uh", "and", "to" ...)."""
     max_endpoint_wait_ms: int = 1500

@@ -6,7 +6,7 @@ import pytest
 from agent.samples import spoken
 from dialplan.options import AudioOptions
 from models.audio import resample
-from models.vad.segmenter import Segmenter, SpeechStarted, Utterance
+from models.vad.segmenter import Segmenter, SpeechPaused, SpeechResumed, SpeechStarted, Utterance
 from models.vad.silero import SileroVAD
 
 pytestmark = pytest.mark.model
@@ -74,3 +74,27 @@ def test_frame_size_does_not_change_segments(vad, words):
     a = [(e.start_s, e.end_s) for e in segment(vad, audio, 320) if isinstance(e, Utterance)]
     b = [(e.start_s, e.end_s) for e in segment(vad, audio, 160) if isinstance(e, Utterance)]
     assert a == b
+
+
+def test_pause_is_announced_with_the_final_audio(vad, words):
+    """SpeechPaused (speculation point) carries exactly the audio the Utterance will have."""
+    events = segment(vad, with_gap(*words, 0.8))
+    kinds = [type(e).__name__ for e in events]
+    assert kinds == ["SpeechStarted", "SpeechPaused", "Utterance"] * 2
+    for paused, utt in ((events[1], events[2]), (events[4], events[5])):
+        assert np.array_equal(paused.audio, utt.audio)
+        assert paused.end_s == utt.end_s
+        assert paused.at_s - paused.end_s == pytest.approx(0.2, abs=0.04)
+
+
+def test_resumed_speech_withdraws_the_pause(vad, words):
+    events = segment(vad, with_gap(*words, 0.33))  # longer than speculate_ms, under the hangover
+    kinds = [type(e).__name__ for e in events]
+    assert kinds.count("Utterance") == 1
+    assert "SpeechResumed" in kinds
+    assert kinds.index("SpeechPaused") < kinds.index("SpeechResumed")
+    resumed = next(e for e in events if isinstance(e, SpeechResumed))
+    paused = [e for e in events if isinstance(e, SpeechPaused)]
+    utt = events[-1]
+    assert isinstance(utt, Utterance) and utt.end_s > resumed.at_s - 0.1
+    assert np.array_equal(paused[-1].audio, utt.audio)

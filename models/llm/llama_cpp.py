@@ -45,6 +45,11 @@ class LlamaCppLLM(LLM):
         )
         self._lock = threading.Lock()
 
+    def _prompt_tokens_evaluated(self) -> int:
+        import llama_cpp
+
+        return int(llama_cpp.llama_perf_context(self._llm._ctx.ctx).n_p_eval)
+
     def count_tokens(self, text: str) -> int:
         return len(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
 
@@ -67,11 +72,22 @@ class LlamaCppLLM(LLM):
                 temperature=o.temperature,
                 seed=o.seed,
             )
+            evaluated_before = self._prompt_tokens_evaluated()
+            first = True
             try:
                 for chunk in chunks:
                     delta = chunk["choices"][0].get("delta", {}).get("content")
                     if delta:
-                        yield Piece(delta)
+                        if first:
+                            first = False
+                            # Prompt tokens actually evaluated vs. reused from the KV cache.
+                            evaluated = self._prompt_tokens_evaluated() - evaluated_before
+                            prompt = max(self._llm.n_tokens - 1, evaluated)
+                            yield Piece(
+                                delta, prompt_tokens=prompt, cached_tokens=prompt - evaluated
+                            )
+                        else:
+                            yield Piece(delta)
             finally:
                 close = getattr(chunks, "close", None)
                 if close:

@@ -18,6 +18,7 @@ from models.metrics import VADMetrics
 from models.vad.base import CHUNK, SAMPLE_RATE, VADStream
 
 PREROLL_S = 0.3  # audio kept before the detected onset: Silero fires ~100 ms into a word
+TAIL_S = 0.15  # audio kept after the last speech chunk: word tails fall under the threshold
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,32 @@ class Utterance:
         return len(self.audio) / SAMPLE_RATE
 
 
-SegmentEvent = SpeechStarted | Utterance
+@dataclass(frozen=True)
+class SpeechPaused:
+    """Silence has lasted ``speculate_ms`` inside an utterance: the turn may be over.
+
+    ``audio`` is exactly what the :class:`Utterance` will hold if the caller stays silent until
+    the endpoint, so work started on it now (speculatively) is valid then.
+    """
+
+    audio: np.ndarray
+    start_s: float
+    end_s: float
+    at_s: float
+
+    @property
+    def duration_s(self) -> float:
+        return len(self.audio) / SAMPLE_RATE
+
+
+@dataclass(frozen=True)
+class SpeechResumed:
+    """The caller spoke again after a :class:`SpeechPaused`: drop the speculative work."""
+
+    at_s: float
+
+
+SegmentEvent = SpeechStarted | SpeechPaused | SpeechResumed | Utterance
 
 
 class Segmenter:
@@ -72,6 +98,7 @@ class Segmenter:
         self._last_speech_end_s = 0.0
         self._vad_s = 0.0
         self._frames = 0
+        self._paused = False
         self._started_at = time.monotonic()
 
     @property
@@ -124,11 +151,15 @@ class Segmenter:
             return None
 
         self._chunks.append(chunk)
+        resumed = None
         if p >= o.vad_release:
             self._silence_s = 0.0
             if p >= o.vad_threshold or self._confirmed:
                 self._last_speech_end_s = end_s
             self._speech_run_s += chunk_s
+            if self._paused:
+                self._paused = False
+                resumed = SpeechResumed(at_s=end_s)
         else:
             self._silence_s += chunk_s
         if not self._confirmed:
@@ -145,14 +176,32 @@ class Segmenter:
             return self._finish(end_s)
         if end_s - self._start_s >= o.max_utterance_s:
             return self._finish(end_s)
+        if resumed is not None:
+            return resumed
+        if (
+            o.speculate_ms
+            and not self._paused
+            and self._silence_s * 1000 >= o.speculate_ms
+            and o.speculate_ms < o.endpoint_silence_ms
+        ):
+            self._paused = True
+            return SpeechPaused(
+                audio=self._trimmed_audio(),
+                start_s=self._start_s,
+                end_s=self._last_speech_end_s,
+                at_s=end_s,
+            )
         return None
 
-    def _finish(self, endpoint_s: float) -> Utterance:
+    def _trimmed_audio(self) -> np.ndarray:
         audio = np.concatenate(self._chunks) if self._chunks else np.zeros(0, np.float32)
         # Keep ~150 ms after the last speech chunk (word tails) and drop the rest of the hangover.
         preroll_s = len(audio) / SAMPLE_RATE - (self.offset_s - self._start_s)
-        keep = int((self._last_speech_end_s - self._start_s + preroll_s + 0.15) * SAMPLE_RATE)
-        audio = audio[: max(0, keep)]
+        keep = int((self._last_speech_end_s - self._start_s + preroll_s + TAIL_S) * SAMPLE_RATE)
+        return audio[: max(0, keep)]
+
+    def _finish(self, endpoint_s: float) -> Utterance:
+        audio = self._trimmed_audio()
         vad = VADMetrics(
             model=self._model,
             started_at=self._started_at,
