@@ -15,6 +15,7 @@ Imports nothing from SIP or models.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections import deque
@@ -182,8 +183,9 @@ class Playout:
 
     @property
     def level(self) -> float:
-        """Loudest outbound frame RMS (0..1) of the last 400 ms: the echo reference."""
-        return max(self._recent)
+        """Outbound RMS (0..1) over the last 400 ms: the echo reference for barge-in."""
+        recent = list(self._recent)
+        return math.sqrt(sum(x * x for x in recent) / len(recent))
 
     @property
     def queued_s(self) -> float:

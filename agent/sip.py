@@ -389,7 +389,9 @@ class SipAgent:
         cfg = pj.EpConfig()
         cfg.uaConfig.threadCnt = 0  # this thread polls: every SIP callback runs here
         cfg.uaConfig.mainThreadOnly = False
-        cfg.uaConfig.maxCalls = min(4, max(1, o.max_calls))
+        # The wheel's compiled-in cap; the server enforces sip.max_calls itself (and logs the
+        # 486), pjsua2 only refuses what exceeds 4 (calls still tearing down count here).
+        cfg.uaConfig.maxCalls = 4
         cfg.uaConfig.userAgent = "callagent"
         cfg.logConfig.level = self._log_level
         cfg.logConfig.consoleLevel = self._log_level

@@ -1,0 +1,203 @@
+"""SIP end to end: ``callagent serve`` (subprocess, real models) called by sipp on 127.0.0.1.
+
+One agent process serves the whole module (models load once): extension 101 is the fast
+profile (SmolLM2-135M + tiny.en + Kokoro), 103 the same with an eight-second greeting (for
+barge-in and hang-up-mid-reply), anything else is unknown (404). ``max_calls = 1`` so a second
+simultaneous call is refused with 486. Agent audio is captured with tshark on loopback and
+decoded here (G.711 μ-law).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+
+import pytest
+from sipp.harness import start_agent, wer
+
+from agent.bench_call import (
+    Capture,
+    free_port,
+    scenario,
+    sipp,
+    speech_runs,
+    spoken_ulaw,
+    split_calls,
+)
+
+pytestmark = [pytest.mark.sip, pytest.mark.model]
+
+QUESTION = "What time does the library open on Saturday?"
+LONG_GREETING = ("Hello, and thank you for calling the city library. Our opening hours, "
+                 "events and holds are all things I can help you with today, so please ask.")
+PROFILES = f"""
+[profiles.fast]
+greeting = "Hello, quick assistant here."
+llm = {{ model = "smollm2-135m", max_tokens = 40 }}
+[profiles.long]
+greeting = "{LONG_GREETING}"
+llm = {{ model = "smollm2-135m", max_tokens = 40 }}
+audio = {{ barge_in_min_ms = 300 }}
+"""
+DIALPLAN = '"101" = "fast"\n"103" = "long"'
+
+needs_tools = pytest.mark.skipif(
+    not all(shutil.which(t) for t in ("sipp", "tshark", "espeak-ng", "sox")),
+    reason="sipp, tshark, espeak-ng and sox are needed (make setup installs them)")
+
+
+@pytest.fixture(scope="module")
+def agent(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("agent")
+    proc = start_agent(tmp, PROFILES, DIALPLAN, max_calls=1)
+    yield proc
+    rc = proc.stop()
+    assert rc == 0, proc.log_text()[-2000:]
+    assert proc.events("stopped"), "no clean shutdown line"
+
+
+@pytest.fixture(scope="module")
+def question(tmp_path_factory):
+    return spoken_ulaw(QUESTION, tmp_path_factory.mktemp("audio") / "question.ulaw",
+                       lead_s=3.0, tail_s=1.0)
+
+
+@pytest.fixture(scope="module")
+def quiet(tmp_path_factory):
+    path = tmp_path_factory.mktemp("audio") / "silence.ulaw"
+    path.write_bytes(b"\xff" * 8000 * 10)  # μ-law silence
+    return path
+
+
+def sipp_ports():
+    return free_port(), free_port()
+
+
+def call_log_rows(agent, extension):
+    return agent.query("SELECT id, end_reason, turns, barge_ins, codec FROM calls "
+                       "WHERE called_extension = ? ORDER BY started_at", extension)
+
+
+def wait_until(cond, timeout=10.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+@needs_tools
+def test_question_is_answered_over_rtp(agent, question, tmp_path):
+    xml = scenario("uac_stream", tmp_path / "s.xml", audio=question, hold_ms=20000)
+    local, media = sipp_ports()
+    with Capture(tmp_path / "call.pcap", agent.rtp_ports) as cap:
+        res = sipp(xml, "101", agent.port, local, media)
+    # rc 0: 200 OK with an SDP answer (the scenario's check_it regexp), BYE answered with 200.
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-1000:]
+    (call,) = split_calls(cap.packets(), agent.rtp_ports).values()
+    assert len(call.agent) > 700  # 20 ms packets for ~20 s, silence included
+    asked = speech_runs(call.caller)
+    reply = call.reply_runs()
+    assert asked and reply, f"caller {asked}, agent after it {reply}: {agent.events('turn')}"
+    assert sum(b - a for a, b in reply) >= 1.0  # a spoken reply, not a click
+    v2v = call.voice_to_voice_s()
+    assert v2v is not None and 0.3 < v2v < 10.0
+    assert wait_until(lambda: agent.query("SELECT transcript FROM turns"))
+    (transcript,) = agent.query("SELECT transcript FROM turns")[0]
+    assert wer(QUESTION, transcript) <= 0.30, transcript
+    assert wait_until(lambda: call_log_rows(agent, "101"))
+    _, reason, turns, _, codec = call_log_rows(agent, "101")[-1]
+    assert (reason, turns, codec) == ("caller-bye", 1, "PCMU")
+    turn_lines = agent.events("turn")
+    assert float(turn_lines[-1]["v2v_ms"]) > 0
+    print(f"wire voice-to-voice {v2v * 1000:.0f} ms; agent's own {turn_lines[-1]['v2v_ms']} ms")
+
+
+@needs_tools
+def test_unknown_extension_gets_404(agent, tmp_path):
+    xml = scenario("uac_reject", tmp_path / "r.xml", code=404)
+    res = sipp(xml, "999", agent.port, *sipp_ports(), timeout_s=15)
+    assert res.returncode == 0, res.stdout[-1500:]
+    assert agent.events("call-rejected")[-1]["code"] == "404"
+
+
+@needs_tools
+def test_over_max_calls_gets_486(agent, quiet, tmp_path):
+    first = scenario("uac_stream", tmp_path / "first.xml", audio=quiet, hold_ms=5000)
+    local, media = sipp_ports()
+    cmd = ["sipp", "-sf", str(first), "-s", "101", f"127.0.0.1:{agent.port}", "-i",
+           "127.0.0.1", "-mi", "127.0.0.1", "-p", str(local), "-mp", str(media), "-m", "1",
+           "-nostdin", "-timeout", "30s", "-timeout_error"]
+    busy = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert wait_until(lambda: len(agent.events("call-answered")) >= 1
+                          and agent.events("call-answered")[-1]["extension"] == "101")
+        time.sleep(0.5)
+        second = scenario("uac_reject", tmp_path / "second.xml", code=486)
+        res = sipp(second, "101", agent.port, *sipp_ports(), timeout_s=15)
+        assert res.returncode == 0, res.stdout[-1500:]
+        assert agent.events("call-rejected")[-1]["code"] == "486"
+    finally:
+        assert busy.wait(30) == 0
+
+
+@needs_tools
+def test_dtmf_digit_is_received_and_logged(agent, tmp_path):
+    xml = scenario("uac_dtmf", tmp_path / "d.xml",
+                   pcap="/usr/share/sip-tester/dtmf_2833_1.pcap", hold_ms=2000)
+    res = sipp(xml, "101", agent.port, *sipp_ports(), timeout_s=20)
+    assert res.returncode == 0, res.stdout[-1500:]
+    assert [e["digit"] for e in agent.events("dtmf")] == ["1"]
+    assert wait_until(lambda: agent.query("SELECT detail FROM events WHERE kind = 'dtmf'"))
+    assert agent.query("SELECT detail FROM events WHERE kind = 'dtmf'") == [("1",)]
+
+
+@needs_tools
+def test_caller_hangs_up_mid_reply(agent, quiet, tmp_path):
+    xml = scenario("uac_stream", tmp_path / "h.xml", audio=quiet, hold_ms=2500)
+    local, media = sipp_ports()
+    with Capture(tmp_path / "h.pcap", agent.rtp_ports) as cap:
+        res = sipp(xml, "103", agent.port, local, media)
+        bye_at = time.time()
+    assert res.returncode == 0, res.stdout[-1500:]
+    (call,) = split_calls(cap.packets(), agent.rtp_ports).values()
+    # The greeting was playing when the caller hung up, and the agent stopped sending at once.
+    runs = speech_runs(call.agent)
+    assert runs and runs[-1][1] >= call.agent[-1].at - 0.2
+    assert call.agent[-1].at <= bye_at + 0.5
+    assert wait_until(lambda: call_log_rows(agent, "103"))
+    _, reason, *_ = call_log_rows(agent, "103")[-1]
+    assert reason == "caller-bye"
+    ended = agent.events("call-ended")[-1]
+    assert ended["reason"] == "caller-bye"
+    # No leak: the slot is free again (max_calls = 1), the next call is answered.
+    again = scenario("uac_stream", tmp_path / "again.xml", audio=quiet, hold_ms=1000)
+    assert sipp(again, "101", agent.port, *sipp_ports()).returncode == 0
+
+
+@needs_tools
+def test_barge_in_stops_the_greeting(agent, tmp_path):
+    # The question starts 2 s into the 8 s greeting.
+    audio = spoken_ulaw(QUESTION, tmp_path / "early.ulaw", lead_s=2.0, tail_s=0.5)
+    xml = scenario("uac_stream", tmp_path / "b.xml", audio=audio, hold_ms=7000)
+    local, media = sipp_ports()
+    with Capture(tmp_path / "b.pcap", agent.rtp_ports) as cap:
+        res = sipp(xml, "103", agent.port, local, media)
+    assert res.returncode == 0, res.stdout[-1500:]
+    (call,) = split_calls(cap.packets(), agent.rtp_ports).values()
+    caller_start, caller_end = speech_runs(call.caller)[0]
+    loud = [p.at for p in call.agent if p.level > 0.01]
+    assert [t for t in loud if t < caller_start], "no greeting before the caller spoke"
+    (event,) = agent.events("barge-in")
+    assert event["state"] == "greeting"
+    barge_at = float(event["_t"])
+    # Detected after barge_in_min_ms (300) of speech + Silero onset + jitter buffer...
+    assert caller_start + 0.3 <= barge_at <= caller_start + 0.9, barge_at - caller_start
+    # ...and the 8 s greeting stopped on the wire within 200 ms (+ log stamp resolution).
+    during = [t for t in loud if barge_at <= t <= caller_end + 0.3]
+    assert not during or max(during) - barge_at <= 0.21, max(during) - barge_at
+    assert wait_until(lambda: agent.query("SELECT kind FROM events WHERE kind = 'barge-in'"))
+    print(f"barge-in {1000 * (barge_at - caller_start):.0f} ms after the caller began; "
+          f"greeting cut {1000 * ((max(during) if during else barge_at) - barge_at):.0f} ms later")
