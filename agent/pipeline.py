@@ -224,8 +224,6 @@ def turn_record(
     """Flatten a turn's timeline and metrics into a call-log record (ms)."""
     from datetime import UTC, datetime
 
-    ms = timeline.stages_ms()
-    v2v = timeline.voice_to_voice_s
     tts_total = sum(m.duration_s for m in result.tts) * 1000 if result.tts else None
     tts_audio = sum(m.audio_s for m in result.tts)
 
@@ -239,13 +237,7 @@ def turn_record(
         speech_end_s=rel(timeline.speech_end_at),
         transcript=result.transcript,
         reply_text=result.reply_text,
-        endpoint_ms=ms["endpoint"],
-        asr_ms=ms["asr"],
-        llm_ttft_ms=ms["llm_ttft"],
-        first_chunk_ms=ms["first_chunk"],
-        tts_first_audio_ms=ms["tts_first_audio"],
-        playout_ms=ms["playout"],
-        voice_to_voice_ms=None if v2v is None else v2v * 1000,
+        **timeline.record_fields(),
         llm_total_ms=None if result.llm is None else result.llm.duration_s * 1000,
         llm_tokens=None if result.llm is None else result.llm.tokens,
         tts_total_ms=tts_total,

@@ -74,6 +74,20 @@ class TurnTimeline:
             if value is not None and value < self.endpoint_at:
                 setattr(self, name, self.endpoint_at)
 
+    def record_fields(self) -> dict[str, float | None]:
+        """The call log's per-stage ms columns (``TurnRecord`` field names) and voice-to-voice."""
+        ms = self.stages_ms()
+        v2v = self.voice_to_voice_s
+        return {
+            "endpoint_ms": ms["endpoint"],
+            "asr_ms": ms["asr"],
+            "llm_ttft_ms": ms["llm_ttft"],
+            "first_chunk_ms": ms["first_chunk"],
+            "tts_first_audio_ms": ms["tts_first_audio"],
+            "playout_ms": ms["playout"],
+            "voice_to_voice_ms": _ms(v2v),
+        }
+
     def as_dict(self) -> dict[str, float | None]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 

@@ -27,20 +27,7 @@ T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 
 def turn_from_timeline(call_id: str, index: int, tl: TurnTimeline, **extra) -> TurnRecord:
     """Build a TurnRecord the way the session does: stage ms straight from the timeline."""
-    ms = tl.stages_ms()
-    v2v = tl.voice_to_voice_s
-    return TurnRecord(
-        call_id=call_id,
-        index=index,
-        endpoint_ms=ms["endpoint"],
-        asr_ms=ms["asr"],
-        llm_ttft_ms=ms["llm_ttft"],
-        first_chunk_ms=ms["first_chunk"],
-        tts_first_audio_ms=ms["tts_first_audio"],
-        playout_ms=ms["playout"],
-        voice_to_voice_ms=None if v2v is None else v2v * 1000.0,
-        **extra,
-    )
+    return TurnRecord(call_id=call_id, index=index, **tl.record_fields(), **extra)
 
 
 def timeline(start: float, *stage_s: float) -> TurnTimeline:
