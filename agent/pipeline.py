@@ -78,6 +78,10 @@ class TurnRunner:
         self.out_rate = out_rate
         self._phrases: dict[str, np.ndarray] = {}
 
+    def prime(self) -> None:
+        """Put this profile's system prompt in the LLM's KV cache before the first turn."""
+        self.stages.llm.prime(self.profile.system_prompt)
+
     def speak(self, text: str) -> np.ndarray:
         """Synthesise a fixed phrase (greeting, goodbye) once; int16 at ``out_rate``."""
         if text not in self._phrases:

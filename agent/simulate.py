@@ -88,6 +88,7 @@ def simulate(
             )
         )
     runner = TurnRunner(stages, profile, out_rate=PHONE_RATE)
+    runner.prime()  # a real call primes while the greeting plays
     segmenter = Segmenter(stages.vad.new_stream(), profile.audio, stages.vad.model_name)
     upsample = StreamResampler(PHONE_RATE, ASR_RATE)
     history: list = []

@@ -86,6 +86,9 @@ class LLM(ABC):
         """Start generating a reply to ``messages`` (system prompt first)."""
         return LLMStream(self.model_name, self._stream_impl(messages))
 
+    def prime(self, system_prompt: str) -> None:
+        """Evaluate a system prompt ahead of the first turn (backends with a KV cache)."""
+
     @abstractmethod
     def _stream_impl(self, messages: list[Message]) -> Iterator[Piece]:
         """Yield the reply one token at a time."""
