@@ -86,7 +86,7 @@ class LLM(ABC):
         """Start generating a reply to ``messages`` (system prompt first)."""
         return LLMStream(self.model_name, self._stream_impl(messages))
 
-    def prime(self, system_prompt: str) -> None:
+    def prime(self, system_prompt: str) -> None:  # noqa: B027 - optional hook, no-op default
         """Evaluate a system prompt ahead of the first turn (backends with a KV cache)."""
 
     @abstractmethod
