@@ -254,6 +254,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from agent.sip import RTP_PORT_RANGE  # pjsua2 only when the bench runs, not at CLI parse
+
     for tool in ("sipp", "tshark", "espeak-ng", "sox"):
         if shutil.which(tool) is None:
             print(f"bench call: {tool} not found (make setup installs it)", file=sys.stderr)
@@ -261,7 +263,7 @@ def run(args: argparse.Namespace) -> int:
     work = Path(args.keep or tempfile.mkdtemp(prefix="callagent-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     port, rtp = free_port(), 46000
-    agent_ports = range(rtp, rtp + 16)
+    agent_ports = range(rtp, rtp + RTP_PORT_RANGE)
     config = work / "config.toml"
     config.write_text(bench_config(port, rtp, work, args.profile_llm))
     audio = spoken_ulaw(QUESTION, work / "question.ulaw")

@@ -31,6 +31,9 @@ import pjsua2 as pj
 from dialplan.options import SIPOptions
 
 FRAME_MS = 20
+RTP_PORT_RANGE = 100
+"""RTP (and RTCP) ports used from ``sip.rtp_port`` on: pjsua2 moves to fresh ports for later
+calls, so captures and firewalls should allow this many."""
 
 
 @dataclass(frozen=True)
@@ -415,6 +418,7 @@ class SipAgent:
 
         acfg = pj.AccountConfig()
         acfg.mediaConfig.transportConfig.port = o.rtp_port
+        acfg.mediaConfig.transportConfig.portRange = RTP_PORT_RANGE
         acfg.mediaConfig.transportConfig.boundAddress = o.host
         acfg.mediaConfig.transportConfig.publicAddress = o.host
         r = o.registrar

@@ -17,6 +17,7 @@ from datetime import datetime
 from pathlib import Path
 
 from agent.bench_call import free_port, wait_for_line
+from agent.sip import RTP_PORT_RANGE
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -33,7 +34,7 @@ class AgentProcess:
 
     @property
     def rtp_ports(self) -> range:
-        return range(self.rtp_port, self.rtp_port + 16)
+        return range(self.rtp_port, self.rtp_port + RTP_PORT_RANGE)
 
     def log_text(self) -> str:
         return self.log.read_text(errors="replace")
@@ -74,7 +75,7 @@ def start_agent(tmp: Path, profiles: str, dialplan: str, max_calls: int = 4,
                 rtp_port: int | None = None, startup_s: float = 180) -> AgentProcess:
     """Write a config and start the agent; returns once it logged ``event=ready``."""
     port = free_port()
-    rtp_port = rtp_port or 43000 + (port % 500) * 20
+    rtp_port = rtp_port or 20000 + (port % 400) * 100
     db = tmp / "calls.db"
     config = tmp / "config.toml"
     config.write_text(f"""
