@@ -8,6 +8,7 @@ import importlib
 BENCHES = {
     "pipeline": ("agent.bench_pipeline", "speech loop on 5 fixed utterances, p50/p95 per stage"),
     "asr": ("agent.bench_asr", "ASR backends: load time, latency, RTF, optimization speedups"),
+    "wer": ("agent.bench_wer", "ASR word error rate on 8 kHz phone audio per model and voice"),
     "call": ("agent.bench_call", "voice-to-voice on the wire with sipp, 1 and 4 calls"),
 }
 

@@ -71,8 +71,11 @@ class ASROptions:
 
     backend: Literal["faster-whisper", "voxtral"] = "faster-whisper"
     """Which ASR backend transcribes utterances."""
-    model: str = "tiny.en"
-    """Bundled name (tiny.en, base), a local model directory, or a hub id when online."""
+    model: str = "base"
+    """Bundled name (base, tiny.en), a local model directory, or a hub id when online.
+
+    base is the default by measured WER on 8 kHz μ-law speech (35 questions, 7 voices):
+    base 14 %, tiny.en 23 %; tiny.en is twice as fast (0.3 s vs 0.6 s per question)."""
     language: str = "en"
     """Spoken language (ISO code)."""
     beam_size: int = 1

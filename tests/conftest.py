@@ -21,7 +21,7 @@ TEST_CONFIG = {
     "system_prompt": "You are the phone assistant of a public library. The library opens "
     "10 am to 4 pm on Saturday. Answer in one short spoken sentence.",
     "profiles": {
-        "fast": {"llm": {"model": "smollm2-135m", "max_tokens": 40}},
+        "fast": {"asr": {"model": "tiny.en"}, "llm": {"model": "smollm2-135m", "max_tokens": 40}},
         "default": {},
     },
     "dialplan": {"100": "default", "101": "fast"},
@@ -46,7 +46,7 @@ def fast_stages(stage_cache, config):
 
 @pytest.fixture(scope="session")
 def default_stages(stage_cache, config):
-    """The shipped defaults: tiny.en + Qwen2.5-1.5B + Kokoro int8 + Silero."""
+    """The shipped defaults: Whisper base + Qwen2.5-1.5B + Kokoro int8 + Silero."""
     return stage_cache.stages(config.profiles["default"])
 
 

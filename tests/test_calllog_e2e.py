@@ -23,7 +23,7 @@ def two_backend_config(tmp_path_factory):
         {
             "system_prompt": TEST_CONFIG["system_prompt"],
             "profiles": {
-                "whisper": {"llm": fast_llm},
+                "whisper": {"asr": {"model": "tiny.en"}, "llm": fast_llm},
                 "voxtral": {
                     "llm": fast_llm,
                     "asr": {"backend": "voxtral", "model": str(tiny), "voxtral": {"warmup": False}},

@@ -12,6 +12,7 @@ def test_shipped_config_loads_and_routes():
     plan = Dialplan.from_config(config)
     assert plan.resolve("100").name == "default"
     assert plan.resolve("101").llm.model == "smollm2-135m"
+    assert plan.resolve("101").asr.model == "tiny.en" and plan.resolve("100").asr.model == "base"
     assert plan.resolve("999") is None
 
 

@@ -45,7 +45,7 @@ def test_turn_timings_present_and_consistent(default_call):
     assert t.llm_total_ms >= t.llm_ttft_ms and t.llm_tokens >= 3
     assert 0 < t.asr_rtf < 2 and 0 < t.tts_rtf < 3
     assert t.audio_in_s == pytest.approx(2.6, abs=0.8) and t.audio_out_s >= 1.0
-    assert t.asr_backend == "faster-whisper" and t.asr_model == "tiny.en"
+    assert t.asr_backend == "faster-whisper" and t.asr_model == "base"
 
 
 def test_kv_cache_reused_between_turns(config, default_stages):
