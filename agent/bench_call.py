@@ -249,7 +249,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="simultaneous calls per round (default: 1 4)")
     parser.add_argument("--rounds", type=int, default=2, help="calls per caller slot")
     parser.add_argument("--profile-llm", default="smollm2-135m", help="LLM of the bench profile")
-    parser.add_argument("--hold-s", type=float, default=16.0, help="call length after answer")
+    parser.add_argument("--llm-threads", type=int, default=1,
+                        help="llama.cpp threads (1: calls share 2 cores; see tests/test_sip_call)")
+    parser.add_argument("--hold-s", type=float, default=30.0,
+                        help="call length after answer (4 calls on 2 cores need long)")
     parser.add_argument("--keep", default=None, help="keep captures and logs in this folder")
 
 
@@ -265,7 +268,7 @@ def run(args: argparse.Namespace) -> int:
     port, rtp = free_port(), 46000
     agent_ports = range(rtp, rtp + RTP_PORT_RANGE)
     config = work / "config.toml"
-    config.write_text(bench_config(port, rtp, work, args.profile_llm))
+    config.write_text(bench_config(port, rtp, work, args.profile_llm, args.llm_threads))
     audio = spoken_ulaw(QUESTION, work / "question.ulaw")
     serve_log = work / "serve.log"
     with open(serve_log, "w") as log:
@@ -323,7 +326,7 @@ def _each_call(calls: dict[int, WireCall]) -> list[WireCall]:
     return out
 
 
-def bench_config(port: int, rtp: int, work: Path, llm: str) -> str:
+def bench_config(port: int, rtp: int, work: Path, llm: str, threads: int) -> str:
     """A config for the bench: fast profile on extension 101, SQLite in ``work``."""
     return f"""
 system_prompt = "You are the phone assistant of a public library. The library opens 10 am to 4 pm on Saturday. Answer in one short spoken sentence."
@@ -336,7 +339,8 @@ url = "sqlite:///{work}/calls.db"
 spool_dir = "{work}/spool"
 [profiles.fast]
 greeting = "Hello, quick assistant here."
-llm = {{ model = "{llm}", max_tokens = 40 }}
+llm = {{ model = "{llm}", max_tokens = 40, threads = {threads} }}
+asr = {{ initial_prompt = "A caller phones the public library with a question." }}
 [dialplan]
 "101" = "fast"
 """

@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
+from agent.audiolink import AudioLink
 from agent.bargein import rms
 from agent.sip import (
-    AudioLink,
     CallConnected,
     CallDisconnected,
     MediaActive,

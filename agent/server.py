@@ -23,7 +23,8 @@ from datetime import UTC, datetime
 
 from agent import log
 from agent.pipeline import StageCache, TurnRunner
-from agent.session import CallInfo, CallSession
+from agent.session import CallSession
+from agent.session_log import CallInfo
 from agent.sip import (
     CallDisconnected,
     DtmfReceived,

@@ -21,25 +21,31 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 
 from agent import log
+from agent.audiolink import AudioLink
 from agent.bargein import BargeInGate, rms
 from agent.endpointing import hold_s, merge, sounds_unfinished
-from agent.pipeline import Stages, TurnResult, TurnRunner, turn_record
+from agent.pipeline import Stages, TurnRunner
 from agent.playout import Playout
-from agent.sip import AudioLink
+from agent.session_log import CallInfo, CallRecorder
+from agent.session_turn import ReuseASR, Turn, TurnWorker
 from agent.turn import TurnTimeline
-from agent.session_turn import ReuseASR, Turn
-from db.records import CallEnded, CallLog, CallStarted, EventRecord
+from db.records import CallLog
 from dialplan.options import Profile
 from models.audio import StreamResampler, pcm16_to_float
 from models.llm.base import Message
-from models.vad.segmenter import Segmenter, SpeechStarted, Utterance
+from models.vad.segmenter import (
+    Segmenter,
+    SpeechPaused,
+    SpeechResumed,
+    SpeechStarted,
+    Utterance,
+)
 
 State = Literal["ringing", "greeting", "listening", "thinking", "speaking", "ended"]
 
@@ -52,17 +58,6 @@ class StateChanged:
     new: State
     at: float
     """Monotonic stamp."""
-
-
-@dataclass
-class CallInfo:
-    """What the SIP side knows about the call when the session is created."""
-
-    extension: str = ""
-    caller_uri: str = ""
-    sip_call_id: str = ""
-    offered_at: datetime = field(default_factory=lambda: datetime.now(UTC))
-    source: str = "sip"
 
 
 class CallSession:
@@ -86,11 +81,11 @@ class CallSession:
         self.profile = profile
         self.info = info or CallInfo()
         self.rate = rate
-        self._log = call_log
+        self._rec = CallRecorder(call_log, self.call_id)
         self._hangup = hangup
         self._phrase = phrase
-        self._asr = ReuseASR(stages.asr)
-        self.runner = TurnRunner(Stages(stages.vad, self._asr, stages.llm, stages.tts), profile,
+        asr = ReuseASR(stages.asr)
+        self.runner = TurnRunner(Stages(stages.vad, asr, stages.llm, stages.tts), profile,
                                  out_rate=rate)
         a = profile.audio
         self._segmenter = Segmenter(stages.vad.new_stream(), a, model=stages.vad.model_name)
@@ -103,6 +98,7 @@ class CallSession:
         self.state: State = "ringing"
         self.states: list[StateChanged] = []
         self.history: list[Message] = []
+        self._worker = TurnWorker(self.runner, asr, self.history, self.playout, self._inbox.put)
         self.turns = 0
         self.barge_ins = 0
         self.codec = ""
@@ -112,7 +108,7 @@ class CallSession:
         self._idle_since = self._t0
         self._turn: Turn | None = None
         self._last_turn: Turn | None = None
-        self._next_index = 0
+        self._started = 0  # turns started (names worker threads)
         self._pending_start: float | None = None
         self._unrecorded: list[Turn] = []
         self._held: Turn | None = None  # an utterance waiting to be merged with the next one
@@ -126,16 +122,7 @@ class CallSession:
 
     def start(self) -> None:
         """Record the call and start the session thread."""
-        s = self.runner.stages
-        self._log.put(CallStarted(
-            call_id=self.call_id, started_at=self.info.offered_at,
-            answered_at=datetime.now(UTC), caller_uri=self.info.caller_uri,
-            called_extension=self.info.extension, profile=self.profile.name,
-            asr_backend=s.asr.backend, asr_model=s.asr.model_name, llm_model=s.llm.model_name,
-            tts_voice=self.profile.tts.voice, source=self.info.source))
-        log.event("call-answered", self.call_id, extension=self.info.extension,
-                  caller=self.info.caller_uri, sip_call_id=self.info.sip_call_id,
-                  profile=self.profile.name)
+        self._rec.started(self.info, self.profile, self.runner.stages)
         self._thread.start()
 
     def media_active(self, codec: str) -> None:
@@ -212,6 +199,9 @@ class CallSession:
             turn = msg[1]
             if turn is self._turn and self.state == "thinking":
                 self._set_state("speaking")
+        elif kind == "quick":
+            if msg[1] is self._turn:
+                self._open_gate(msg[1], time.monotonic())
         elif kind == "turn-done":
             self._turn_done(msg[1])
 
@@ -227,6 +217,10 @@ class CallSession:
         for ev in events:
             if isinstance(ev, SpeechStarted):
                 self._speech_started(ev, at)
+            elif isinstance(ev, SpeechPaused):
+                self._speculate(ev, at)
+            elif isinstance(ev, SpeechResumed):
+                self._drop_speculation()
             elif isinstance(ev, Utterance):
                 self._utterance(ev, at)
 
@@ -240,12 +234,25 @@ class CallSession:
             # The caller resumed before hearing a reply: one turn, answer it after the rest.
             turn.merged = True
             turn.cancel.set()
-            self._held = turn
-            self._turn = None
+            self._held, self._turn = turn, None
             log.event("turn-resumed", self.call_id, pause_ms=round(
                 (at - (turn.timeline.speech_end_at or at)) * 1000))
             self._set_state("listening")
         self._pending_start = at - (ev.at_s - ev.start_s)
+
+    def _speculate(self, ev: SpeechPaused, at: float) -> None:
+        """Silence began: run the turn now, its audio held behind the gate until the endpoint."""
+        if self.state != "listening" or self._closing or self._echo_suspect:
+            return
+        timeline = TurnTimeline(speech_start_at=self._pending_start,
+                                speech_end_at=at - (ev.at_s - ev.end_s))
+        self._new_turn(ev, timeline)
+
+    def _drop_speculation(self) -> None:
+        turn = self._turn
+        if turn is not None and not turn.endpointed:
+            turn.cancel.set()  # the runner leaves the history alone: its gate never opened
+            self._held, self._turn = turn.merged_from, None
 
     def _utterance(self, utt: Utterance, at: float) -> None:
         if self._echo_suspect:
@@ -255,73 +262,70 @@ class CallSession:
             return
         if self.state not in ("listening", "thinking") or self._closing:
             return
-        timeline = TurnTimeline(speech_start_at=self._pending_start,
-                                speech_end_at=at - (utt.endpoint_s - utt.end_s),
-                                endpoint_at=time.monotonic())
+        now = time.monotonic()
+        turn = self._turn
+        if turn is not None and not turn.endpointed:
+            held = turn.merged_from.utterance.audio if turn.merged_from else ()
+            if len(turn.utterance.audio) == len(held) + len(utt.audio):
+                turn.timeline.endpoint_at = now  # the speculation holds: same audio
+            else:  # cut by max_utterance_s or similar: start over on the real utterance
+                self._drop_speculation()
+                turn = None
+        if turn is None:
+            timeline = TurnTimeline(speech_start_at=self._pending_start, endpoint_at=now,
+                                    speech_end_at=at - (utt.endpoint_s - utt.end_s))
+            turn = self._new_turn(utt, timeline)
+        turn.endpointed = True
+        self._set_state("thinking")
+        self._open_gate(turn, now)
+        if turn.done:
+            self._settle(turn)
+
+    def _new_turn(self, utt: Utterance | SpeechPaused, timeline: TurnTimeline) -> Turn:
         held, self._held = self._held, None
         if held is not None:
             utt = merge(held.utterance, utt)
             timeline.speech_start_at = held.timeline.speech_start_at
-            index = held.index
-        else:
-            index, self._next_index = self._next_index, self._next_index + 1
-        turn = Turn(index=index, utterance=utt, timeline=timeline,
-                    history_len=len(self.history), after=held or self._last_turn)
+        turn = Turn(index=self._started, utterance=utt, timeline=timeline,
+                    history_len=len(self.history), after=held or self._last_turn,
+                    merged_from=held)
+        self._started += 1
         self._turn = self._last_turn = turn
-        self._set_state("thinking")
-        turn.start(self._work, self.call_id)
+        self._worker.start(turn, self.call_id)
+        return turn
 
-    def _work(self, turn: Turn) -> None:
-        """Turn worker thread: quick transcript, maybe wait for more speech, then the turn."""
-        try:
-            if turn.after is not None:
-                turn.after.join()  # it may still append to (or roll back) the history
-            quick = self._asr.remember(turn.utterance.audio)
-            if sounds_unfinished(quick.text) and not turn.cancel.is_set():
-                until = turn.timeline.speech_end_at + hold_s(self.profile.audio)
-                turn.cancel.wait(max(0.0, until - time.monotonic()))
-                if turn.cancel.is_set():
-                    return
-                turn.timeline.endpoint_at = time.monotonic()  # endpoint = the held decision
-            if turn.cancel.is_set():
-                return
-            turn.result = self.runner.run(turn.utterance, turn.timeline, self.history,
-                                          lambda pcm: self._emit(turn, pcm), turn.cancel)
-            if turn.merged:
-                del self.history[turn.history_len:]
-        except Exception as e:
-            turn.error = repr(e)
-        finally:
-            if turn.audible and not turn.cancel.is_set():
-                self.playout.end_reply()
-            self._inbox.put(("turn-done", turn))
-
-    def _emit(self, turn: Turn, pcm: np.ndarray) -> None:
-        if turn.cancel.is_set():
+    def _open_gate(self, turn: Turn, now: float) -> None:
+        """Let the turn be heard once endpointed, unless its words sound unfinished."""
+        if turn.gate.is_set() or turn.cancel.is_set() or not turn.endpointed or turn.quick is None:
             return
-        if not turn.audible:
-            turn.audible = True
-            timeline = turn.timeline
-            self.playout.start_reply(lambda t: setattr(timeline, "first_frame_out_at", t))
-            self._inbox.put(("reply-audio", turn))
-        self.playout.push(pcm)
+        if sounds_unfinished(turn.quick):
+            if turn.hold_until is None:
+                turn.hold_until = turn.timeline.speech_end_at + hold_s(self.profile.audio)
+            if now < turn.hold_until:
+                return
+            turn.timeline.endpoint_at = now  # the endpoint is the end of the held wait
+        turn.gate.set()
 
     def _turn_done(self, turn: Turn) -> None:
+        turn.done = True
         if turn.error:
             self._record("error", turn.error)
             log.event("turn-error", self.call_id, error=turn.error, level=40)
-        if turn.merged:
-            return  # superseded by the merged turn
-        turn.done = True
-        if turn is self._turn and self.state == "thinking":
-            self._turn = None if not turn.audible else turn
-            self._set_state("speaking" if turn.audible else "listening")
+        if turn.merged or not turn.endpointed:
+            return  # superseded by a merged turn, or a speculation the caller talked over
+        self._settle(turn)
         if turn.result is None or not turn.result.transcript:
             if turn.result is not None:
                 log.event("speech-empty", self.call_id, duration_s=round(
                     turn.utterance.duration_s, 2))
             return
-        self._unrecorded.append(turn)
+        if turn.gate.is_set():
+            self._unrecorded.append(turn)
+
+    def _settle(self, turn: Turn) -> None:
+        if turn is self._turn and self.state == "thinking":
+            self._turn = None if not turn.audible else turn
+            self._set_state("speaking" if turn.audible else "listening")
 
     def _write_turns(self, final: bool = False) -> None:
         """Record finished turns once their reply has played out, or was cut or silent."""
@@ -332,19 +336,13 @@ class CallSession:
                 self._write_turn(turn)
 
     def _write_turn(self, turn: Turn) -> None:
-        result: TurnResult = turn.result
-        rec = turn_record(self.call_id, turn.index, turn.timeline, result, self._t0,
-                          barge_in=turn.barge_in)
+        self._rec.turn(turn, self.turns, self._t0)
         self.turns += 1
-        self._log.put(rec)
-        log.event("turn", self.call_id, index=turn.index, transcript=result.transcript,
-                  reply=result.reply_text, v2v_ms=_r(rec.voice_to_voice_ms),
-                  endpoint_ms=_r(rec.endpoint_ms), asr_ms=_r(rec.asr_ms),
-                  llm_ttft_ms=_r(rec.llm_ttft_ms), tts_first_ms=_r(rec.tts_first_audio_ms),
-                  barge_in=turn.barge_in)
 
     def _tick(self, now: float) -> None:
         turn = self._turn
+        if turn is not None and turn.hold_until is not None and not turn.gate.is_set():
+            self._open_gate(turn, now)
         if self._unrecorded:
             self._write_turns()
         if self.state == "speaking" and not self.playout.busy and (turn is None or turn.done):
@@ -423,7 +421,7 @@ class CallSession:
         log.event("state", self.call_id, old=old, new=new)
 
     def _record(self, kind: str, detail: str) -> None:
-        self._log.put(EventRecord(self.call_id, datetime.now(UTC), kind, detail))
+        self._rec.event(kind, detail)
 
     def _finish(self) -> None:
         self._closed = True
@@ -441,15 +439,5 @@ class CallSession:
         self._write_turns(final=True)
         if self.state != "ended":
             self.state = "ended"
-        m = self.playout.metrics()
-        self._log.put(CallEnded(call_id=self.call_id, ended_at=datetime.now(UTC),
-                                end_reason=self.end_reason or "error", turns=self.turns,
-                                barge_ins=self.barge_ins, codec=self.codec))
-        log.event("call-ended", self.call_id, reason=self.end_reason, turns=self.turns,
-                  barge_ins=self.barge_ins, gap_p50_ms=_r(m.gap_p50_ms),
-                  gap_p99_ms=_r(m.gap_p99_ms), underruns=m.underruns,
-                  duration_s=round(time.monotonic() - self._t0, 1))
-
-
-def _r(v: float | None) -> float | None:
-    return None if v is None else round(v, 1)
+        self._rec.ended(self.end_reason or "error", self.turns, self.barge_ins, self.codec,
+                        self.playout.metrics(), time.monotonic() - self._t0)

@@ -2,7 +2,7 @@
 
 It owns the pjsua2 endpoint, transports, the account, every ``Call`` and every audio port, and
 turns pjsua2 callbacks into plain dataclass events (:data:`SipEvent`) on a queue and 20 ms PCM
-frames handed to per-call :class:`AudioLink` callables. Nothing outside this module ever holds a
+frames handed to per-call :class:`~agent.audiolink.AudioLink` callables. Nothing outside this module ever holds a
 pjsua2 object, so no other thread can free one (a pj object freed on an unregistered thread or
 after ``libDestroy`` aborts the process; see /work/shared/SIP.md).
 
@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import pjsua2 as pj
 
+from agent.audiolink import AudioLink
 from dialplan.options import SIPOptions
 
 FRAME_MS = 20
@@ -108,19 +109,6 @@ class SipError:
 
 SipEvent = (IncomingCall | MediaActive | CallConnected | DtmfReceived | CallDisconnected
             | RegistrationChanged | SipError)
-
-
-@dataclass
-class AudioLink:
-    """How one call's audio meets the rest of the program, frame by frame.
-
-    Both callables run on pjmedia's clock thread every 20 ms and must return at once.
-    """
-
-    sink: Callable[[bytes], None]
-    """Receives each inbound frame: 16-bit little-endian mono PCM at the port's clock rate."""
-    source: Callable[[], bytes]
-    """Returns the next outbound frame (same format, exactly one frame long)."""
 
 
 class _Port(pj.AudioMediaPort):

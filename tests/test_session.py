@@ -135,7 +135,10 @@ def test_mid_sentence_pause_is_one_turn():
     time.sleep(0.5)
     turns = calllog.of(TurnRecord)
     assert [t.transcript for t in turns] == ["I want to book uh a table for two."]
-    assert len(llm.prompts) == 1  # the first half never reached the LLM
+    # The first half may have been answered speculatively, but nothing of it was heard or kept.
+    assert llm.prompts[-1][-1].content == "I want to book uh a table for two."
+    assert [m.content for m in session.history] == ["I want to book uh a table for two.",
+                                                    "Sure."]
     assert asr.heard_s[-1] >= 1.5  # the merged utterance holds both halves
     close(session, line)
 
@@ -200,3 +203,33 @@ def test_stage_error_is_recorded_and_call_goes_on():
     assert wait_for(lambda: session.state == "listening")
     close(session, line)
     assert calllog.of(CallEnded)[0].end_reason == "caller-bye"
+
+
+def test_speculative_turn_hides_asr_behind_the_hangover():
+    # Speculation at 200 ms of silence: ASR (150 ms) runs in the rest of the 500 ms hangover.
+    asr = FakeASR(["what time do you open?"], delay_s=0.15)
+    session, line, calllog, _ = make(fake_stages(asr=asr), speculate_ms=200,
+                                     endpoint_silence_ms=500)
+    assert wait_for(lambda: session.state == "listening")
+    line.say(tone(0.8))
+    assert wait_for(lambda: calllog.of(TurnRecord))
+    turn = calllog.of(TurnRecord)[0]
+    assert turn.asr_ms < 60, turn  # done before the endpoint: costs the caller nothing
+    assert 450 <= turn.endpoint_ms <= 800
+    close(session, line)
+
+
+def test_short_pause_drops_the_speculation_and_keeps_one_utterance():
+    asr = FakeASR(["what time", "what time do you open?"])
+    session, line, calllog, _ = make(fake_stages(asr=asr), speculate_ms=200,
+                                     endpoint_silence_ms=500)
+    assert wait_for(lambda: session.state == "listening")
+    line.say(tone(0.6))
+    line.say(silence(0.35))  # past speculate_ms, short of the 500 ms hangover
+    line.say(tone(0.6))
+    assert wait_for(lambda: calllog.of(TurnRecord))
+    time.sleep(0.3)
+    assert [t.transcript for t in calllog.of(TurnRecord)] == ["what time do you open?"]
+    assert asr.heard_s[-1] >= 1.3  # one utterance holding both parts
+    assert [m.role for m in session.history] == ["user", "assistant"]
+    close(session, line)

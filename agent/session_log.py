@@ -1,0 +1,75 @@
+"""What one call writes: call-log records (``CallLog.put``) and structured log lines.
+
+Split from :mod:`agent.session` so the state machine reads as decisions, not bookkeeping.
+Imports no SIP and no database code: records are plain dataclasses from :mod:`db.records`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from agent import log
+from agent.pipeline import Stages, turn_record
+from agent.playout import PlayoutMetrics
+from agent.session_turn import Turn
+from db.records import CallEnded, CallLog, CallStarted, EventRecord, TurnRecord
+from dialplan.options import Profile
+
+
+@dataclass
+class CallInfo:
+    """What the SIP side knows about the call when the session is created."""
+
+    extension: str = ""
+    caller_uri: str = ""
+    sip_call_id: str = ""
+    offered_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    source: str = "sip"
+
+
+class CallRecorder:
+    """Writes one call's records and log lines; ``put`` never blocks, so neither does this."""
+
+    def __init__(self, call_log: CallLog, call_id: str):
+        self._log = call_log
+        self.call_id = call_id
+
+    def started(self, info: CallInfo, profile: Profile, stages: Stages) -> None:
+        self._log.put(CallStarted(
+            call_id=self.call_id, started_at=info.offered_at, answered_at=datetime.now(UTC),
+            caller_uri=info.caller_uri, called_extension=info.extension, profile=profile.name,
+            asr_backend=stages.asr.backend, asr_model=stages.asr.model_name,
+            llm_model=stages.llm.model_name, tts_voice=profile.tts.voice, source=info.source))
+        log.event("call-answered", self.call_id, extension=info.extension,
+                  caller=info.caller_uri, sip_call_id=info.sip_call_id, profile=profile.name)
+
+    def event(self, kind: str, detail: str) -> None:
+        """An EventRecord (dtmf, barge-in, error, state...)."""
+        self._log.put(EventRecord(self.call_id, datetime.now(UTC), kind, detail))
+
+    def turn(self, turn: Turn, index: int, call_t0: float) -> TurnRecord:
+        """Record a finished turn (its timeline and the stages' metrics)."""
+        result = turn.result
+        rec = turn_record(self.call_id, index, turn.timeline, result, call_t0,
+                          barge_in=turn.barge_in)
+        self._log.put(rec)
+        log.event("turn", self.call_id, index=index, transcript=result.transcript,
+                  reply=result.reply_text, v2v_ms=_r(rec.voice_to_voice_ms),
+                  endpoint_ms=_r(rec.endpoint_ms), asr_ms=_r(rec.asr_ms),
+                  llm_ttft_ms=_r(rec.llm_ttft_ms), tts_first_ms=_r(rec.tts_first_audio_ms),
+                  barge_in=turn.barge_in)
+        return rec
+
+    def ended(self, reason: str, turns: int, barge_ins: int, codec: str,
+              playout: PlayoutMetrics, duration_s: float) -> None:
+        self._log.put(CallEnded(call_id=self.call_id, ended_at=datetime.now(UTC),
+                                end_reason=reason, turns=turns, barge_ins=barge_ins,
+                                codec=codec))
+        log.event("call-ended", self.call_id, reason=reason, turns=turns, barge_ins=barge_ins,
+                  gap_p50_ms=_r(playout.gap_p50_ms), gap_p99_ms=_r(playout.gap_p99_ms),
+                  underruns=playout.underruns, duration_s=round(duration_s, 1))
+
+
+def _r(v: float | None) -> float | None:
+    return None if v is None else round(v, 1)
