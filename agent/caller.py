@@ -19,13 +19,8 @@ import soundfile as sf
 
 from agent.audiolink import AudioLink
 from agent.bargein import rms
-from agent.sip import (
-    CallConnected,
-    CallDisconnected,
-    MediaActive,
-    SipAgent,
-    SipError,
-)
+from agent.sip import SipAgent
+from agent.sip_events import CallConnected, CallDisconnected, MediaActive, SipError
 from dialplan.options import SIPOptions
 from models.audio import float_to_pcm16, read_audio, resample
 

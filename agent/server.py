@@ -25,13 +25,13 @@ from agent import log
 from agent.pipeline import StageCache, TurnRunner
 from agent.session import CallSession
 from agent.session_log import CallInfo
-from agent.sip import (
+from agent.sip import SipAgent
+from agent.sip_events import (
     CallDisconnected,
     DtmfReceived,
     IncomingCall,
     MediaActive,
     RegistrationChanged,
-    SipAgent,
     SipError,
 )
 from db.records import CallLog
@@ -145,7 +145,12 @@ class Server:
                       caller=ev.remote_uri, active=len(self.sessions))
             self.sip.reject(ev.key, 486)
             return
-        session = self._session(ev, profile)
+        try:
+            session = self._session(ev, profile)
+        except Exception as e:  # e.g. a profile's model failed to load: refuse, keep serving
+            log.event("call-rejected", ev.sip_call_id, code=500, error=repr(e), level=40)
+            self.sip.reject(ev.key, 500)
+            return
         self.sessions[ev.key] = session
         self.calls_total += 1
         self.sip.answer(ev.key, 200, session.link)

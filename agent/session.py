@@ -264,6 +264,8 @@ class CallSession:
             return
         now = time.monotonic()
         turn = self._turn
+        if turn is not None and (turn.endpointed or turn.cancel.is_set()):
+            turn = None  # an earlier turn (answered or cut): this utterance starts a new one
         if turn is not None and not turn.endpointed:
             held = turn.merged_from.utterance.audio if turn.merged_from else ()
             if len(turn.utterance.audio) == len(held) + len(utt.audio):
@@ -373,10 +375,10 @@ class CallSession:
         self._gate.reset()
         self._echo_suspect = False
         self.barge_ins += 1
-        turn = self._turn
+        turn, self._turn = self._turn, None
         if turn is not None:
             turn.barge_in = True
-            turn.cancel.set()
+            turn.cancel.set()  # still recorded (barge_in=True) when its worker finishes
         log.event("barge-in", self.call_id, state=self.state, dropped_ms=dropped * 20,
                   detect_ms=round((time.monotonic() - at) * 1000, 1))
         self._record("barge-in", f"{self.state} dropped_ms={dropped * 20}")

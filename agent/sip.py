@@ -2,8 +2,9 @@
 
 It owns the pjsua2 endpoint, transports, the account, every ``Call`` and every audio port, and
 turns pjsua2 callbacks into plain dataclass events (:data:`SipEvent`) on a queue and 20 ms PCM
-frames handed to per-call :class:`~agent.audiolink.AudioLink` callables. Nothing outside this module ever holds a
-pjsua2 object, so no other thread can free one (a pj object freed on an unregistered thread or
+frames handed to per-call :class:`~agent.audiolink.AudioLink` callables (events are defined in
+:mod:`agent.sip_events`). Nothing outside this module ever holds a pjsua2 object, so no other
+thread can free one (a pj object freed on an unregistered thread or
 after ``libDestroy`` aborts the process; see /work/shared/SIP.md).
 
 Threads:
@@ -24,91 +25,26 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import pjsua2 as pj
 
 from agent.audiolink import AudioLink
+from agent.sip_events import (
+    CallConnected,
+    CallDisconnected,
+    DtmfReceived,
+    IncomingCall,
+    MediaActive,
+    RegistrationChanged,
+    SipError,
+    SipEvent,
+)
 from dialplan.options import SIPOptions
 
 FRAME_MS = 20
 RTP_PORT_RANGE = 100
 """RTP (and RTCP) ports used from ``sip.rtp_port`` on: pjsua2 moves to fresh ports for later
 calls, so captures and firewalls should allow this many."""
-
-
-@dataclass(frozen=True)
-class IncomingCall:
-    """An INVITE arrived; answer it with :meth:`SipAgent.answer` or :meth:`SipAgent.reject`."""
-
-    key: int
-    extension: str
-    """User part of the request URI (what the dialplan routes on)."""
-    remote_uri: str
-    sip_call_id: str
-    at: float
-
-
-@dataclass(frozen=True)
-class MediaActive:
-    """RTP is flowing; frames start reaching the call's :class:`AudioLink`."""
-
-    key: int
-    codec: str
-    at: float
-
-
-@dataclass(frozen=True)
-class CallConnected:
-    """An outgoing call was answered (200 OK)."""
-
-    key: int
-    at: float
-
-
-@dataclass(frozen=True)
-class DtmfReceived:
-    """An RFC 2833 telephone-event digit (or SIP INFO) was received."""
-
-    key: int
-    digit: str
-    at: float
-
-
-@dataclass(frozen=True)
-class CallDisconnected:
-    """The call is over; its key is no longer valid."""
-
-    key: int
-    status_code: int
-    reason: str
-    by_local: bool
-    """True when this side hung up (or rejected); False when the remote side sent BYE/CANCEL."""
-    at: float
-
-
-@dataclass(frozen=True)
-class RegistrationChanged:
-    """The account's registration with the PBX changed."""
-
-    status_code: int
-    reason: str
-    active: bool
-    at: float
-
-
-@dataclass(frozen=True)
-class SipError:
-    """pjsua2 raised inside a callback or command (logged by the consumer, not here)."""
-
-    key: int
-    """The call concerned, or -1."""
-    detail: str
-    at: float
-
-
-SipEvent = (IncomingCall | MediaActive | CallConnected | DtmfReceived | CallDisconnected
-            | RegistrationChanged | SipError)
 
 
 class _Port(pj.AudioMediaPort):
@@ -209,19 +145,6 @@ def request_user(whole_msg: str) -> str:
     uri = parts[1] if len(parts) >= 2 else ""
     uri = uri.split(":", 1)[1] if ":" in uri else uri
     return uri.split("@", 1)[0].split(";", 1)[0] if "@" in uri else ""
-
-
-def header(whole_msg: str, name: str) -> str:
-    """First value of header ``name`` in a raw SIP message ('' if absent)."""
-    want = name.lower()
-    for line in whole_msg.split("\n")[1:]:
-        line = line.rstrip("\r")
-        if not line:
-            break
-        key, _, value = line.partition(":")
-        if key.strip().lower() == want:
-            return value.strip()
-    return ""
 
 
 class SipAgent:
@@ -326,14 +249,6 @@ class SipAgent:
                 self._emit(CallDisconnected(key, 500, e.info(), True, time.monotonic()))
         self._cmds.put(do)
         return key
-
-    def send_dtmf(self, key: int, digits: str) -> None:
-        """Send RFC 2833 digits on a call (used by the test caller)."""
-        def do() -> None:
-            call = self._calls.get(key)
-            if call is not None:
-                call.dialDtmf(digits)
-        self._cmds.put(do)
 
     @property
     def uri(self) -> str:

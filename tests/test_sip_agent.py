@@ -15,7 +15,8 @@ import pytest
 
 from agent.audiolink import AudioLink
 from agent.bench_call import free_port, scenario
-from agent.sip import IncomingCall, MediaActive, RegistrationChanged, SipAgent
+from agent.sip import SipAgent
+from agent.sip_events import IncomingCall, MediaActive, RegistrationChanged
 from dialplan.options import RegistrarOptions, SIPOptions
 
 pytestmark = [pytest.mark.sip, pytest.mark.skipif(

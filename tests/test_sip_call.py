@@ -237,3 +237,25 @@ def test_barge_in_stops_the_greeting(agent, tmp_path):
     assert wait_until(lambda: agent.query("SELECT kind FROM events WHERE kind = 'barge-in'"))
     print(f"barge-in {1000 * (barge_at - caller_start):.0f} ms after the caller began; "
           f"greeting cut {1000 * ((max(during) if during else barge_at) - barge_at):.0f} ms later")
+
+
+@needs_tools
+def test_sigterm_hangs_up_active_calls_and_closes_records(agent, quiet, tmp_path):
+    # Last in the module: it stops the module's agent.
+    answered = len(agent.events("call-answered"))
+    xml = scenario("uac_stream", tmp_path / "t.xml", audio=quiet, hold_ms=20000)
+    caller = subprocess.Popen(
+        ["sipp", "-sf", str(xml), "-s", "101", f"127.0.0.1:{agent.port}", "-i", "127.0.0.1",
+         "-mi", "127.0.0.1", "-p", str(free_port()), "-mp", str(free_port()), "-m", "1",
+         "-nostdin", "-timeout", "30s"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    assert wait_until(lambda: len(agent.events("call-answered")) > answered)
+    time.sleep(1.0)
+    started = time.monotonic()
+    assert agent.stop() == 0
+    assert time.monotonic() - started < 10
+    assert agent.events("call-ended")[-1]["reason"] == "shutdown"
+    assert agent.events("stopped")
+    # The call log was flushed before exit: the call is closed, not left open as 'lost'.
+    assert agent.query("SELECT end_reason FROM calls WHERE ended_at IS NOT NULL "
+                       "ORDER BY started_at DESC LIMIT 1") == [("shutdown",)]
+    caller.wait(30)  # sipp received the agent's BYE instead of sending its own

@@ -52,7 +52,9 @@ class AgentProcess:
             return con.execute(sql, params).fetchall()
 
     def stop(self, timeout: float = 30.0) -> int:
-        self.proc.send_signal(signal.SIGTERM)
+        """SIGTERM (once) and wait; returns the exit status."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
         return self.proc.wait(timeout)
 
 
