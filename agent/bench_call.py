@@ -301,7 +301,9 @@ def report_round(n: int, args, work: Path, port: int, audio: Path, agent_ports: 
         if (v := call.voice_to_voice_s()) is not None:
             v2v.append(v * 1000)
         gaps.extend(gaps_ms(call.agent, call.reply_runs()))
-    pct = (lambda xs, q: f"{np.percentile(xs, q):7.0f}" if xs else "    n/a")
+    def pct(xs: list[float], q: float) -> str:
+        return f"{np.percentile(xs, q):7.0f}" if xs else "    n/a"
+
     print(f"concurrency {n}: {len(v2v)}/{n * args.rounds} calls measured, sipp rc={res.returncode}"
           f" | voice-to-voice p50 {pct(v2v, 50)} ms p95 {pct(v2v, 95)} ms"
           f" | reply packet gap p50 {pct(gaps, 50)} ms p99 {pct(gaps, 99)} ms"
@@ -329,7 +331,8 @@ def _each_call(calls: dict[int, WireCall]) -> list[WireCall]:
 def bench_config(port: int, rtp: int, work: Path, llm: str, threads: int) -> str:
     """A config for the bench: fast profile on extension 101, SQLite in ``work``."""
     return f"""
-system_prompt = "You are the phone assistant of a public library. The library opens 10 am to 4 pm on Saturday. Answer in one short spoken sentence."
+system_prompt = "You are the phone assistant of a public library. The library opens 10 am \
+to 4 pm on Saturday. Answer in one short spoken sentence."
 [sip]
 port = {port}
 rtp_port = {rtp}

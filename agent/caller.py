@@ -95,7 +95,8 @@ def call(uri: str, play: str | Path, record: str | Path | None = None, lead_s: f
         record: where to write what was heard (16-bit WAV, 8 kHz), if anywhere.
         lead_s: silence before the file (the agent's greeting plays meanwhile).
         after_s: how long to listen after the file ends.
-        port: local SIP port; rtp_port: first local RTP port.
+        port: local SIP port.
+        rtp_port: first local RTP port.
         timeout_s: give up after this long in any case.
 
     Returns:

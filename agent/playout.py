@@ -197,7 +197,10 @@ class Playout:
     def metrics(self) -> PlayoutMetrics:
         """Frame-gap percentiles and counters so far."""
         gaps = np.array(self._gaps, dtype=np.float64) * 1000
-        pct = (lambda q: float(np.percentile(gaps, q)) if len(gaps) else None)
+
+        def pct(q: float) -> float | None:
+            return float(np.percentile(gaps, q)) if len(gaps) else None
+
         return PlayoutMetrics(
             frames=self._frames,
             underruns=self._underruns,

@@ -99,7 +99,6 @@ class CallSession:
         self.states: list[StateChanged] = []
         self.history: list[Message] = []
         self._worker = TurnWorker(self.runner, asr, self.history, self.playout, self._inbox.put)
-        self.turns = 0
         self.barge_ins = 0
         self.codec = ""
         self.end_reason = ""
@@ -110,13 +109,17 @@ class CallSession:
         self._last_turn: Turn | None = None
         self._started = 0  # turns started (names worker threads)
         self._pending_start: float | None = None
-        self._unrecorded: list[Turn] = []
         self._held: Turn | None = None  # an utterance waiting to be merged with the next one
         self._echo_suspect = False  # speech began while the agent was talking
         self._closing = ""  # goodbye queued for this end reason
         self._hangup_sent_at: float | None = None
         self._thread = threading.Thread(target=self._run, name=f"call-{self.call_id[:6]}",
                                         daemon=True)
+
+    @property
+    def turns(self) -> int:
+        """Turns recorded so far."""
+        return self._rec.turns
 
     # ---- inputs (any thread) -----------------------------------------------------------------
 
@@ -322,31 +325,19 @@ class CallSession:
                     turn.utterance.duration_s, 2))
             return
         if turn.gate.is_set():
-            self._unrecorded.append(turn)
+            self._rec.pending.append(turn)
 
     def _settle(self, turn: Turn) -> None:
         if turn is self._turn and self.state == "thinking":
             self._turn = None if not turn.audible else turn
             self._set_state("speaking" if turn.audible else "listening")
 
-    def _write_turns(self, final: bool = False) -> None:
-        """Record finished turns once their reply has played out, or was cut or silent."""
-        for turn in list(self._unrecorded):
-            if (final or not turn.audible or turn.cancel.is_set()
-                    or (turn.timeline.first_frame_out_at is not None and not self.playout.busy)):
-                self._unrecorded.remove(turn)
-                self._write_turn(turn)
-
-    def _write_turn(self, turn: Turn) -> None:
-        self._rec.turn(turn, self.turns, self._t0)
-        self.turns += 1
-
     def _tick(self, now: float) -> None:
         turn = self._turn
         if turn is not None and turn.hold_until is not None and not turn.gate.is_set():
             self._open_gate(turn, now)
-        if self._unrecorded:
-            self._write_turns()
+        if self._rec.pending:
+            self._rec.flush(self.playout.busy, self._t0)
         if self.state == "speaking" and not self.playout.busy and (turn is None or turn.done):
             self._turn = None
             if self._closing:
@@ -438,8 +429,8 @@ class CallSession:
                 break
             if item[0] == "turn-done":
                 self._turn_done(item[1])
-        self._write_turns(final=True)
+        self._rec.flush(self.playout.busy, self._t0, final=True)
         if self.state != "ended":
             self.state = "ended"
-        self._rec.ended(self.end_reason or "error", self.turns, self.barge_ins, self.codec,
+        self._rec.ended(self.end_reason or "error", self.barge_ins, self.codec,
                         self.playout.metrics(), time.monotonic() - self._t0)

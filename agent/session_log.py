@@ -34,6 +34,9 @@ class CallRecorder:
     def __init__(self, call_log: CallLog, call_id: str):
         self._log = call_log
         self.call_id = call_id
+        self.turns = 0
+        self.pending: list[Turn] = []
+        """Finished turns waiting for their reply to play out (the record needs its stamps)."""
 
     def started(self, info: CallInfo, profile: Profile, stages: Stages) -> None:
         self._log.put(CallStarted(
@@ -48,9 +51,18 @@ class CallRecorder:
         """An EventRecord (dtmf, barge-in, error, state...)."""
         self._log.put(EventRecord(self.call_id, datetime.now(UTC), kind, detail))
 
-    def turn(self, turn: Turn, index: int, call_t0: float) -> TurnRecord:
-        """Record a finished turn (its timeline and the stages' metrics)."""
+    def flush(self, playout_busy: bool, call_t0: float, final: bool = False) -> None:
+        """Record pending turns once their reply has played out, or was cut or silent."""
+        for turn in list(self.pending):
+            if (final or not turn.audible or turn.cancel.is_set()
+                    or (turn.timeline.first_frame_out_at is not None and not playout_busy)):
+                self.pending.remove(turn)
+                self.turn(turn, call_t0)
+
+    def turn(self, turn: Turn, call_t0: float) -> TurnRecord:
+        """Record a finished turn (its timeline and the stages' metrics) as the next index."""
         result = turn.result
+        index, self.turns = self.turns, self.turns + 1
         rec = turn_record(self.call_id, index, turn.timeline, result, call_t0,
                           barge_in=turn.barge_in)
         self._log.put(rec)
@@ -61,8 +73,9 @@ class CallRecorder:
                   barge_in=turn.barge_in)
         return rec
 
-    def ended(self, reason: str, turns: int, barge_ins: int, codec: str,
-              playout: PlayoutMetrics, duration_s: float) -> None:
+    def ended(self, reason: str, barge_ins: int, codec: str, playout: PlayoutMetrics,
+              duration_s: float) -> None:
+        turns = self.turns
         self._log.put(CallEnded(call_id=self.call_id, ended_at=datetime.now(UTC),
                                 end_reason=reason, turns=turns, barge_ins=barge_ins,
                                 codec=codec))

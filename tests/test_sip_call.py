@@ -20,14 +20,14 @@ import soundfile as sf
 from sipp.harness import ROOT, start_agent, wer
 
 from agent.bench_call import (
-    Capture,
     SPEECH_RMS,
+    Capture,
     free_port,
     scenario,
     sipp,
     speech_runs,
-    spoken_ulaw,
     split_calls,
+    spoken_ulaw,
 )
 
 pytestmark = [pytest.mark.sip, pytest.mark.model]
