@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from agent.bargein import rms
 from models.audio import alaw_decode, ulaw_decode
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "tests" / "sipp"
@@ -52,8 +53,7 @@ class RtpPacket:
         """RMS of the decoded G.711 payload (0..1); 0 for other payload types."""
         if self.payload_type not in (0, 8) or not self.payload:
             return 0.0
-        pcm = (ulaw_decode if self.payload_type == 0 else alaw_decode)(self.payload)
-        return float(np.sqrt(np.mean((pcm.astype(np.float32) / 32768.0) ** 2)))
+        return rms((ulaw_decode if self.payload_type == 0 else alaw_decode)(self.payload))
 
 
 def read_pcap(path: str | Path) -> list[tuple[float, bytes]]:

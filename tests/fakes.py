@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from agent.bargein import rms
 from agent.pipeline import Stages
 from models.asr.base import ASR
 from models.llm.base import LLM, Message, Piece
@@ -186,7 +187,7 @@ class FakeCall:
         spans: list[tuple[float, float]] = []
         start = None
         for at, frame in list(self.out):
-            loud = float(np.sqrt(np.mean((frame / 32768.0) ** 2))) > threshold
+            loud = rms(frame) > threshold
             if loud and start is None:
                 start = at
             elif not loud and start is not None:

@@ -10,12 +10,12 @@ import threading
 import time
 
 import pytest
+from fakes import FakeASR, FakeCall, FakeLLM, FakeTTS, ListLog, fake_stages, silence, tone
 
 from agent.pipeline import TurnRunner
 from agent.session import CallSession
 from db.records import CallEnded, CallStarted, EventRecord, TurnRecord
 from dialplan import parse_config
-from fakes import FakeASR, FakeCall, FakeLLM, FakeTTS, ListLog, fake_stages, silence, tone
 
 pytestmark = pytest.mark.unit
 
