@@ -309,12 +309,13 @@ class SipAgent:
         ep.libInit(cfg)
         kinds = {"udp": [pj.PJSIP_TRANSPORT_UDP], "tcp": [pj.PJSIP_TRANSPORT_TCP],
                  "both": [pj.PJSIP_TRANSPORT_UDP, pj.PJSIP_TRANSPORT_TCP]}[o.transport]
+        transport_ids = []
         for kind in kinds:
             tcfg = pj.TransportConfig()
             tcfg.port = o.port
             tcfg.boundAddress = o.host
             tcfg.publicAddress = o.host
-            ep.transportCreate(kind, tcfg)
+            transport_ids.append(ep.transportCreate(kind, tcfg))
         ep.libStart()
         ep.audDevManager().setNullDev()  # no sound card; also drives the bridge clock
         self._set_codecs(ep, o.codecs)
@@ -334,6 +335,10 @@ class SipAgent:
         else:
             acfg.idUri = self.uri
             acfg.regConfig.registrarUri = ""
+        if len(transport_ids) == 1:
+            # Bind the account to its one transport: with TCP alone, pjsua cannot build a Contact
+            # for an incoming INVITE otherwise (500, PJSIP_EUNSUPTRANSPORT; seen with sipp -t t1).
+            acfg.sipConfig.transportId = transport_ids[0]
         acc = _Account(self)
         acc.create(acfg, True)
         self._acc = acc

@@ -64,17 +64,21 @@ def test_wrong_password_is_refused_by_the_registrar(tmp_path):
     assert (ev.status_code, ev.active) == (403, False)
 
 
-@pytest.mark.parametrize(("pt", "rtpmap", "codec"), [
-    (0, "PCMU/8000", "PCMU"), (8, "PCMA/8000", "PCMA"), (9, "G722/8000", "G722")])
-def test_answers_the_offered_codec(tmp_path, pt, rtpmap, codec):
+@pytest.mark.parametrize(("pt", "rtpmap", "codec", "transport"), [
+    (0, "PCMU/8000", "PCMU", "udp"), (8, "PCMA/8000", "PCMA", "udp"),
+    (9, "G722/8000", "G722", "udp"), (0, "PCMU/8000", "PCMU", "tcp"),
+    (0, "PCMU/8000", "PCMU", "both")])
+def test_answers_the_offered_codec(tmp_path, pt, rtpmap, codec, transport):
     events: queue.Queue = queue.Queue()
-    ua = SipAgent(SIPOptions(port=free_port(), rtp_port=free_port()), events)
+    ua = SipAgent(SIPOptions(port=free_port(), rtp_port=free_port(), transport=transport),
+                  events)
     ua.start()
     try:
         xml = scenario("uac_offer", tmp_path / "offer.xml", pt=pt, rtpmap=rtpmap)
         caller = subprocess.Popen(
             ["sipp", "-sf", str(xml), "-s", "1", f"127.0.0.1:{ua.options.port}", "-i",
              "127.0.0.1", "-mi", "127.0.0.1", "-p", str(free_port()), "-mp", str(free_port()),
+             "-t", "u1" if transport == "udp" else "t1",
              "-m", "1", "-nostdin", "-timeout", "15s", "-timeout_error"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         call = next_event(events, IncomingCall)
