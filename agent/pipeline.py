@@ -129,10 +129,11 @@ class TurnRunner:
             Message("user", tr.text),
         ]
         chunks: queue.Queue = queue.Queue()
+        first_audio = threading.Event()
         stream = self.stages.llm.stream(messages)
         producer = threading.Thread(
             target=self._produce,
-            args=(stream, chunks, timeline, cancel),
+            args=(stream, chunks, timeline, cancel, first_audio),
             daemon=True,
             name="llm-stream",
         )
@@ -154,6 +155,7 @@ class TurnRunner:
                 if item is _DONE or cancel.is_set():
                     break
                 speech = self.stages.tts.synthesize(item)
+                first_audio.set()
                 if timeline.tts_first_audio_at is None and len(speech.audio):
                     timeline.tts_first_audio_at = time.monotonic()
                 result.tts.append(speech.metrics)
@@ -170,6 +172,7 @@ class TurnRunner:
                 result.audio_out_s += len(tail) / self.out_rate
                 emit(tail)
         finally:
+            first_audio.set()
             producer.join(timeout=30)
         if not opened and gate is not None:
             opened = gate.is_set()
@@ -187,7 +190,12 @@ class TurnRunner:
         return result
 
     def _produce(
-        self, stream, chunks: queue.Queue, timeline: TurnTimeline, cancel: threading.Event
+        self,
+        stream,
+        chunks: queue.Queue,
+        timeline: TurnTimeline,
+        cancel: threading.Event,
+        first_audio: threading.Event,
     ) -> None:
         splitter = ClauseSplitter(first_words=self.profile.tts.first_chunk_words)
         try:
@@ -198,6 +206,11 @@ class TurnRunner:
                     break
                 for chunk in splitter.push(piece):
                     self._put(chunks, chunk, timeline)
+                if timeline.first_chunk_text_at is not None:
+                    # The first clause's synthesis is the critical path: let TTS have both
+                    # cores for it; the rest of the reply is generated while it plays.
+                    while not first_audio.wait(0.005) and not cancel.is_set():
+                        pass
             if not cancel.is_set():
                 for chunk in splitter.flush():
                     self._put(chunks, chunk, timeline)

@@ -12,6 +12,33 @@ _SENTENCE_END = ".!?"
 _CLAUSE_END = ",;:—"
 _ABBREVIATIONS = {"mr", "mrs", "ms", "dr", "st", "e.g", "i.e", "etc", "vs", "no", "a.m", "p.m"}
 _BULLETS = re.compile(r"^\s*(?:[-•*]|\d+\.)\s+", re.MULTILINE)
+# Words that open a new phrase: the first chunk may end before one of them when no comma came,
+# so "The library opens | at 10 am on Saturday." speaks its first words early yet naturally.
+_PHRASE_STARTS = {
+    "at",
+    "on",
+    "in",
+    "from",
+    "to",
+    "until",
+    "and",
+    "but",
+    "so",
+    "because",
+    "which",
+    "when",
+    "for",
+    "with",
+    "by",
+    "if",
+    "or",
+    "where",
+    "while",
+    "after",
+    "before",
+    "during",
+}
+PHRASE_MIN_WORDS = 3
 _MARKUP = re.compile(r"[*_#`>|~\[\]{}<>]")
 
 
@@ -61,4 +88,15 @@ class ClauseSplitter:
                 return i + 1
             if ch in _CLAUSE_END and self._emitted == 0 and words >= self.first_words:
                 return i + 1
+        if self._emitted == 0:
+            return self._phrase_cut(buf)
+        return None
+
+    def _phrase_cut(self, buf: str) -> int | None:
+        """First chunk without a comma: cut before a phrase-opening word after enough words."""
+        words = list(re.finditer(r"\S+", buf))
+        for n, m in enumerate(words[:-1]):  # the last word may still be growing
+            if n >= PHRASE_MIN_WORDS - 1 and words[n + 1].group().lower() in _PHRASE_STARTS:
+                if m.group()[-1] not in _SENTENCE_END + _CLAUSE_END:
+                    return m.end()
         return None

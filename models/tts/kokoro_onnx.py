@@ -39,6 +39,8 @@ class KokoroOnnxTTS(TTS):
         # Measured: 2 intra-op threads RTF 0.45, 1 thread 0.83 (MODELS.md).
         so.intra_op_num_threads = options.threads
         so.inter_op_num_threads = 1
+        # Do not spin between runs: the LLM is generating on the same cores meanwhile.
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
         session = ort.InferenceSession(
             str(model), sess_options=so, providers=["CPUExecutionProvider"]
         )
