@@ -353,20 +353,25 @@ class SipAgent:
             ep.codecSetPriority(info.codecId, prio.get(name, 0))
 
     def _shutdown(self) -> None:
-        for call in list(self._calls.values()):
-            if call.connected or call.link is not None:
-                op = pj.CallOpParam()
-                op.statusCode = 200
-                try:
-                    call.local_hangup = True
-                    call.hangup(op)
-                except pj.Error:
-                    pass
+        self._hangup_all()
         deadline = time.monotonic() + 2.0
         while self._calls and time.monotonic() < deadline:
             self._ep.libHandleEvents(20)  # let BYEs go out and DISCONNECTED callbacks run
             self._drain()
         self._destroy()
+
+    def _hangup_all(self) -> None:
+        # A method of its own so that no loop variable outlives it: a Call still referenced from
+        # this frame was freed after libDestroy and aborted the process (seen with a call whose
+        # 200 OK was never ACKed).
+        for key in list(self._calls):
+            op = pj.CallOpParam()
+            op.statusCode = 503  # to a call still ringing; an answered one gets a BYE
+            try:
+                self._calls[key].local_hangup = True
+                self._calls[key].hangup(op)
+            except pj.Error:
+                pass
 
     def _destroy(self) -> None:
         # Every Call/port must be gone before libDestroy, or freeing them later aborts.

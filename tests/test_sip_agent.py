@@ -6,12 +6,17 @@ PBX (a registrar that challenges and verifies credentials) or a caller with a gi
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import shutil
+import socket
 import subprocess
+import sys
 import time
 
 import pytest
+from sipp import malformed
+from sipp.harness import ROOT
 
 from agent.audiolink import AudioLink
 from agent.bench_call import free_port, scenario
@@ -88,3 +93,39 @@ def test_answers_the_offered_codec(tmp_path, pt, rtpmap, codec, transport):
         assert caller.wait(20) == 0  # 200 OK's SDP answer chose the offered payload type
     finally:
         ua.stop()
+
+
+def test_survives_malformed_requests_then_answers_and_exits_cleanly(tmp_path):
+    port = free_port()
+    child = subprocess.Popen(
+        [sys.executable, str(ROOT / "tests/sipp/answer_agent.py"), str(port),
+         str(free_port()), "12"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert wait_ready(child)
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.bind(("127.0.0.1", 0))
+            s.settimeout(0.2)
+            for _ in range(2):
+                for msg in malformed.messages(port):
+                    s.sendto(msg, ("127.0.0.1", port))
+                    with contextlib.suppress(TimeoutError):
+                        while True:
+                            s.recvfrom(65535)
+        xml = scenario("uac_offer", tmp_path / "offer.xml", pt=0, rtpmap="PCMU/8000")
+        res = subprocess.run(
+            ["sipp", "-sf", str(xml), "-s", "101", f"127.0.0.1:{port}", "-i", "127.0.0.1",
+             "-mi", "127.0.0.1", "-p", str(free_port()), "-mp", str(free_port()), "-m", "1",
+             "-nostdin", "-timeout", "10s", "-timeout_error"], capture_output=True, timeout=30)
+        assert res.returncode == 0  # still answering after the junk
+    finally:
+        out = child.communicate(timeout=30)[0]
+    assert child.returncode == 0, out[-2000:]
+    assert "clean exit" in out  # no abort in libDestroy (a Call freed too late kills it)
+
+
+def wait_ready(child) -> bool:
+    """Skip pjlib's start-up lines until the child says it is listening."""
+    for line in child.stdout:
+        if line.strip() == "ready":
+            return True
+    return False

@@ -1,0 +1,47 @@
+"""A bare SIP answering agent (no models) run as a child process by robustness tests.
+
+``python tests/sipp/answer_agent.py PORT RTP_PORT SECONDS``: answers extension 101 with silence,
+refuses anything else with 404, prints ``ready`` once listening and ``clean exit`` after
+stopping. A crash inside pjsua2 kills only this process, not the test run.
+"""
+
+from __future__ import annotations
+
+import queue
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from agent.audiolink import AudioLink  # noqa: E402
+from agent.sip import SipAgent  # noqa: E402
+from agent.sip_events import CallDisconnected, IncomingCall  # noqa: E402
+from dialplan.options import SIPOptions  # noqa: E402
+
+
+def main(port: int, rtp_port: int, seconds: float) -> None:
+    events: queue.Queue = queue.Queue()
+    ua = SipAgent(SIPOptions(port=port, rtp_port=rtp_port), events)
+    ua.start()
+    print("ready", flush=True)
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            ev = events.get(timeout=0.1)
+        except queue.Empty:
+            continue
+        if isinstance(ev, IncomingCall):
+            if ev.extension == "101":
+                ua.answer(ev.key, 200, AudioLink(sink=lambda b: None, source=lambda: bytes(320)))
+                print("answered", ev.sip_call_id, flush=True)
+            else:
+                ua.reject(ev.key, 404)
+        elif isinstance(ev, CallDisconnected):
+            print("disconnected", ev.key, ev.status_code, flush=True)
+    ua.stop()
+    print("clean exit", flush=True)
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]))
