@@ -58,8 +58,10 @@ class _Port(pj.AudioMediaPort):
 
     def onFrameReceived(self, frame):  # noqa: N802 (pjsua2 name)
         try:
-            if frame.type == pj.PJMEDIA_FRAME_TYPE_AUDIO and frame.size:
+            if frame.type == pj.PJMEDIA_FRAME_TYPE_AUDIO and frame.size == self._frame_bytes:
                 self._link.sink(bytes(frame.buf))
+            else:  # keep the inbound clock: the session's VAD offsets count frames
+                self._link.sink(self._silence)
         except Exception:  # an exception here would be printed 50 times a second
             pass
 
@@ -115,7 +117,10 @@ class _Call(pj.Call):
             self.agent._error(self.key, e)
 
     def onDtmfDigit(self, prm):  # noqa: N802
-        self.agent._emit(DtmfReceived(self.key, str(prm.digit), time.monotonic()))
+        try:
+            self.agent._emit(DtmfReceived(self.key, str(prm.digit), time.monotonic()))
+        except Exception as e:
+            self.agent._error(self.key, e)
 
 
 class _Account(pj.Account):
