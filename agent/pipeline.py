@@ -152,6 +152,8 @@ class TurnRunner:
         try:
             while True:
                 item = chunks.get()
+                if isinstance(item, Exception):
+                    raise item
                 if item is _DONE or cancel.is_set():
                     break
                 speech = self.stages.tts.synthesize(item)
@@ -214,6 +216,8 @@ class TurnRunner:
             if not cancel.is_set():
                 for chunk in splitter.flush():
                     self._put(chunks, chunk, timeline)
+        except Exception as e:  # handed to run(), which raises it on the turn's own thread
+            chunks.put(e)
         finally:
             # Closed here, on the thread iterating it: this releases the LLM's lock now,
             # not when the stream object is garbage-collected.

@@ -1,0 +1,55 @@
+"""TurnRunner under injected faults: errors surface, cancellation and the gate hold."""
+
+import threading
+
+import numpy as np
+import pytest
+
+from agent.pipeline import TurnRunner
+from agent.turn import TurnTimeline
+from dialplan.options import Profile
+from models.llm.base import Message
+from models.vad.segmenter import Utterance
+from tests.fakes import FakeLLM, FakeTTS, fake_stages
+
+pytestmark = pytest.mark.unit
+
+
+def utterance() -> Utterance:
+    return Utterance(
+        audio=np.ones(16000, np.float32) * 0.1, start_s=0.0, end_s=1.0, endpoint_s=1.5, vad=None
+    )
+
+
+def run(runner, history, gate=None, cancel=None):
+    out = []
+    timeline = TurnTimeline(speech_end_at=0.0, endpoint_at=0.0)
+    result = runner.run(
+        utterance(), timeline, history, out.append, cancel or threading.Event(), gate
+    )
+    return result, out, timeline
+
+
+def test_llm_error_is_raised_not_swallowed():
+    stages = fake_stages(llm=FakeLLM(fail_with=RuntimeError("llm down")), tts=FakeTTS())
+    runner = TurnRunner(stages, Profile(name="t"))
+    with pytest.raises(RuntimeError, match="llm down"):
+        run(runner, [])
+
+
+def test_reply_is_spoken_and_history_grows():
+    runner = TurnRunner(fake_stages(tts=FakeTTS()), Profile(name="t"))
+    history: list[Message] = []
+    result, out, timeline = run(runner, history)
+    assert result.reply_text and out and sum(map(len, out)) / 8000 == result.audio_out_s
+    assert [m.role for m in history] == ["user", "assistant"]
+    assert timeline.asr_done_at <= timeline.llm_first_token_at <= timeline.tts_first_audio_at
+
+
+def test_turn_cancelled_before_its_gate_opens_leaves_no_trace():
+    runner = TurnRunner(fake_stages(tts=FakeTTS()), Profile(name="t"))
+    history: list[Message] = []
+    gate, cancel = threading.Event(), threading.Event()
+    threading.Timer(0.3, cancel.set).start()
+    result, out, _ = run(runner, history, gate=gate, cancel=cancel)
+    assert out == [] and history == [] and result.cancelled
