@@ -23,7 +23,7 @@ $(VENV)/.apt:
 	@if ! command -v sipp >/dev/null || ! command -v tshark >/dev/null || ! command -v espeak-ng >/dev/null \
 	   || ! command -v chromium >/dev/null || ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q $(APT_PACKAGES); \
+	  $$SUDO apt-get update -q && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(APT_PACKAGES); \
 	fi
 	@mkdir -p $(VENV) && touch $@
 
