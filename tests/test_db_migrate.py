@@ -18,6 +18,7 @@ from db.migrate import close_lost_calls, current_revision, head_revision, make_e
 from db.records import EventRecord
 from db.schema import Base, Call
 from dialplan.options import DBOptions
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.unit
 
@@ -72,7 +73,7 @@ def test_writer_start_closes_lost_calls(sqlite_url, tmp_path):
         _apply(s, EventRecord("c-lost", T0 + timedelta(seconds=42), "dtmf", "5"))
     writer = CallLogWriter(DBOptions(url=sqlite_url, spool_dir=str(tmp_path / "spool")))
     try:
-        assert writer.flush() and _wait(lambda: writer.healthy)
+        assert writer.flush() and wait_until(lambda: writer.healthy)
         assert writer.stats.lost_closed == 1
     finally:
         writer.close()
@@ -82,17 +83,6 @@ def test_writer_start_closes_lost_calls(sqlite_url, tmp_path):
     assert row.ended_at == T0 + timedelta(seconds=42)  # last known activity, not "now"
     assert close_lost_calls(engine) == 0
     engine.dispose()
-
-
-def _wait(cond, timeout: float = 10.0) -> bool:
-    import time
-
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
 
 
 def _parser(module):

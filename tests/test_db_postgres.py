@@ -23,17 +23,9 @@ from db.migrate import current_revision, make_engine, upgrade
 from db.records import EventRecord
 from db.writer import CallLogWriter, FaultInjected
 from dialplan.options import DBOptions
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.unit
-
-
-def _wait(cond, timeout: float = 15.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
 
 
 def test_migrate_write_and_report(pg_clean_url, tmp_path):
@@ -63,7 +55,7 @@ def test_migrate_write_and_report(pg_clean_url, tmp_path):
             writer.put(call_started("pg-1", now - timedelta(minutes=5), profile="pg"))
             writer.put(turn_from_timeline("pg-1", 0, tls[0], asr_backend="faster-whisper",
                                           asr_rtf=0.2, at=now - timedelta(minutes=4)))
-            assert writer.flush() and _wait(lambda: writer.healthy)
+            assert writer.flush() and wait_until(lambda: writer.healthy)
             down["on"] = True  # the rest of the call happens while the server is "down"
             for i in (1, 2, 3):
                 writer.put(turn_from_timeline("pg-1", i, tls[i], asr_backend="faster-whisper",
@@ -72,7 +64,7 @@ def test_migrate_write_and_report(pg_clean_url, tmp_path):
             writer.put(call_ended("pg-1", now, turns=4))
             assert writer.flush() and not writer.healthy
             down["on"] = False
-            assert _wait(lambda: writer.healthy)
+            assert wait_until(lambda: writer.healthy)
         assert writer.stats.replayed == 5 and not writer.spool.pending()
 
         report = reports.build_report(engine, timedelta(hours=1), "backend")
@@ -95,7 +87,7 @@ def test_writer_migrates_empty_postgres(pg_clean_url, tmp_path):
     opts = DBOptions(url=pg_clean_url, spool_dir=str(tmp_path / "spool"))
     with CallLogWriter(opts) as writer:
         writer.put(call_started("pg-2", datetime.now(UTC)))
-        assert writer.flush() and _wait(lambda: writer.healthy)
+        assert writer.flush() and wait_until(lambda: writer.healthy)
     engine = make_engine(pg_clean_url)
     assert current_revision(engine) == "0001"
     with engine.connect() as conn:
@@ -108,7 +100,7 @@ def test_server_stopped_mid_call(pg_cluster, pg_clean_url, tmp_path):
     writer = CallLogWriter(opts, retry_s=0.2)
     try:
         writer.put(call_started("pg-3", datetime.now(UTC)))
-        assert writer.flush() and _wait(lambda: writer.healthy)
+        assert writer.flush() and wait_until(lambda: writer.healthy)
         pg_cluster.stop()
         try:
             worst = 0.0
@@ -118,11 +110,11 @@ def test_server_stopped_mid_call(pg_cluster, pg_clean_url, tmp_path):
                 worst = max(worst, time.perf_counter() - t)
             writer.put(call_ended("pg-3", datetime.now(UTC), turns=10))
             assert worst < 0.05
-            assert writer.flush() and _wait(lambda: writer.spool.pending())
+            assert writer.flush() and wait_until(lambda: writer.spool.pending())
             assert not writer.healthy
         finally:
             pg_cluster.start()
-        assert _wait(lambda: writer.healthy), "writer did not recover after the restart"
+        assert wait_until(lambda: writer.healthy), "writer did not recover after the restart"
     finally:
         writer.close()
     engine = make_engine(pg_clean_url)

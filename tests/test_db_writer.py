@@ -23,18 +23,10 @@ from db.records import CallStarted, EventRecord
 from db.schema import Call, Event, Turn
 from db.writer import CallLogWriter, FaultInjected
 from dialplan.options import DBOptions
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.unit
 STAGE_COLS = [f"{s}_ms" for s in STAGES]
-
-
-def _wait(cond, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
 
 
 def _turns(url: str) -> list[Turn]:
@@ -109,7 +101,7 @@ def test_database_down_then_recovers(tmp_path):
         assert lines == len(records)
 
         db_dir.mkdir()  # the database comes back
-        assert _wait(lambda: writer.healthy), "writer did not recover"
+        assert wait_until(lambda: writer.healthy), "writer did not recover"
         assert not writer.spool.pending()
         assert writer.stats.replayed == len(records)
     finally:
@@ -129,7 +121,7 @@ def test_outage_mid_call_keeps_every_record(sqlite_url, tmp_path):
     opts = DBOptions(url=sqlite_url, spool_dir=str(tmp_path / "spool"), queue_size=2)
     with CallLogWriter(opts, retry_s=0.1, fault=fault) as writer:
         writer.put(call_started("c-mid"))
-        assert writer.flush() and _wait(lambda: writer.healthy)
+        assert writer.flush() and wait_until(lambda: writer.healthy)
         down["on"] = True
         # A burst into a tiny queue: some records overflow straight from put() to the spool.
         for i in range(50):
@@ -138,7 +130,7 @@ def test_outage_mid_call_keeps_every_record(sqlite_url, tmp_path):
         assert writer.flush()
         assert writer.stats.spooled > 0
         down["on"] = False
-        assert _wait(lambda: writer.healthy)
+        assert wait_until(lambda: writer.healthy)
     assert [r.index for r in _turns(sqlite_url)] == list(range(50))
     engine = make_engine(sqlite_url)
     with engine.connect() as conn:
@@ -177,7 +169,7 @@ def test_spool_left_by_a_crash_is_replayed_at_start(sqlite_url, tmp_path):
     # The previous process died mid-write: the last line is torn.
     (spool_dir / "current.jsonl").write_text(good + "\n" + good[:25])
     with CallLogWriter(DBOptions(url=sqlite_url, spool_dir=str(spool_dir))) as writer:
-        assert _wait(lambda: writer.healthy)
+        assert wait_until(lambda: writer.healthy)
     assert writer.stats.replayed == 1 and _count(sqlite_url, Call) == 1
     assert (spool_dir / "rejected.jsonl").read_text() == good[:25] + "\n"
     assert sorted(p.name for p in spool_dir.iterdir()) == ["rejected.jsonl"]

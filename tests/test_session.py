@@ -16,6 +16,7 @@ from agent.pipeline import TurnRunner
 from agent.session import CallSession
 from db.records import CallEnded, CallStarted, EventRecord, TurnRecord
 from dialplan import parse_config
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.unit
 
@@ -41,15 +42,6 @@ def make(stages=None, limits=None, greeting="Hi.", **audio):
     return session, line, calllog, hangups
 
 
-def wait_for(cond, timeout=8.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(0.02)
-    return False
-
-
 def close(session, line):
     session.disconnected(by_local=False)
     assert session.join(5.0)
@@ -63,10 +55,10 @@ def states(session):
 def test_one_turn_transcript_reply_and_timeline():
     stages = fake_stages(asr=FakeASR(["what time do you open?"]))
     session, line, calllog, _ = make(stages)
-    assert wait_for(lambda: session.state == "listening")
+    assert wait_until(lambda: session.state == "listening")
     said_at = time.monotonic()
     line.say(tone(1.0))
-    assert wait_for(lambda: calllog.of(TurnRecord))
+    assert wait_until(lambda: calllog.of(TurnRecord))
     turn = calllog.of(TurnRecord)[0]
     assert turn.transcript == "what time do you open?"
     assert turn.reply_text == "The library opens at ten."
@@ -75,7 +67,7 @@ def test_one_turn_transcript_reply_and_timeline():
     parts = [turn.endpoint_ms, turn.asr_ms, turn.llm_ttft_ms, turn.first_chunk_ms,
              turn.tts_first_audio_ms, turn.playout_ms]
     assert turn.voice_to_voice_ms == pytest.approx(sum(parts), abs=0.01)
-    assert wait_for(lambda: session.state == "listening" and len(session.states) >= 5)
+    assert wait_until(lambda: session.state == "listening" and len(session.states) >= 5)
     assert states(session)[:5] == ["greeting", "listening", "thinking", "speaking", "listening"]
     # The reply really went out on the line after the caller's speech, as long as TTS made it.
     reply = [s for s in line.speech_spans() if s[0] > said_at + 1.0]
@@ -92,20 +84,20 @@ def test_barge_in_stops_reply_within_200ms():
     long_reply = " ".join(["word"] * 60)  # ~15 s of fake speech
     stages = fake_stages(llm=FakeLLM(long_reply))
     session, line, calllog, _ = make(stages)
-    assert wait_for(lambda: session.state == "listening")
+    assert wait_until(lambda: session.state == "listening")
     line.say(tone(0.8))
-    assert wait_for(lambda: session.state == "speaking")
+    assert wait_until(lambda: session.state == "speaking")
     time.sleep(1.0)
     interrupt_at = time.monotonic()
     line.say(tone(1.0, level=0.6))
-    assert wait_for(lambda: any(e.kind == "barge-in" for e in calllog.of(EventRecord)))
+    assert wait_until(lambda: any(e.kind == "barge-in" for e in calllog.of(EventRecord)))
     time.sleep(0.5)
     loud_after = [s for s in line.speech_spans() if s[1] > interrupt_at]
     stopped_at = max(e for _, e in loud_after)
     # Detection needs barge_in_min_ms of speech (+ one 32 ms VAD chunk); then <= 200 ms.
     assert stopped_at - interrupt_at <= (200 + 32 + 200) / 1000
     assert session.barge_ins == 1
-    assert wait_for(lambda: len(calllog.of(TurnRecord)) >= 1)
+    assert wait_until(lambda: len(calllog.of(TurnRecord)) >= 1)
     assert calllog.of(TurnRecord)[0].barge_in is True
     close(session, line)
 
@@ -113,11 +105,11 @@ def test_barge_in_stops_reply_within_200ms():
 def test_echo_level_speech_does_not_barge_in():
     stages = fake_stages(llm=FakeLLM("one two three four five six seven eight nine ten"))
     session, line, calllog, _ = make(stages)
-    assert wait_for(lambda: session.state == "listening")
+    assert wait_until(lambda: session.state == "listening")
     line.say(tone(0.8))
-    assert wait_for(lambda: session.state == "speaking")
+    assert wait_until(lambda: session.state == "speaking")
     line.say(tone(1.5, level=0.05))  # speech-like, but far below the agent's own level
-    assert wait_for(lambda: session.state == "listening", timeout=10)
+    assert wait_until(lambda: session.state == "listening", timeout=10)
     assert session.barge_ins == 0
     assert not [e for e in calllog.of(EventRecord) if e.kind == "barge-in"]
     close(session, line)
@@ -127,11 +119,11 @@ def test_mid_sentence_pause_is_one_turn():
     asr = FakeASR(["I want to book uh", "I want to book uh a table for two."])
     llm = FakeLLM("Sure.")
     session, line, calllog, _ = make(fake_stages(asr=asr, llm=llm))
-    assert wait_for(lambda: session.state == "listening")
+    assert wait_until(lambda: session.state == "listening")
     line.say(tone(0.8))
     line.say(silence(0.5))  # longer than the 300 ms hangover, shorter than the tolerance
     line.say(tone(0.8))
-    assert wait_for(lambda: calllog.of(TurnRecord))
+    assert wait_until(lambda: calllog.of(TurnRecord))
     time.sleep(0.5)
     turns = calllog.of(TurnRecord)
     assert [t.transcript for t in turns] == ["I want to book uh a table for two."]
@@ -146,9 +138,9 @@ def test_mid_sentence_pause_is_one_turn():
 def test_unfinished_utterance_waits_at_most_max_endpoint_wait():
     asr = FakeASR(["so I was wondering if"])
     session, line, calllog, _ = make(fake_stages(asr=asr))
-    assert wait_for(lambda: session.state == "listening")
+    assert wait_until(lambda: session.state == "listening")
     line.say(tone(0.8))
-    assert wait_for(lambda: calllog.of(TurnRecord))
+    assert wait_until(lambda: calllog.of(TurnRecord))
     turn = calllog.of(TurnRecord)[0]
     # Held for the pause tolerance (700 ms after speech end), never past the 1000 ms cap.
     assert 600 <= turn.endpoint_ms <= 1000 + 60
@@ -157,7 +149,7 @@ def test_unfinished_utterance_waits_at_most_max_endpoint_wait():
 
 def test_silence_limit_says_goodbye_and_hangs_up():
     session, line, calllog, hangups = make(limits={"max_call_s": 60, "max_silence_s": 1.0})
-    assert wait_for(lambda: hangups, timeout=6)
+    assert wait_until(lambda: hangups, timeout=6)
     assert "speaking" in states(session)  # the goodbye was played before hanging up
     bye = [s for s in line.speech_spans() if s[1] - s[0] > 0.1]
     assert len(bye) >= 2  # greeting, then goodbye
@@ -171,9 +163,9 @@ def test_caller_hangs_up_mid_reply_closes_session_without_leaks():
     before = {t.name for t in threading.enumerate()}
     stages = fake_stages(llm=FakeLLM(" ".join(["word"] * 60)))
     session, line, calllog, _ = make(stages)
-    assert wait_for(lambda: session.state == "listening")
+    assert wait_until(lambda: session.state == "listening")
     line.say(tone(0.8))
-    assert wait_for(lambda: session.state == "speaking")
+    assert wait_until(lambda: session.state == "speaking")
     session.disconnected(by_local=False)
     assert session.join(3.0)
     line.stop()
@@ -188,7 +180,7 @@ def test_caller_hangs_up_mid_reply_closes_session_without_leaks():
 def test_dtmf_is_logged():
     session, line, calllog, _ = make()
     session.dtmf("5")
-    assert wait_for(lambda: [e for e in calllog.of(EventRecord) if e.kind == "dtmf"])
+    assert wait_until(lambda: [e for e in calllog.of(EventRecord) if e.kind == "dtmf"])
     assert [e.detail for e in calllog.of(EventRecord) if e.kind == "dtmf"] == ["5"]
     close(session, line)
 
@@ -196,11 +188,11 @@ def test_dtmf_is_logged():
 def test_stage_error_is_recorded_and_call_goes_on():
     stages = fake_stages(asr=FakeASR(fail_with=RuntimeError("asr down")), tts=FakeTTS())
     session, line, calllog, _ = make(stages)
-    assert wait_for(lambda: session.state == "listening")
+    assert wait_until(lambda: session.state == "listening")
     line.say(tone(0.8))
-    assert wait_for(lambda: [e for e in calllog.of(EventRecord) if e.kind == "error"])
+    assert wait_until(lambda: [e for e in calllog.of(EventRecord) if e.kind == "error"])
     assert "asr down" in [e for e in calllog.of(EventRecord) if e.kind == "error"][0].detail
-    assert wait_for(lambda: session.state == "listening")
+    assert wait_until(lambda: session.state == "listening")
     close(session, line)
     assert calllog.of(CallEnded)[0].end_reason == "caller-bye"
 
@@ -210,9 +202,9 @@ def test_speculative_turn_hides_asr_behind_the_hangover():
     asr = FakeASR(["what time do you open?"], delay_s=0.15)
     session, line, calllog, _ = make(fake_stages(asr=asr), speculate_ms=200,
                                      endpoint_silence_ms=500)
-    assert wait_for(lambda: session.state == "listening")
+    assert wait_until(lambda: session.state == "listening")
     line.say(tone(0.8))
-    assert wait_for(lambda: calllog.of(TurnRecord))
+    assert wait_until(lambda: calllog.of(TurnRecord))
     turn = calllog.of(TurnRecord)[0]
     assert turn.asr_ms < 60, turn  # done before the endpoint: costs the caller nothing
     assert 450 <= turn.endpoint_ms <= 800
@@ -223,11 +215,11 @@ def test_short_pause_drops_the_speculation_and_keeps_one_utterance():
     asr = FakeASR(["what time", "what time do you open?"])
     session, line, calllog, _ = make(fake_stages(asr=asr), speculate_ms=200,
                                      endpoint_silence_ms=500)
-    assert wait_for(lambda: session.state == "listening")
+    assert wait_until(lambda: session.state == "listening")
     line.say(tone(0.6))
     line.say(silence(0.35))  # past speculate_ms, short of the 500 ms hangover
     line.say(tone(0.6))
-    assert wait_for(lambda: calllog.of(TurnRecord))
+    assert wait_until(lambda: calllog.of(TurnRecord))
     time.sleep(0.3)
     assert [t.transcript for t in calllog.of(TurnRecord)] == ["what time do you open?"]
     assert asr.heard_s[-1] >= 1.3  # one utterance holding both parts

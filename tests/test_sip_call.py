@@ -30,6 +30,7 @@ from agent.bench_call import (
     split_calls,
     spoken_ulaw,
 )
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.sip, pytest.mark.model]
 
@@ -90,15 +91,6 @@ def sipp_ports():
 def call_log_rows(agent, extension):
     return agent.query("SELECT id, end_reason, turns, barge_ins, codec FROM calls "
                        "WHERE called_extension = ? ORDER BY started_at", extension)
-
-
-def wait_until(cond, timeout=10.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(0.2)
-    return False
 
 
 @needs_tools
