@@ -18,12 +18,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     bsub = p.add_subparsers(dest="bench", required=True)
     for name, (module, help_text) in BENCHES.items():
         bp = bsub.add_parser(name, help=help_text)
-        try:
-            mod = importlib.import_module(module)
-        except ModuleNotFoundError as e:
-            if e.name != module:
-                raise
-            bp.set_defaults(func=lambda a, n=name: print(f"bench {n} is not available") or 2)
-            continue
+        mod = importlib.import_module(module)
         mod.add_arguments(bp)
         bp.set_defaults(func=mod.run)

@@ -185,6 +185,10 @@ class CallSession(TurnTaking):
             self._answered_at = time.monotonic()
             self._idle_since = self._answered_at
             log.event("media", self.call_id, codec=self.codec)
+            # While the greeting plays, put this profile's system prompt back in the LLM's KV
+            # cache (another profile's call may have replaced it): the first turn starts warm.
+            threading.Thread(target=self.runner.prime, daemon=True,
+                             name=f"prime-{self.call_id}").start()
             greeting = self.profile.greeting.strip()
             if greeting:
                 self._set_state("greeting")
