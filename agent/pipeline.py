@@ -176,8 +176,9 @@ class TurnRunner:
         finally:
             first_audio.set()
             producer.join(timeout=30)
-        if not opened and gate is not None:
-            opened = gate.is_set()
+        # A speculative turn with nothing to say still waits for its verdict: the caller's
+        # words join the history only if the endpoint confirms the turn.
+        through_gate()
         timeline.settle()
         timeline.tts_done_at = time.monotonic()
         result.llm = stream.metrics

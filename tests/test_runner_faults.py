@@ -53,3 +53,13 @@ def test_turn_cancelled_before_its_gate_opens_leaves_no_trace():
     threading.Timer(0.3, cancel.set).start()
     result, out, _ = run(runner, history, gate=gate, cancel=cancel)
     assert out == [] and history == [] and result.cancelled
+
+
+def test_speculative_turn_with_empty_reply_waits_for_its_verdict():
+    runner = TurnRunner(fake_stages(llm=FakeLLM(reply=""), tts=FakeTTS()), Profile(name="t"))
+    history: list[Message] = []
+    gate = threading.Event()
+    threading.Timer(0.2, gate.set).start()
+    result, out, _ = run(runner, history, gate=gate)
+    assert gate.is_set() and out == [] and not result.reply_text
+    assert [m.role for m in history] == ["user"]
