@@ -16,14 +16,14 @@ from collections import deque
 import numpy as np
 
 from dialplan.options import AudioOptions
+from models.audio import pcm16_to_float
 
 
 def rms(pcm: bytes | np.ndarray) -> float:
     """RMS level of int16 PCM, 0..1 of full scale."""
-    x = np.frombuffer(pcm, np.int16) if isinstance(pcm, bytes | bytearray) else pcm
-    if len(x) == 0:
+    f = pcm16_to_float(pcm)
+    if len(f) == 0:
         return 0.0
-    f = x.astype(np.float32) / 32768.0
     return float(np.sqrt(np.mean(f * f)))
 
 

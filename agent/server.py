@@ -65,14 +65,21 @@ class Server:
         """Load every routed profile's models and synthesise its fixed phrases."""
         for profile in self.dialplan.profiles():
             t0 = time.monotonic()
-            runner = TurnRunner(self.cache.stages(profile), profile, out_rate=CLOCK_RATE)
+            runner = self._runner(profile)
             for text in (profile.greeting, profile.goodbye):
                 if text.strip():
                     runner.speak(text)
-            self._runners[profile.name] = runner
             log.event("profile-loaded", profile=profile.name, asr=profile.asr.model,
                       llm=profile.llm.model, tts=profile.tts.voice,
                       load_s=round(time.monotonic() - t0, 2))
+
+    def _runner(self, profile: Profile) -> TurnRunner:
+        """The profile's shared runner (models and cached phrases), created on first use."""
+        runner = self._runners.get(profile.name)
+        if runner is None:
+            runner = self._runners[profile.name] = TurnRunner(
+                self.cache.stages(profile), profile, out_rate=CLOCK_RATE)
+        return runner
 
     def start(self) -> None:
         """Load models, then open the SIP port."""
@@ -157,10 +164,7 @@ class Server:
         session.start()
 
     def _session(self, ev: IncomingCall, profile: Profile) -> CallSession:
-        runner = self._runners.get(profile.name)
-        if runner is None:  # a profile not preloaded (tests); load it now, once
-            runner = self._runners[profile.name] = TurnRunner(
-                self.cache.stages(profile), profile, out_rate=CLOCK_RATE)
+        runner = self._runner(profile)  # a profile not preloaded (tests) loads now, once
         info = CallInfo(extension=ev.extension, caller_uri=ev.remote_uri,
                         sip_call_id=ev.sip_call_id, offered_at=datetime.now(UTC))
         key = ev.key
