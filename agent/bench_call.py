@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from agent.bargein import rms
+from agent.samples import QUESTION
 from models.audio import alaw_decode, ulaw_decode
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "tests" / "sipp"
@@ -241,7 +242,6 @@ def wait_for_line(path: Path, needle: str, timeout_s: float, proc=None) -> bool:
 
 # ---- the benchmark -----------------------------------------------------------------------------
 
-QUESTION = "What time does the library open on Saturday?"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

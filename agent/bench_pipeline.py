@@ -11,13 +11,12 @@ import argparse
 import json
 import time
 
-import jiwer
 import numpy as np
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from agent import cliopts
+from agent import cliopts, scoring
 from agent.pipeline import StageCache
 from agent.samples import QUESTIONS, spoken
 from agent.simulate import simulate
@@ -78,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
                 hyps.append(" ".join(t.transcript for t in call.turns))
                 bar.advance(task)
     summary = summarize(turns)
-    wer = jiwer.wer([_norm(r) for r in refs], [_norm(h) for h in hyps])
+    wer = scoring.wer(refs, hyps)
     if args.format == "json":
         print(
             json.dumps(
@@ -113,7 +112,3 @@ def run(args: argparse.Namespace) -> int:
 
 def _fmt(v: float | None, digits: int) -> str:
     return "-" if v is None else f"{v:.{digits}f}"
-
-
-def _norm(text: str) -> str:
-    return " ".join("".join(c for c in text.lower() if c.isalnum() or c.isspace()).split())

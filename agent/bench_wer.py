@@ -10,12 +10,12 @@ from __future__ import annotations
 import argparse
 import time
 
-import jiwer
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
 from agent.samples import QUESTIONS, spoken
+from agent.scoring import wer
 from dialplan.options import ASROptions, TTSOptions
 from models.audio import ASR_RATE, PHONE_RATE, pcm16_to_float, resample, through_phone_line
 from models.registry import ModelCache
@@ -33,10 +33,6 @@ def _line(audio, rate: int, law: str):
     return resample(pcm16_to_float(through_phone_line(audio, rate, law)), PHONE_RATE, ASR_RATE)
 
 
-def normalize(text: str) -> str:
-    return " ".join("".join(c if c.isalnum() else " " for c in text.lower()).split())
-
-
 def run(args: argparse.Namespace) -> int:
     cache = ModelCache()
     sets = {
@@ -48,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
         sets[f"kokoro {voice}"] = [
             _line(tts.synthesize(q).audio, tts.sample_rate, args.law) for q in QUESTIONS
         ]
-    refs = [normalize(q) for q in QUESTIONS]
+    refs = list(QUESTIONS)
     table = Table(title=f"ASR WER on 8 kHz {args.law} speech ({len(QUESTIONS)} questions/voice)")
     table.add_column("voice")
     for model in args.models:
@@ -63,9 +59,9 @@ def run(args: argparse.Namespace) -> int:
             asr = cache.asr(ASROptions(model=model))
             for name, clips in sets.items():
                 t0 = time.monotonic()
-                hyps = [normalize(asr.transcribe(c).text) for c in clips]
+                hyps = [asr.transcribe(c).text for c in clips]
                 per = (time.monotonic() - t0) / len(clips)
-                rows[name] += [f"{jiwer.wer(refs, hyps):.1%}", f"{per:.2f}"]
+                rows[name] += [f"{wer(refs, hyps):.1%}", f"{per:.2f}"]
                 all_hyps[model] += hyps
                 if model == args.models[0]:
                     all_refs += refs
@@ -73,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     for name, cells in rows.items():
         table.add_row(name, *cells)
     table.add_row(
-        "all", *[c for m in args.models for c in (f"{jiwer.wer(all_refs, all_hyps[m]):.1%}", "")]
+        "all", *[c for m in args.models for c in (f"{wer(all_refs, all_hyps[m]):.1%}", "")]
     )
     Console().print(table)
     return 0

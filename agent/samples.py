@@ -11,8 +11,10 @@ import numpy as np
 
 from models.audio import read_audio
 
+QUESTION = "What time does the library open on Saturday?"
+"""The question most tests and benchmarks ask (the first of :data:`QUESTIONS`)."""
 QUESTIONS = (
-    "What time does the library open on Saturday?",
+    QUESTION,
     "Can I renew my books over the phone?",
     "Do you have any books about gardening?",
     "Is the library open on Sunday?",

@@ -17,7 +17,7 @@ import time
 import numpy as np
 import pytest
 import soundfile as sf
-from sipp.harness import ROOT, start_agent, wer
+from sipp.harness import ROOT, start_agent
 
 from agent.bargein import rms
 from agent.bench_call import (
@@ -30,11 +30,12 @@ from agent.bench_call import (
     split_calls,
     spoken_ulaw,
 )
+from agent.samples import QUESTION
+from agent.scoring import wer
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.sip, pytest.mark.model]
 
-QUESTION = "What time does the library open on Saturday?"
 LONG_GREETING = ("Hello, and thank you for calling the city library. Our opening hours, "
                  "events and holds are all things I can help you with today, so please ask.")
 # One LLM thread: on this 2-core machine shared with other jobs, llama.cpp with 2 threads

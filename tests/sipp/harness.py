@@ -102,18 +102,3 @@ spool_dir = "{tmp / 'spool'}"
         proc.kill()
         raise RuntimeError(f"agent did not start:\n{log.read_text()[-3000:]}")
     return AgentProcess(proc, port, rtp_port, db, log)
-
-
-def wer(reference: str, hypothesis: str) -> float:
-    """Word error rate (word-level Levenshtein distance / reference words)."""
-    ref, hyp = normalize(reference).split(), normalize(hypothesis).split()
-    d = list(range(len(hyp) + 1))
-    for i, r in enumerate(ref, 1):
-        prev, d[0] = d[0], i
-        for j, h in enumerate(hyp, 1):
-            prev, d[j] = d[j], min(d[j] + 1, d[j - 1] + 1, prev + (r != h))
-    return d[len(hyp)] / max(1, len(ref))
-
-
-def normalize(text: str) -> str:
-    return " ".join("".join(c for c in text.lower() if c.isalnum() or c.isspace()).split())
