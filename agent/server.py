@@ -2,16 +2,16 @@
 
 One :class:`Server` per process. Its thread (the caller of :meth:`Server.run`) consumes SIP
 events and routes each call: unknown extension -> 404, more than ``sip.max_calls`` calls -> 486
-(pjsua2's wheel also refuses a 5th call itself), otherwise a :class:`~agent.session.CallSession`
-on its own thread, with turn work on worker threads. Models are loaded once, before the SIP
-port opens, and shared by every call; fixed phrases (greetings, goodbyes) are synthesised at
-start so a call never waits for them.
+(pjsua2's wheel also refuses a 5th call itself), otherwise a
+:class:`~agent.call.session.CallSession` on its own thread, with turn work on worker threads.
+Models are loaded once, before the SIP port opens, and shared by every call; fixed phrases
+(greetings, goodbyes) are synthesised at start so a call never waits for them.
 
 Threads in a serving process: main (this loop), ``sip`` (pjsua2 polling), pjmedia's clock
 thread (frames), ``calllog-writer``, one ``call-*`` per call and one ``turn-*`` per turn in
 flight (plus the LLM streaming thread inside a turn). Model code never runs on the clock thread.
 
-Imports no pjsua2 (only :mod:`agent.sip` does).
+Imports no pjsua2 (only :mod:`agent.sip.useragent` does).
 """
 
 from __future__ import annotations
@@ -21,12 +21,9 @@ import threading
 import time
 from datetime import UTC, datetime
 
-from agent import log
-from agent.pipeline import StageCache, TurnRunner
-from agent.session import CallSession
-from agent.session_log import CallInfo
-from agent.sip import SipAgent
-from agent.sip_events import (
+from agent.call.recorder import CallInfo
+from agent.call.session import CallSession
+from agent.sip.events import (
     CallDisconnected,
     DtmfReceived,
     IncomingCall,
@@ -34,6 +31,9 @@ from agent.sip_events import (
     RegistrationChanged,
     SipError,
 )
+from agent.sip.useragent import SipAgent
+from agent.turn.runner import StageCache, TurnRunner
+from db import log
 from db.records import CallLog
 from dialplan import Config, Dialplan, Profile
 

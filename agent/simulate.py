@@ -1,44 +1,166 @@
-"""Run one simulated call from a WAV file through the whole speech loop, as a phone line would.
+"""Calls without SIP: caller audio played into a real :class:`CallSession`, paced as RTP would be.
 
-The file is converted to 8 kHz μ-law first (what a G.711 call carries), then fed in 20 ms
-frames through the same resampler, segmenter and :class:`~agent.pipeline.TurnRunner` a real
-call uses; only SIP is missing. Frames are paced in real time unless ``fast`` is set.
+``simulate FILE`` and ``bench pipeline`` run here, and so do the session tests: the file's audio
+goes through an 8 kHz G.711 line, then :class:`SimulatedLine` plays pjmedia's part, handing the
+session one 20 ms frame and taking one outbound frame per tick. Everything after the line is
+the code a SIP call runs (greeting, turn-taking, barge-in, playout, call-log records); nothing
+here decides when a turn starts or ends.
+
+``fast`` runs on the call's :class:`~agent.call.clock.Clock`, which the line skips ahead only
+while the session has no model work in flight (silence, caller speech no turn is working on
+yet, reply audio already synthesised), so every recorded stage is still real seconds. The line
+can also play a second channel: the agent's own voice coming back (echo), delayed and
+attenuated.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-import uuid
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from agent.pipeline import Stages, TurnResult, TurnRunner, turn_record
-from agent.turn import TurnTimeline
-from db.records import CallEnded, CallLog, CallStarted, TurnRecord
+from agent.call.clock import REAL_TIME, Clock
+from agent.call.recorder import CallInfo
+from agent.call.session import CallSession
+from agent.sip.audiolink import AudioLink
+from agent.turn.runner import Stages, TurnRunner
+from db.records import CallLog, Record, TurnRecord
 from dialplan.options import Profile
-from models.audio import ASR_RATE, PHONE_RATE, StreamResampler, pcm16_to_float, through_phone_line
-from models.vad.segmenter import (
-    Segmenter,
-    SpeechPaused,
-    SpeechResumed,
-    SpeechStarted,
-    Utterance,
-)
+from models.audio import PHONE_RATE, SPEECH_RMS, rms, speech_runs, through_phone_line
 
-FRAME = PHONE_RATE // 50  # 20 ms at 8 kHz
-TRAILING_SILENCE_S = 1.5  # a caller who stops talking waits; lets the endpoint fire
+FRAME_S = 0.02
+TRAILING_SILENCE_S = 1.5
+"""A caller who has said everything waits this long (and for the agent to finish) to hang up."""
+MAX_WAIT_S = 30.0
+"""...but never longer than this after the end of their audio."""
+
+
+class SimulatedLine:
+    """A phone line driving an :class:`AudioLink` frame by frame, as pjmedia's clock does.
+
+    Args:
+        link: the session's audio link.
+        rate: the line's sample rate.
+        clock: the session's clock.
+        skip_while: in fast mode, True while the clock may jump over the next frame.
+        sync: in fast mode, ``sync(n)`` returns once the session has handled ``n`` frames.
+        echo_gain: level of the agent's own audio mixed back into the caller's channel.
+        echo_delay_s: delay of that echo.
+    """
+
+    def __init__(self, link: AudioLink, rate: int = PHONE_RATE, clock: Clock = REAL_TIME,
+                 skip_while: Callable[[], bool] | None = None,
+                 sync: Callable[[int], object] | None = None,
+                 echo_gain: float = 0.0, echo_delay_s: float = 0.1):
+        self.link = link
+        self.rate = rate
+        self.clock = clock
+        self.n = int(rate * FRAME_S)
+        self._skip_while = skip_while
+        self._sync = sync
+        self._echo_gain = echo_gain
+        self._echo: deque[np.ndarray] = deque(
+            [np.zeros(self.n, np.int16)] * max(1, round(echo_delay_s / FRAME_S)))
+        self._script: deque[np.ndarray] = deque()
+        self._lock = threading.Lock()
+        self.out: list[tuple[float, np.ndarray]] = []
+        """(stamp, frame) of every outbound frame: what the caller heard."""
+        self.script_done_at: float | None = None
+        """Stamp of the first frame after the queued caller audio ran out."""
+        self.hang_up_when: Callable[[SimulatedLine], bool] | None = None
+        self.hung_up = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="line-clock", daemon=True)
+
+    def say(self, pcm: np.ndarray) -> None:
+        """Queue caller audio (int16 at the line rate) after whatever is still queued."""
+        pcm = np.asarray(pcm, np.int16)
+        pcm = np.concatenate([pcm, np.zeros((-len(pcm)) % self.n, np.int16)])
+        with self._lock:
+            self._script.extend(pcm.reshape(-1, self.n))
+            self.script_done_at = None
+
+    def start(self) -> SimulatedLine:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join()
+
+    def _run(self) -> None:
+        due = self.clock.now()
+        frames = 0
+        while not self._stop.is_set():
+            if self._skip_while is not None and self._skip_while():
+                self.clock.skip(due - self.clock.now())
+            else:
+                time.sleep(max(0.0, due - self.clock.now()))
+            now = self.clock.now()
+            with self._lock:
+                frame = self._script.popleft() if self._script else None
+                if frame is None and self.script_done_at is None:
+                    self.script_done_at = now
+            if frame is None:
+                frame = np.zeros(self.n, np.int16)
+            if self._echo_gain:
+                back = self._echo_gain * self._echo[0].astype(np.float32)
+                frame = np.clip(frame + back, -32768, 32767).astype(np.int16)
+            self.link.sink(frame.tobytes())
+            frames += 1
+            out = np.frombuffer(self.link.source(), np.int16)
+            self.out.append((now, out))
+            self._echo.append(out)
+            self._echo.popleft()
+            if self._sync is not None:
+                self._sync(frames)
+            if self.hang_up_when is not None and self.hang_up_when(self):
+                self.hung_up.set()
+                return
+            due += FRAME_S
+
+    def speech_spans(self, threshold: float = SPEECH_RMS) -> list[tuple[float, float]]:
+        """(first, last) stamps of the runs of outbound frames louder than ``threshold``."""
+        return speech_runs([(at, rms(f)) for at, f in list(self.out)], threshold,
+                           min_gap_s=FRAME_S * 1.5)
+
+    def audio(self) -> np.ndarray:
+        """Everything the agent sent, int16 at the line rate."""
+        frames = [f for _, f in list(self.out)]
+        return np.concatenate(frames) if frames else np.zeros(0, np.int16)
+
+
+class RecordingLog:
+    """A call log that keeps every record and forwards it (to the real writer, if any)."""
+
+    def __init__(self, inner: CallLog | None = None):
+        self.inner = inner
+        self.records: list[Record] = []
+
+    def put(self, record: Record) -> None:
+        self.records.append(record)
+        if self.inner is not None:
+            self.inner.put(record)
 
 
 @dataclass
 class SimulatedCall:
-    """Result of a simulation: one record per turn and the agent's audio at 8 kHz."""
+    """Result of a simulation: the call log's records and what the caller heard."""
 
     call_id: str
-    turns: list[TurnRecord] = field(default_factory=list)
+    records: list[Record] = field(default_factory=list)
     reply_audio: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int16))
+    """The agent's side of the line at 8 kHz, from answer to hang-up."""
+    end_reason: str = ""
+
+    @property
+    def turns(self) -> list[TurnRecord]:
+        return [r for r in self.records if isinstance(r, TurnRecord)]
 
 
 def simulate(
@@ -50,159 +172,65 @@ def simulate(
     fast: bool = False,
     law: str = "ulaw",
     source: str = "simulate",
+    greeting: bool = True,
+    phrase: Callable[[str], np.ndarray] | None = None,
+    echo_gain: float = 0.0,
 ) -> SimulatedCall:
-    """Feed caller audio through the pipeline and answer every utterance in it.
+    """Place one call from caller audio into a :class:`CallSession` and hang up when done.
+
+    The caller's audio starts when the call is answered (as sipp's RTP stream does), so speech
+    in the first seconds overlaps the greeting. After it, the caller waits in silence until the
+    agent has answered everything (:data:`TRAILING_SILENCE_S` at least), then hangs up.
 
     Args:
         audio: mono float32 caller audio at ``rate``.
         rate: its sample rate (any).
-        profile: the agent profile (prompt, stage options).
+        profile: the agent profile (prompt, greeting, stage options).
         stages: loaded models for that profile.
-        call_log: where call/turn records go (None: nowhere).
-        fast: do not pace frames in real time.
-        law: G.711 variant the simulated line uses.
+        call_log: where call/turn/event records also go (None: only the result).
+        fast: skip the clock over frames while nothing computes (see the module docstring).
+        law: G.711 variant of the simulated line.
         source: recorded in the call log.
+        greeting: play the profile's greeting (benchmarks that time answers turn it off).
+        phrase: cached fixed phrases (a process that already synthesised them passes its own).
+        echo_gain: the agent's voice mixed back into the caller's channel at this level.
 
     Returns:
-        The per-turn records and the agent's reply audio.
+        The records the session wrote, the agent's audio and the end reason.
     """
-    call = SimulatedCall(call_id=f"sim-{uuid.uuid4().hex[:12]}")
-    line = through_phone_line(audio, rate, law)
-    line = np.concatenate([line, np.zeros(int(TRAILING_SILENCE_S * PHONE_RATE), np.int16)])
-    started = datetime.now(UTC)
-    if call_log is not None:
-        call_log.put(
-            CallStarted(
-                call_id=call.call_id,
-                started_at=started,
-                answered_at=started,
-                source=source,
-                caller_uri=f"file:{source}",
-                called_extension="",
-                profile=profile.name,
-                asr_backend=stages.asr.backend,
-                asr_model=stages.asr.model_name,
-                llm_model=stages.llm.model_name,
-                tts_voice=stages.tts.voice,
-                codec="PCMU" if law == "ulaw" else "PCMA",
-            )
-        )
-    runner = TurnRunner(stages, profile, out_rate=PHONE_RATE)
-    runner.prime()  # a real call primes while the greeting plays
-    segmenter = Segmenter(stages.vad.new_stream(), profile.audio, stages.vad.model_name)
-    upsample = StreamResampler(PHONE_RATE, ASR_RATE)
-    history: list = []
-    replies: list[np.ndarray] = []
-    t0 = time.monotonic()
-    next_due = t0
-    speech_start_at: float | None = None
-    pending: _Turn | None = None
-    end_reason = "caller-bye"
-    try:
-        for i in range(0, len(line), FRAME):
-            # While a speculative turn runs, the hangover must pass in real time even in fast
-            # mode: overlapping it is the whole point of speculation.
-            if not fast or pending is not None:
-                next_due += FRAME / PHONE_RATE
-                time.sleep(max(0.0, next_due - time.monotonic()))
-            else:
-                next_due = time.monotonic()
-            frame16 = upsample.process(pcm16_to_float(line[i : i + FRAME]))
-            for ev in segmenter.feed(frame16):
-                now = time.monotonic()
-                if isinstance(ev, SpeechStarted):
-                    speech_start_at = now - (ev.at_s - ev.start_s)
-                elif isinstance(ev, SpeechPaused):
-                    pending = _Turn(
-                        runner, ev, history, speech_start_at, now - (ev.at_s - ev.end_s)
-                    )
-                elif isinstance(ev, SpeechResumed) and pending is not None:
-                    pending.drop()
-                    pending = None
-                elif isinstance(ev, Utterance):
-                    if pending is None or pending.end_s != ev.end_s:
-                        if pending is not None:
-                            pending.drop()
-                        speech_end_at = now - (ev.endpoint_s - ev.end_s)
-                        pending = _Turn(
-                            runner, ev, history, speech_start_at, speech_end_at, speculative=False
-                        )
-                    pending.commit(endpoint_at=now)
-                    record = turn_record(
-                        call.call_id, len(call.turns), pending.timeline, pending.result, call_t0=t0
-                    )
-                    call.turns.append(record)
-                    replies.append(pending.audio())
-                    pending = None
-                    if call_log is not None:
-                        call_log.put(record)
-                    next_due = time.monotonic()  # the caller waited for the reply
-    except Exception:
-        end_reason = "error"
-        raise
-    finally:
-        if call_log is not None:
-            call_log.put(
-                CallEnded(
-                    call_id=call.call_id,
-                    ended_at=datetime.now(UTC),
-                    end_reason=end_reason,
-                    turns=len(call.turns),
-                )
-            )
-    gap = np.zeros(PHONE_RATE // 2, np.int16)
-    call.reply_audio = np.concatenate([x for r in replies for x in (r, gap)]) if replies else gap
-    return call
+    if not greeting:
+        profile = replace(profile, greeting="")
+    line_pcm = through_phone_line(audio, rate, law)
+    clock = Clock()
+    records = RecordingLog(call_log)
+    agent_hung_up = threading.Event()
+    session = CallSession(
+        profile, stages, records, hangup=agent_hung_up.set,
+        phrase=phrase or TurnRunner(stages, profile, out_rate=PHONE_RATE).speak,
+        info=CallInfo(caller_uri=f"file:{source}", source=source), rate=PHONE_RATE, clock=clock)
+    line = SimulatedLine(session.link, PHONE_RATE, clock,
+                         skip_while=(lambda: not session.computing) if fast else None,
+                         sync=session.wait_frames if fast else None, echo_gain=echo_gain)
+    line.say(line_pcm)
+    line.hang_up_when = lambda ln: _caller_done(ln, session, agent_hung_up)
+    session.start()
+    session.media_active("PCMU" if law == "ulaw" else "PCMA")
+    line.start()
+    while not (line.hung_up.wait(0.05) or agent_hung_up.is_set()):
+        pass
+    line.stop()
+    session.disconnected(by_local=agent_hung_up.is_set())
+    session.join(15.0)
+    return SimulatedCall(call_id=session.call_id, records=records.records,
+                         reply_audio=line.audio(), end_reason=session.end_reason)
 
 
-class _Turn:
-    """One turn on a worker thread; speculative (audio held) until :meth:`commit`."""
-
-    def __init__(
-        self,
-        runner: TurnRunner,
-        speech: SpeechPaused | Utterance,
-        history: list,
-        speech_start_at: float | None,
-        speech_end_at: float,
-        speculative: bool = True,
-    ):
-        self.end_s = speech.end_s
-        self.timeline = TurnTimeline(speech_start_at=speech_start_at, speech_end_at=speech_end_at)
-        self.cancel = threading.Event()
-        self.gate = threading.Event()
-        self.result: TurnResult | None = None
-        self._out: list[np.ndarray] = []
-        self._args = (runner, speech, history)
-        self._speculative = speculative
-        self._thread = threading.Thread(
-            target=self._run, args=self._args, daemon=True, name="sim-turn"
-        )
-        if speculative:
-            self._thread.start()
-
-    def _run(self, runner: TurnRunner, speech, history: list) -> None:
-        self.result = runner.run(speech, self.timeline, history, self._emit, self.cancel, self.gate)
-
-    def _emit(self, pcm: np.ndarray) -> None:
-        # No line to pace against: the first chunk is "on the wire" when it is emitted.
-        if self.timeline.first_frame_out_at is None:
-            self.timeline.first_frame_out_at = time.monotonic()
-        self._out.append(pcm)
-
-    def commit(self, endpoint_at: float) -> None:
-        """The endpoint confirmed the turn: let its audio out and wait for the reply."""
-        self.timeline.endpoint_at = endpoint_at
-        self.gate.set()
-        if self._speculative:
-            self._thread.join()
-        else:
-            self._run(*self._args)
-
-    def drop(self) -> None:
-        """The caller resumed: stop the speculative work; it leaves no trace in the call."""
-        self.cancel.set()
-        self._thread.join()
-
-    def audio(self) -> np.ndarray:
-        return np.concatenate(self._out) if self._out else np.zeros(0, np.int16)
+def _caller_done(line: SimulatedLine, session: CallSession, agent_hung_up: threading.Event) -> bool:
+    """The caller hangs up: audio over, agent done answering (or they waited long enough)."""
+    if agent_hung_up.is_set():
+        return True
+    done_at = line.script_done_at
+    if done_at is None:
+        return False
+    waited = line.clock.now() - done_at
+    return (waited >= TRAILING_SILENCE_S and session.idle) or waited >= MAX_WAIT_S

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from agent.turn import STAGES
 from db.reports import METRICS, CallTimeline, Report, TurnRow
+from db.timeline import STAGES
 
 COLORS = dict(zip(STAGES, ("#8da0cb", "#fc8d62", "#66c2a5", "#e78ac3", "#a6d854", "#ffd92f"),
                   strict=True))

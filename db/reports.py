@@ -4,7 +4,7 @@ Owns what the numbers mean: percentiles are computed in Python from the rows (li
 interpolation between closest ranks, as numpy's default and PostgreSQL's ``percentile_cont``),
 so SQLite and PostgreSQL give identical answers. A ``None`` stage (missing stamp) is left out of
 that stage's percentiles, never counted as zero. Time filters apply to ``calls.started_at``.
-The CLI (:mod:`agent.cmd_report`) and the HTML page (:mod:`db.html`) only format these.
+The CLI (:mod:`agent.cli.report`) and the HTML page (:mod:`db.html`) only format these.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import Literal
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
-from agent.turn import STAGES
 from db.schema import Call, Event, Turn
+from db.timeline import STAGES
 
 GroupBy = Literal["backend", "profile", "model"]
 METRICS = (*STAGES, "voice_to_voice")

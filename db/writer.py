@@ -26,7 +26,7 @@ from sqlalchemy import Engine, select
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session
 
-from agent.log import event
+from db.log import event
 from db.migrate import close_lost_calls, make_engine, upgrade
 from db.records import CallEnded, CallStarted, EventRecord, Record, TurnRecord
 from db.schema import TURN_FIELDS, Call, Event, Turn

@@ -6,6 +6,7 @@ so a chunked stream equals the one-shot result (tested with a sine sweep, SNR >=
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -55,6 +56,41 @@ def pcm16_to_float(pcm: np.ndarray | bytes) -> np.ndarray:
 
 
 # G.711 tables built once (ITU-T G.711); encoding via lookup over all 65536 PCM16 values.
+def rms(pcm: bytes | np.ndarray) -> float:
+    """RMS level of int16 PCM, 0..1 of full scale."""
+    f = pcm16_to_float(pcm)
+    if len(f) == 0:
+        return 0.0
+    return float(np.sqrt(np.mean(f * f)))
+
+
+SPEECH_RMS = 0.01
+"""RMS (of full scale) above which a frame or packet of line audio counts as speech."""
+
+
+def speech_runs(levels: Iterable[tuple[float, float]], threshold: float = SPEECH_RMS,
+                min_gap_s: float = 0.3) -> list[tuple[float, float]]:
+    """Runs of speech in stamped levels: the one detector for frames, packets and recordings.
+
+    Args:
+        levels: ``(stamp_s, rms)`` pairs in time order.
+        threshold: RMS above which an item counts as speech.
+        min_gap_s: items closer than this join one run (pauses between words).
+
+    Returns:
+        ``(first, last)`` stamps of the loud items of each run.
+    """
+    runs: list[list[float]] = []
+    for at, level in levels:
+        if level <= threshold:
+            continue
+        if runs and at - runs[-1][1] <= min_gap_s:
+            runs[-1][1] = at
+        else:
+            runs.append([at, at])
+    return [(a, b) for a, b in runs]
+
+
 def _ulaw_decode_table() -> np.ndarray:
     u = ~np.arange(256, dtype=np.int32) & 0xFF
     t = (((u & 0x0F) << 3) + 0x84) << ((u & 0x70) >> 4)

@@ -10,8 +10,8 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from agent.pipeline import StageCache  # noqa: E402
-from agent.samples import QUESTION, spoken  # noqa: E402
+from agent.bench.samples import QUESTION, spoken  # noqa: E402
+from agent.turn.runner import StageCache  # noqa: E402
 from dialplan import parse_config  # noqa: E402
 
 TEST_CONFIG = {

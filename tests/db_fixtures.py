@@ -19,8 +19,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from agent.turn import STAGES, TurnTimeline
 from db.records import CallEnded, CallStarted, EventRecord, TurnRecord
+from db.timeline import STAGES, TurnTimeline
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 

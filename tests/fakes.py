@@ -1,4 +1,4 @@
-"""Fakes for fault injection: one per stage plus a fake phone line (``FakeCall``).
+"""Fakes for fault injection: one per stage plus the simulated phone line (``FakeCall``).
 
 Each fake subclasses the real stage base, so the base's timing and metrics code runs. Knobs:
 ``fail_with`` (raise this), ``delay_s`` (work this long), ``hang`` (block until released) and a
@@ -14,8 +14,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from agent.bargein import rms
-from agent.pipeline import Stages
+from agent.simulate import SimulatedLine
+from agent.turn.runner import Stages
 from models.asr.base import ASR
 from models.llm.base import LLM, Message, Piece
 from models.tts.base import TTS
@@ -135,67 +135,8 @@ def silence(seconds: float, rate: int = 8000) -> np.ndarray:
     return np.zeros(int(seconds * rate), np.int16)
 
 
-class FakeCall:
-    """A phone line driving a session's :class:`~agent.sip.AudioLink` in real time.
-
-    A thread plays pjmedia's clock: every 20 ms it hands the session one inbound frame (from
-    the script, then silence) and takes one outbound frame, keeping both with their stamps.
-
-    Args:
-        link: the session's audio link.
-        rate: frame sample rate.
-    """
-
-    def __init__(self, link, rate: int = 8000):
-        self.link = link
-        self.rate = rate
-        self.n = rate // 50
-        self._script: list[np.ndarray] = []
-        self._lock = threading.Lock()
-        self.out: list[tuple[float, np.ndarray]] = []
-        self.inbound_at: list[tuple[float, float]] = []  # (stamp, rms) of each inbound frame
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="fake-clock", daemon=True)
-
-    def say(self, pcm: np.ndarray) -> None:
-        """Queue caller audio (int16) after whatever is still queued."""
-        with self._lock:
-            pcm = np.concatenate([pcm, np.zeros((-len(pcm)) % self.n, np.int16)])
-            self._script.extend(pcm.reshape(-1, self.n))
-
-    def start(self) -> FakeCall:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        next_at = time.monotonic()
-        while not self._stop.is_set():
-            with self._lock:
-                frame = self._script.pop(0) if self._script else np.zeros(self.n, np.int16)
-            now = time.monotonic()
-            self.link.sink(frame.tobytes())
-            self.out.append((now, np.frombuffer(self.link.source(), np.int16)))
-            next_at += 0.02
-            time.sleep(max(0.0, next_at - time.monotonic()))
-
-    def speech_spans(self, threshold: float = 0.02) -> list[tuple[float, float]]:
-        """(start, end) stamps of non-silent runs in what the session sent."""
-        spans: list[tuple[float, float]] = []
-        start = None
-        for at, frame in list(self.out):
-            loud = rms(frame) > threshold
-            if loud and start is None:
-                start = at
-            elif not loud and start is not None:
-                spans.append((start, at))
-                start = None
-        if start is not None:
-            spans.append((start, self.out[-1][0]))
-        return spans
+FakeCall = SimulatedLine
+"""The session tests' phone line: the runtime's simulated line (real time, or fast)."""
 
 
 class ListLog:

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from agent import cli
+from agent.cli import main as cli
 from agent.simulate import simulate
 from db.writer import CallLogWriter
 from dialplan import parse_config

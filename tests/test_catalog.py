@@ -4,7 +4,7 @@ import hashlib
 
 import pytest
 
-from agent import cli
+from agent.cli import main as cli
 from models import catalog
 from models.catalog import BundledModel, Part
 from models.errors import ModelMissingError

@@ -48,7 +48,7 @@ def test_upgrade_empty_sqlite_to_head(sqlite_url, tmp_path, monkeypatch):
 
 
 def test_db_upgrade_command(sqlite_url):
-    from agent import cmd_db
+    from agent.cli import db as cmd_db
 
     parser = _parser(cmd_db)
     args = parser.parse_args(["db", "upgrade", "--db", sqlite_url])

@@ -17,10 +17,10 @@ from db_fixtures import (  # noqa: F401 (fixtures)
 )
 from sqlalchemy import inspect, text
 
-from agent.turn import STAGES
 from db import reports
 from db.migrate import current_revision, make_engine, upgrade
 from db.records import EventRecord
+from db.timeline import STAGES
 from db.writer import CallLogWriter, FaultInjected
 from dialplan.options import DBOptions
 from tests.waiting import wait_until

@@ -17,10 +17,10 @@ from db_fixtures import (
 )
 from sqlalchemy import func, select
 
-from agent.turn import STAGES
 from db.migrate import make_engine
 from db.records import CallStarted, EventRecord
 from db.schema import Call, Event, Turn
+from db.timeline import STAGES
 from db.writer import CallLogWriter, FaultInjected
 from dialplan.options import DBOptions
 from tests.waiting import wait_until

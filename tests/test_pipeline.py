@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from agent.samples import QUESTION
-from agent.scoring import wer
+from agent.bench.samples import QUESTION
+from agent.bench.scoring import wer
 from agent.simulate import simulate
 from models.audio import pcm16_to_float, resample
 from models.llm.base import Message

@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from agent.playout import Playout
+from agent.call.playout import Playout
 
 pytestmark = pytest.mark.unit
 

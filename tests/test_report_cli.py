@@ -15,7 +15,8 @@ from db_fixtures import (
     write_records,
 )
 
-from agent import cmd_db, cmd_report
+from agent.cli import db as cmd_db
+from agent.cli import report as cmd_report
 
 pytestmark = pytest.mark.unit
 
@@ -90,7 +91,7 @@ def test_errors(tmp_path, monkeypatch, capsys):
 
 def test_through_agent_cli(db, capsys):
     try:
-        from agent import cli
+        from agent.cli import main as cli
 
         cli.build_parser()
     except ModuleNotFoundError as e:  # the other command modules land separately

@@ -56,7 +56,7 @@ def page(sqlite_url, tmp_path):
     write_records(sqlite_url, known_records(datetime.now(UTC)), tmp_path / "spool")
     import argparse
 
-    from agent import cmd_report
+    from agent.cli import report as cmd_report
 
     parser = argparse.ArgumentParser()
     cmd_report.add_parser(parser.add_subparsers(dest="command"))

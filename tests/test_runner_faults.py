@@ -5,8 +5,8 @@ import threading
 import numpy as np
 import pytest
 
-from agent.pipeline import TurnRunner
-from agent.turn import TurnTimeline
+from agent.turn.runner import TurnRunner
+from db.timeline import TurnTimeline
 from dialplan.options import Profile
 from models.llm.base import Message
 from models.vad.segmenter import Utterance

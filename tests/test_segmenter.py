@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from agent.samples import spoken
+from agent.bench.samples import spoken
 from dialplan.options import AudioOptions
 from models.audio import resample
 from models.vad.segmenter import Segmenter, SpeechPaused, SpeechResumed, SpeechStarted, Utterance

@@ -12,8 +12,8 @@ import time
 import pytest
 from fakes import FakeASR, FakeCall, FakeLLM, FakeTTS, ListLog, fake_stages, silence, tone
 
-from agent.pipeline import TurnRunner
-from agent.session import CallSession
+from agent.call.session import CallSession
+from agent.turn.runner import TurnRunner
 from db.records import CallEnded, CallStarted, EventRecord, TurnRecord
 from dialplan import parse_config
 from tests.waiting import wait_until

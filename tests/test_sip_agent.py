@@ -1,4 +1,4 @@
-"""agent.sip against sipp, without models: registration with digest auth, codec choice.
+"""agent.sip.useragent against sipp, without models: registration with digest auth, codec choice.
 
 The SIP user agent runs in this test process (one pjsua2 endpoint at a time); sipp plays the
 PBX (a registrar that challenges and verifies credentials) or a caller with a given offer.
@@ -18,10 +18,10 @@ import pytest
 from sipp import malformed
 from sipp.harness import ROOT
 
-from agent.audiolink import AudioLink
-from agent.bench_call import free_port, scenario
-from agent.sip import SipAgent
-from agent.sip_events import IncomingCall, MediaActive, RegistrationChanged
+from agent.bench.call import free_port, scenario
+from agent.sip.audiolink import AudioLink
+from agent.sip.events import IncomingCall, MediaActive, RegistrationChanged
+from agent.sip.useragent import SipAgent
 from dialplan.options import RegistrarOptions, SIPOptions
 
 pytestmark = [pytest.mark.sip, pytest.mark.skipif(

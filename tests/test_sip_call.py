@@ -19,8 +19,7 @@ import pytest
 import soundfile as sf
 from sipp.harness import ROOT, start_agent
 
-from agent.bargein import rms
-from agent.bench_call import (
+from agent.bench.call import (
     SPEECH_RMS,
     Capture,
     free_port,
@@ -30,8 +29,9 @@ from agent.bench_call import (
     split_calls,
     spoken_ulaw,
 )
-from agent.samples import QUESTION
-from agent.scoring import wer
+from agent.bench.samples import QUESTION
+from agent.bench.scoring import wer
+from models.audio import rms
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.sip, pytest.mark.model]
@@ -128,7 +128,7 @@ def test_callagent_call_plays_a_wav_and_records_the_reply(agent, tmp_path):
     out = tmp_path / "heard.wav"
     before = len(agent.query("SELECT id FROM turns"))
     res = subprocess.run(
-        [sys.executable, "-m", "agent.cli", "call", f"sip:101@127.0.0.1:{agent.port}",
+        [sys.executable, "-m", "agent.cli.main", "call", f"sip:101@127.0.0.1:{agent.port}",
          "--play", str(wav), "--record", str(out), "--lead", "2.5", "--after", "12",
          "--port", str(free_port()), "--rtp-port", "49600"],
         capture_output=True, text=True, timeout=90, cwd=ROOT)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from agent.textsplit import ClauseSplitter, speakable
+from agent.turn.textsplit import ClauseSplitter, speakable
 
 pytestmark = pytest.mark.unit
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from agent.pipeline import TurnResult, turn_record
-from agent.turn import STAGES, TurnTimeline
+from agent.turn.runner import TurnResult, turn_record
+from db.timeline import STAGES, TurnTimeline
 
 pytestmark = pytest.mark.unit
 

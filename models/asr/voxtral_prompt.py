@@ -24,10 +24,11 @@ from typing import Any
 
 import numpy as np
 
-from models.asr.voxtral_tiny import PROMPT_FILE
 from models.errors import ModelMissingError
 
 SAMPLE_RATE = 16000
+PROMPT_FILE = "callagent_prompt.json"
+"""Marker file: a checkpoint holding it (and no tekken.json) uses the minimal prompt builder."""
 HOP_LENGTH = 160
 """Whisper's mel hop (10 ms): frames = samples / 160."""
 

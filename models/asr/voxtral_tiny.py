@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from models.asr.voxtral_prompt import PROMPT_FILE
+
 # Tekken ids of the special tokens in the real Voxtral tokenizer, reused so that the tiny prompt
 # has the same shape as ``apply_transcription_request``'s: <s>[INST][BEGIN_AUDIO][AUDIO]*n[/INST]
 # lang:xx[TRANSCRIBE] (mistral-common ``InstructTokenizerV7._encode_instruct_transcription``).
@@ -21,8 +23,6 @@ SPECIAL_IDS = {"bos": 1, "eos": 2, "inst": 3, "inst_end": 4, "audio": 24, "begin
 NUM_SPECIAL = 1000
 """Ids below this are special tokens; id ``NUM_SPECIAL + b`` is byte ``b``, as in tekken (whose
 first 256 ranks are the single bytes), so the tiny vocabulary is 1000 specials + 256 bytes."""
-PROMPT_FILE = "callagent_prompt.json"
-"""Marker file: a checkpoint holding it (and no tekken.json) uses the minimal prompt builder."""
 
 
 def tiny_config(max_source_positions: int = 1500, vocab_size: int = NUM_SPECIAL + 256):

@@ -14,9 +14,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from agent.audiolink import AudioLink  # noqa: E402
-from agent.sip import SipAgent  # noqa: E402
-from agent.sip_events import CallDisconnected, IncomingCall  # noqa: E402
+from agent.sip.audiolink import AudioLink  # noqa: E402
+from agent.sip.events import CallDisconnected, IncomingCall  # noqa: E402
+from agent.sip.useragent import SipAgent  # noqa: E402
 from dialplan.options import SIPOptions  # noqa: E402
 
 

@@ -2,7 +2,7 @@
 
 The agent gets its own SIP port, RTP port range, temp SQLite call log and config.toml, so SIP
 tests never touch a developer's agent on 5060. Wire helpers (sipp, tshark, pcap parsing) live in
-:mod:`agent.bench_call`, shared with the benchmark.
+:mod:`agent.bench.call`, shared with the benchmark.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from agent.bench_call import free_port, wait_for_line
-from agent.sip import RTP_PORT_RANGE
+from agent.bench.call import free_port, wait_for_line
+from agent.sip.useragent import RTP_PORT_RANGE
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -96,7 +96,7 @@ spool_dir = "{tmp / 'spool'}"
 """)
     log = tmp / "serve.log"
     with open(log, "w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "agent.cli", "serve", "--config",
+        proc = subprocess.Popen([sys.executable, "-m", "agent.cli.main", "serve", "--config",
                                  str(config)], stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
     if not wait_for_line(log, "event=ready", startup_s, proc):
         proc.kill()

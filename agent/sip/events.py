@@ -1,4 +1,4 @@
-"""Plain events the SIP user agent (:mod:`agent.sip`) puts on its queue, one per pjsua2 callback.
+"""Events the SIP user agent (:mod:`agent.sip.useragent`) queues, one per pjsua2 callback.
 
 Pure data (keys, strings, monotonic stamps): never a pjsua2 object, so whichever thread drops an
 event cannot free a pj object. Imports nothing.

@@ -16,11 +16,12 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from agent import cliopts, scoring
-from agent.pipeline import StageCache
-from agent.samples import QUESTIONS, spoken
+from agent.bench import scoring
+from agent.bench.samples import QUESTIONS, spoken
 from agent.simulate import simulate
+from agent.turn.runner import StageCache
 from db.records import TurnRecord
+from dialplan import Config
 
 STAGES = (
     ("endpoint", "endpoint_ms"),
@@ -32,6 +33,7 @@ STAGES = (
     ("LLM total", "llm_total_ms"),
     ("voice-to-voice", "voice_to_voice_ms"),
 )
+USES_CONFIG = True
 TARGETS = {"voice_to_voice_ms": 1200.0, "asr_rtf": 0.15, "tts_rtf": 0.35}
 
 
@@ -39,7 +41,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", default="default")
     p.add_argument("--rounds", type=int, default=1, help="times to run the 5 questions")
     p.add_argument("--format", choices=("table", "json"), default="table")
-    cliopts.add_common(p, db=False)
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -55,8 +56,7 @@ def summarize(turns: list[TurnRecord]) -> dict[str, dict[str, float | None]]:
     return out
 
 
-def run(args: argparse.Namespace) -> int:
-    config = cliopts.load(args)
+def run(args: argparse.Namespace, config: Config) -> int:
     profile = config.profiles[args.profile]
     console = Console(stderr=True)
     t0 = time.monotonic()

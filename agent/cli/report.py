@@ -15,7 +15,7 @@ import json
 import os
 import sys
 
-from agent import cliopts
+from agent.cli import options as cliopts
 
 
 def _since(text: str):

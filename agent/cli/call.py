@@ -1,13 +1,13 @@
 """``callagent call URI --play caller.wav [--record out.wav]``: a scripted test caller.
 
-Wiring only; the caller itself is :mod:`agent.caller` (pjsua2 through :mod:`agent.sip`).
+Wiring only; the caller is :mod:`agent.sip.caller` (pjsua2 via :mod:`agent.sip.useragent`).
 """
 
 from __future__ import annotations
 
 import argparse
 
-from agent import log
+from db import log
 
 
 def add_parser(subparsers) -> None:
@@ -26,7 +26,9 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agent.caller import call  # imports pjsua2 through agent.sip: only when calling
+    from agent.sip.caller import (
+        call,  # imports pjsua2 through agent.sip.useragent: only when calling
+    )
 
     result = call(args.uri, args.play, record=args.record, lead_s=args.lead,
                   after_s=args.after, port=args.port, rtp_port=args.rtp_port)

@@ -1,4 +1,8 @@
-"""``callagent simulate caller.wav``: one call from a file, through the real models, logged."""
+"""``callagent simulate caller.wav``: one call from a file into a real call session, logged.
+
+The audio reaches the same :class:`~agent.call.session.CallSession` a SIP call does (through
+:func:`agent.simulate.simulate`); the turns printed are the records it wrote to the call log.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +12,10 @@ import time
 import soundfile as sf
 from rich.console import Console
 
-from agent import cliopts
-from agent.pipeline import StageCache
+from agent.cli import options as cliopts
+from agent.cli.format import turn_json, turns_table
 from agent.simulate import simulate
-from agent.turnfmt import turn_json, turns_table
+from agent.turn.runner import StageCache
 from models.audio import read_audio
 
 
@@ -20,7 +24,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("wav", help="caller audio, any rate/encoding soundfile reads")
     p.add_argument("--profile", default="default", help="profile name from the config")
     p.add_argument("--out", help="write the agent's replies (8 kHz WAV) here")
-    p.add_argument("--fast", action="store_true", help="do not pace the audio in real time")
+    p.add_argument("--fast", action="store_true",
+                   help="skip the clock over frames while no model work is in flight")
+    p.add_argument("--no-greeting", action="store_true",
+                   help="do not play the profile's greeting (answer timing only)")
+    p.add_argument("--echo", type=float, default=0.0, metavar="GAIN",
+                   help="mix the agent's own voice back into the caller's channel at this level")
     p.add_argument("--format", choices=("table", "json"), default="table")
     p.add_argument("--no-log", action="store_true", help="do not write the call log")
     cliopts.add_common(p)
@@ -49,7 +58,8 @@ def run(args: argparse.Namespace) -> int:
 
         writer = CallLogWriter(config.db)
     try:
-        call = simulate(audio, rate, profile, stages, call_log=writer, fast=args.fast)
+        call = simulate(audio, rate, profile, stages, call_log=writer, fast=args.fast,
+                        greeting=not args.no_greeting, echo_gain=args.echo)
     finally:
         if writer is not None:
             writer.close()
@@ -59,5 +69,5 @@ def run(args: argparse.Namespace) -> int:
         for turn in call.turns:
             print(turn_json(turn))
     else:
-        Console().print(turns_table(call.turns, title=f"call {call.call_id}"))
+        Console().print(turns_table(call.turns, title=f"call {call.call_id} ({call.end_reason})"))
     return 0 if call.turns else 1

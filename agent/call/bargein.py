@@ -13,18 +13,7 @@ from __future__ import annotations
 import math
 from collections import deque
 
-import numpy as np
-
 from dialplan.options import AudioOptions
-from models.audio import pcm16_to_float
-
-
-def rms(pcm: bytes | np.ndarray) -> float:
-    """RMS level of int16 PCM, 0..1 of full scale."""
-    f = pcm16_to_float(pcm)
-    if len(f) == 0:
-        return 0.0
-    return float(np.sqrt(np.mean(f * f)))
 
 
 class BargeInGate:

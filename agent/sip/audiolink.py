@@ -1,7 +1,7 @@
 """The seam between one call's audio on the line and the rest of the program.
 
 A plain dataclass of two callables, so the session and the test fakes can speak to a phone line
-without importing pjsua2 (only :mod:`agent.sip` does).
+without importing pjsua2 (only :mod:`agent.sip.useragent` does).
 """
 
 from __future__ import annotations

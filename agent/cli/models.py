@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from agent import cliopts
+from agent.cli import options as cliopts
 from models import catalog
 from models.errors import ModelMissingError
 

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from agent.textsplit import ClauseSplitter, speakable
-from agent.turn import TurnTimeline
+from agent.turn.textsplit import ClauseSplitter, speakable
 from db.records import TurnRecord
+from db.timeline import TurnTimeline
 from dialplan.options import Profile
-from models.asr.base import ASR
+from models.asr.base import ASR, Transcript
 from models.audio import StreamResampler, float_to_pcm16
 from models.llm.base import LLM, Message
 from models.metrics import ASRMetrics, LLMMetrics, TTSMetrics
@@ -70,12 +70,21 @@ class TurnResult:
 
 
 class TurnRunner:
-    """Runs turns for one call with one profile's stages."""
+    """Runs turns for one call with one profile's stages.
 
-    def __init__(self, stages: Stages, profile: Profile, out_rate: int = 8000):
+    Args:
+        stages: the profile's shared models.
+        profile: prompt and stage options.
+        out_rate: sample rate of the audio handed to ``emit`` (the line's).
+        clock: where timeline stamps come from (``time.monotonic`` unless simulated).
+    """
+
+    def __init__(self, stages: Stages, profile: Profile, out_rate: int = 8000,
+                 clock: Callable[[], float] = time.monotonic):
         self.stages = stages
         self.profile = profile
         self.out_rate = out_rate
+        self.now = clock
         self._phrases: dict[str, np.ndarray] = {}
 
     def prime(self) -> None:
@@ -90,6 +99,12 @@ class TurnRunner:
             self._phrases[text] = float_to_pcm16(rs.process(speech.audio, last=True))
         return self._phrases[text]
 
+    def transcribe(self, utterance: Utterance | SpeechPaused, timeline: TurnTimeline) -> Transcript:
+        """ASR of the caller's speech; stamps ``asr_done_at``."""
+        tr = self.stages.asr.transcribe(utterance.audio)
+        timeline.asr_done_at = self.now()
+        return tr
+
     def run(
         self,
         utterance: Utterance | SpeechPaused,
@@ -98,6 +113,7 @@ class TurnRunner:
         emit: Callable[[np.ndarray], None],
         cancel: threading.Event,
         gate: threading.Event | None = None,
+        transcript: Transcript | None = None,
     ) -> TurnResult:
         """Answer one utterance.
 
@@ -111,13 +127,14 @@ class TurnRunner:
             gate: for a speculative turn (started before the endpoint): audio is held until
                 the caller sets it, having set ``timeline.endpoint_at``. A turn cancelled
                 before its gate opened leaves ``history`` untouched.
+            transcript: the utterance's transcript when the caller already ran
+                :meth:`transcribe` (the session does, to judge the end of the turn).
 
         Returns:
             Transcript, reply and per-stage metrics.
         """
         result = TurnResult(audio_in_s=utterance.duration_s)
-        tr = self.stages.asr.transcribe(utterance.audio)
-        timeline.asr_done_at = time.monotonic()
+        tr = transcript if transcript is not None else self.transcribe(utterance, timeline)
         result.transcript, result.asr = tr.text, tr.metrics
         if not tr.text or cancel.is_set():
             result.cancelled = cancel.is_set()
@@ -159,7 +176,7 @@ class TurnRunner:
                 speech = self.stages.tts.synthesize(item)
                 first_audio.set()
                 if timeline.tts_first_audio_at is None and len(speech.audio):
-                    timeline.tts_first_audio_at = time.monotonic()
+                    timeline.tts_first_audio_at = self.now()
                 result.tts.append(speech.metrics)
                 if cancel.is_set():
                     break
@@ -180,9 +197,8 @@ class TurnRunner:
         # words join the history only if the endpoint confirms the turn.
         through_gate()
         timeline.settle()
-        timeline.tts_done_at = time.monotonic()
+        timeline.tts_done_at = self.now()
         result.llm = stream.metrics
-        timeline.llm_done_at = result.llm.ended_at
         result.reply_text = stream.text.strip()
         result.cancelled = cancel.is_set()
         if not opened:  # speculation dropped: the caller kept talking; nothing was said
@@ -204,11 +220,11 @@ class TurnRunner:
         try:
             for piece in stream:
                 if timeline.llm_first_token_at is None:
-                    timeline.llm_first_token_at = time.monotonic()
+                    timeline.llm_first_token_at = self.now()
                 if cancel.is_set():
                     break
                 for chunk in splitter.push(piece):
-                    self._put(chunks, chunk, timeline)
+                    self._put(chunks, chunk, timeline, self.now)
                 if timeline.first_chunk_text_at is not None:
                     # The first clause's synthesis is the critical path: let TTS have both
                     # cores for it; the rest of the reply is generated while it plays.
@@ -216,22 +232,23 @@ class TurnRunner:
                         pass
             if not cancel.is_set():
                 for chunk in splitter.flush():
-                    self._put(chunks, chunk, timeline)
+                    self._put(chunks, chunk, timeline, self.now)
         except Exception as e:  # handed to run(), which raises it on the turn's own thread
             chunks.put(e)
         finally:
             # Closed here, on the thread iterating it: this releases the LLM's lock now,
             # not when the stream object is garbage-collected.
             stream.close()
+            timeline.llm_done_at = self.now()
             chunks.put(_DONE)
 
     @staticmethod
-    def _put(chunks: queue.Queue, text: str, timeline: TurnTimeline) -> None:
+    def _put(chunks: queue.Queue, text: str, timeline: TurnTimeline, now) -> None:
         text = speakable(text)
         if not text:
             return
         if timeline.first_chunk_text_at is None:
-            timeline.first_chunk_text_at = time.monotonic()
+            timeline.first_chunk_text_at = now()
         chunks.put(text)
 
 

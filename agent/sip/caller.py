@@ -4,7 +4,7 @@ Used by ``callagent call`` to try an agent by hand or from a script. Any file so
 (WAV of any rate and encoding, FLAC, OGG) is resampled with soxr to the line's 8 kHz. The call
 is hung up ``after_s`` seconds after the file has been played (or when the agent hangs up).
 
-SIP goes through :class:`agent.sip.SipAgent` (pjsua2 is imported there only); no models here.
+SIP goes through :class:`agent.sip.useragent.SipAgent` (the only pjsua2 importer); no models.
 """
 
 from __future__ import annotations
@@ -17,12 +17,11 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from agent.audiolink import AudioLink
-from agent.bargein import rms
-from agent.sip import SipAgent
-from agent.sip_events import CallConnected, CallDisconnected, MediaActive, SipError
+from agent.sip.audiolink import AudioLink
+from agent.sip.events import CallConnected, CallDisconnected, MediaActive, SipError
+from agent.sip.useragent import SipAgent
 from dialplan.options import SIPOptions
-from models.audio import float_to_pcm16, read_audio, resample
+from models.audio import float_to_pcm16, read_audio, resample, rms
 
 RATE = 8000
 FRAME = RATE // 50

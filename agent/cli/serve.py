@@ -1,7 +1,7 @@
 """``callagent serve``: answer SIP calls with the agent until SIGINT/SIGTERM.
 
 Wiring only (config, call log, :class:`~agent.server.Server`, signals); the logic lives in
-:mod:`agent.server` and :mod:`agent.session`.
+:mod:`agent.server` and :mod:`agent.call.session`.
 
 Supervision: the SIP stack runs native code that can crash the process (see SIP.md: a segfault
 was once seen after malformed INVITEs). Run it under a supervisor that restarts it
@@ -17,7 +17,8 @@ import faulthandler
 import signal
 import threading
 
-from agent import cliopts, log
+from agent.cli import options as cliopts
+from db import log
 
 
 def add_parser(subparsers) -> None:

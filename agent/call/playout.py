@@ -60,10 +60,13 @@ class Playout:
     Args:
         rate: sample rate of the frames (the SIP port's clock rate).
         max_gaps: how many frame intervals to keep for the percentiles.
+        clock: stamps of frames handed out (the call's clock).
     """
 
-    def __init__(self, rate: int = 8000, max_gaps: int = 5000):
+    def __init__(self, rate: int = 8000, max_gaps: int = 5000,
+                 clock: Callable[[], float] = time.monotonic):
         self.rate = rate
+        self._now = clock
         self.frame_samples = rate * FRAME_MS // 1000
         self.frame_bytes = self.frame_samples * 2
         self._silence = bytes(self.frame_bytes)
@@ -145,7 +148,7 @@ class Playout:
 
     def next_frame(self) -> bytes:
         """The next 20 ms frame: reply audio if queued, else silence. Never blocks for long."""
-        now = time.monotonic()
+        now = self._now()
         with self._lock:
             while self._q:
                 item, level = self._q.popleft()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from agent import cliopts
+from agent.cli import options as cliopts
 
 
 def add_parser(subparsers) -> None:

@@ -70,7 +70,7 @@ def utterances(n: int) -> list[np.ndarray]:
     import soundfile as sf
     import soxr
 
-    from agent.samples import QUESTIONS, speak_to_file
+    from agent.bench.samples import QUESTIONS, speak_to_file
 
     out = []
     with tempfile.TemporaryDirectory() as d:

@@ -1,6 +1,6 @@
 """What one call writes: call-log records (``CallLog.put``) and structured log lines.
 
-Split from :mod:`agent.session` so the state machine reads as decisions, not bookkeeping.
+Split from :mod:`agent.call.session` so the state machine reads as decisions, not bookkeeping.
 Imports no SIP and no database code: records are plain dataclasses from :mod:`db.records`.
 """
 
@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from agent import log
-from agent.pipeline import Stages, turn_record
-from agent.playout import PlayoutMetrics
-from agent.session_turn import Turn
+from agent.call.playout import PlayoutMetrics
+from agent.call.worker import Turn
+from agent.turn.runner import Stages, turn_record
+from db import log
 from db.records import CallEnded, CallLog, CallStarted, EventRecord, TurnRecord
 from dialplan.options import Profile
 

@@ -2,8 +2,8 @@
 
 It owns the pjsua2 endpoint, transports, the account, every ``Call`` and every audio port, and
 turns pjsua2 callbacks into plain dataclass events (:data:`SipEvent`) on a queue and 20 ms PCM
-frames handed to per-call :class:`~agent.audiolink.AudioLink` callables (events are defined in
-:mod:`agent.sip_events`). Nothing outside this module ever holds a pjsua2 object, so no other
+frames handed to per-call :class:`~agent.sip.audiolink.AudioLink` callables (events are defined in
+:mod:`agent.sip.events`). Nothing outside this module ever holds a pjsua2 object, so no other
 thread can free one (a pj object freed on an unregistered thread or
 after ``libDestroy`` aborts the process; see /work/shared/SIP.md).
 
@@ -28,8 +28,8 @@ from collections.abc import Callable
 
 import pjsua2 as pj
 
-from agent.audiolink import AudioLink
-from agent.sip_events import (
+from agent.sip.audiolink import AudioLink
+from agent.sip.events import (
     CallConnected,
     CallDisconnected,
     DtmfReceived,

@@ -28,11 +28,10 @@ from pathlib import Path
 
 import numpy as np
 
-from agent.bargein import rms
-from agent.samples import QUESTION
-from models.audio import alaw_decode, ulaw_decode
+from agent.bench.samples import QUESTION
+from models.audio import alaw_decode, rms, ulaw_decode
 
-SCENARIOS = Path(__file__).resolve().parents[1] / "tests" / "sipp"
+SCENARIOS = Path(__file__).resolve().parent / "sipp"
 SPEECH_RMS = 0.01  # RMS (of full scale) above which a packet's audio counts as speech
 
 
@@ -194,7 +193,7 @@ class Capture:
 
 
 def scenario(name: str, out: Path, **tokens: object) -> Path:
-    """Copy ``tests/sipp/NAME.xml`` to ``out`` with its ``@@TOKEN@@`` placeholders filled."""
+    """Copy ``agent/bench/sipp/NAME.xml`` to ``out`` with its ``@@TOKEN@@`` placeholders filled."""
     text = (SCENARIOS / f"{name}.xml").read_text()
     for key, value in tokens.items():
         text = text.replace(f"@@{key.upper()}@@", str(value))
@@ -257,7 +256,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agent.sip import RTP_PORT_RANGE  # pjsua2 only when the bench runs, not at CLI parse
+    from agent.sip.useragent import (
+        RTP_PORT_RANGE,  # pjsua2 only when the bench runs, not at CLI parse
+    )
 
     for tool in ("sipp", "tshark", "espeak-ng", "sox"):
         if shutil.which(tool) is None:
@@ -272,7 +273,7 @@ def run(args: argparse.Namespace) -> int:
     audio = spoken_ulaw(QUESTION, work / "question.ulaw")
     serve_log = work / "serve.log"
     with open(serve_log, "w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "agent.cli", "serve", "--config",
+        proc = subprocess.Popen([sys.executable, "-m", "agent.cli.main", "serve", "--config",
                                  str(config)], stdout=log, stderr=subprocess.STDOUT,
                                 cwd=Path(__file__).resolve().parents[1])
     try:

@@ -14,8 +14,8 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from agent.samples import QUESTIONS, spoken
-from agent.scoring import wer
+from agent.bench.samples import QUESTIONS, spoken
+from agent.bench.scoring import wer
 from dialplan.options import ASROptions, TTSOptions
 from models.audio import ASR_RATE, PHONE_RATE, pcm16_to_float, resample, through_phone_line
 from models.registry import ModelCache

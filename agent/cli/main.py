@@ -11,18 +11,18 @@ import importlib
 import os
 import sys
 
-from agent import log
+from db import log
 from dialplan import ConfigError
 from models.errors import ModelMissingError
 
 COMMANDS = (
-    "agent.cmd_models",
-    "agent.cmd_simulate",
-    "agent.cmd_serve",
-    "agent.cmd_call",
-    "agent.cmd_report",
-    "agent.cmd_db",
-    "agent.cmd_bench",
+    "agent.cli.models",
+    "agent.cli.simulate",
+    "agent.cli.serve",
+    "agent.cli.call",
+    "agent.cli.report",
+    "agent.cli.db",
+    "agent.cli.bench",
 )
 
 

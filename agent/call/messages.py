@@ -1,0 +1,74 @@
+"""What reaches a call session's thread: one typed message per kind, on one queue.
+
+The SIP side (or a simulated line) sends line events, the pjmedia clock thread sends frames and
+turn workers report progress; the session thread handles them one at a time, in order, so its
+state needs no locks. Plain frozen dataclasses, told apart with ``match``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the worker module imports this one
+    from agent.call.worker import Turn
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """20 ms of caller audio (16-bit PCM at the line rate), stamped on arrival."""
+
+    at: float
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class MediaActive:
+    """The call's audio is connected with ``codec``."""
+
+    codec: str
+
+
+@dataclass(frozen=True, slots=True)
+class Dtmf:
+    """An RFC 2833 digit."""
+
+    digit: str
+
+
+@dataclass(frozen=True, slots=True)
+class Disconnected:
+    """The SIP call is gone (BYE either way, or a failure)."""
+
+    by_local: bool
+    code: int = 200
+
+
+@dataclass(frozen=True, slots=True)
+class Shutdown:
+    """The process is stopping: hang up and close the records."""
+
+
+@dataclass(frozen=True, slots=True)
+class Transcribed:
+    """A turn's transcript is known (before its reply)."""
+
+    turn: Turn
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyAudio:
+    """A turn queued its first reply audio."""
+
+    turn: Turn
+
+
+@dataclass(frozen=True, slots=True)
+class TurnDone:
+    """A turn's worker has finished (answered, cancelled or failed)."""
+
+    turn: Turn
+
+
+Message = (Frame | MediaActive | Dtmf | Disconnected | Shutdown | Transcribed | ReplyAudio
+           | TurnDone)

@@ -1,0 +1,374 @@
+"""One phone call's conversation: an explicit state machine over audio frames and turns.
+
+A :class:`CallSession` owns one call's per-call state (VAD stream, resampler, segmenter,
+history, playout queue) and runs on its own thread. It connects the parts of a call and
+implements none: turn-taking decisions are :class:`~agent.call.turntaking.TurnTaking`'s, turn
+execution :class:`~agent.call.worker.TurnWorker`'s (over :class:`~agent.turn.runner.TurnRunner`),
+records :class:`~agent.call.recorder.CallRecorder`'s, the barge-in rule
+:class:`~agent.call.bargein.BargeInGate`'s.
+
+States: ``ringing`` (answered, no media yet) -> ``greeting`` -> ``listening`` <-> ``thinking``
+-> ``speaking`` -> ``listening`` ... -> ``ended``; :meth:`CallSession._set_state` is the only
+place a state changes, and it records a :class:`StateChanged`.
+
+Inbound frames come through :attr:`CallSession.link` (from pjsua2's clock thread on a call, from
+:class:`~agent.simulate.SimulatedLine` in ``simulate``; the sink only stamps and queues the
+bytes); outbound frames are taken from :class:`~agent.call.playout.Playout`. Every message to
+the session thread is a typed :mod:`agent.call.messages` dataclass. Imports no pjsua2 and no
+database code (records go to any ``CallLog.put``).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from agent.call.bargein import BargeInGate
+from agent.call.clock import REAL_TIME, Clock
+from agent.call.messages import (
+    Disconnected,
+    Dtmf,
+    Frame,
+    MediaActive,
+    Message,
+    ReplyAudio,
+    Shutdown,
+    Transcribed,
+    TurnDone,
+)
+from agent.call.playout import Playout
+from agent.call.recorder import CallInfo, CallRecorder
+from agent.call.turntaking import State, TurnTaking
+from agent.call.worker import TurnWorker
+from agent.sip.audiolink import AudioLink
+from agent.turn.runner import Stages, TurnRunner
+from db import log
+from db.records import CallLog
+from dialplan.options import Profile
+from models.audio import ASR_RATE, StreamResampler, pcm16_to_float, rms
+from models.llm.base import Message as ChatMessage
+from models.vad.segmenter import (
+    Segmenter,
+    SpeechPaused,
+    SpeechResumed,
+    SpeechStarted,
+    Utterance,
+)
+
+HANGUP_WAIT_S = 5.0  # no disconnect after our BYE: end anyway, do not hold the slot
+
+
+@dataclass(frozen=True)
+class StateChanged:
+    """One transition of the session's state machine."""
+
+    old: State
+    new: State
+    at: float
+    """Stamp of the call's clock."""
+
+
+class CallSession:
+    """Conversation logic for one call; see the module docstring.
+
+    Args:
+        profile: the persona the extension resolved to.
+        stages: shared models for that profile.
+        call_log: where records go (``put`` never blocks).
+        hangup: asks the line to end the call (any thread).
+        phrase: synthesised fixed phrases (greeting, goodbye), int16 at ``rate``; shared and
+            cached per profile by the server.
+        info: caller, extension, SIP Call-ID, source.
+        rate: sample rate of the line's frames (the port's clock rate).
+        clock: the call's clock (a simulation's may skip ahead).
+    """
+
+    def __init__(self, profile: Profile, stages: Stages, call_log: CallLog,
+                 hangup: Callable[[], None], phrase: Callable[[str], np.ndarray],
+                 info: CallInfo | None = None, rate: int = 8000, clock: Clock = REAL_TIME):
+        self.call_id = uuid.uuid4().hex[:16]
+        self.profile = profile
+        self.info = info or CallInfo()
+        self.rate = rate
+        self.clock = clock
+        self._rec = CallRecorder(call_log, self.call_id)
+        self._hangup = hangup
+        self._phrase = phrase
+        self.runner = TurnRunner(stages, profile, out_rate=rate, clock=clock.now)
+        self._segmenter = Segmenter(stages.vad.new_stream(), profile.audio,
+                                    model=stages.vad.model_name)
+        self._to16k = StreamResampler(rate, ASR_RATE)
+        self._gate = BargeInGate(profile.audio)
+        self.playout = Playout(rate, clock=clock.now)
+        self.link = AudioLink(sink=self._on_frame, source=self.playout.next_frame)
+        self._inbox: queue.SimpleQueue[Message] = queue.SimpleQueue()
+        self._closed = False
+        self.state: State = "ringing"
+        self.states: list[StateChanged] = []
+        self.history: list[ChatMessage] = []
+        worker = TurnWorker(self.runner, self.history, self.playout, self._inbox.put, clock)
+        self.turntaking = TurnTaking(self.call_id, profile.audio, worker, self._rec,
+                                 state=lambda: self.state, set_state=self._set_state)
+        self.barge_ins = 0
+        self.codec = ""
+        self.end_reason = ""
+        self._t0 = clock.now()
+        self._answered_at: float | None = None
+        self._idle_since = self._t0
+        self._closing = ""  # goodbye queued for this end reason
+        self._hangup_sent_at: float | None = None
+        self._priming: threading.Thread | None = None
+        self._frames_done = 0
+        self._line_s = 0.0  # seconds of inbound audio fed to the segmenter
+        self._progress = threading.Condition()
+        self._thread = threading.Thread(target=self._run, name=f"call-{self.call_id[:6]}",
+                                        daemon=True)
+
+    @property
+    def turns(self) -> int:
+        """Turns recorded so far."""
+        return self._rec.turns
+
+    @property
+    def computing(self) -> bool:
+        """Model work for this call is in flight (a turn's worker, or the LLM priming)."""
+        priming = self._priming is not None and self._priming.is_alive()
+        return priming or self.turntaking.in_flight
+
+    @property
+    def idle(self) -> bool:
+        """Listening, nothing computing, nothing playing: the caller has the floor."""
+        return (self.state == "listening" and not self.computing and not self.playout.busy
+                and not self._segmenter.in_speech and not self._rec.pending)
+
+    # ---- inputs (any thread) -----------------------------------------------------------------
+
+    def start(self) -> None:
+        """Record the call and start the session thread."""
+        self._rec.started(self.info, self.profile, self.runner.stages)
+        self._thread.start()
+
+    def media_active(self, codec: str) -> None:
+        self._inbox.put(MediaActive(codec))
+
+    def dtmf(self, digit: str) -> None:
+        self._inbox.put(Dtmf(digit))
+
+    def disconnected(self, by_local: bool, code: int = 200) -> None:
+        """The SIP call is gone (BYE either way, or a failure)."""
+        self._inbox.put(Disconnected(by_local, code))
+
+    def shutdown(self) -> None:
+        """The process is stopping: hang up and close the records."""
+        self._inbox.put(Shutdown())
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the session thread; True once it has ended."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def wait_frames(self, n: int, timeout: float = 5.0) -> bool:
+        """Block until the session thread has handled ``n`` inbound frames (or has ended)."""
+        with self._progress:
+            return self._progress.wait_for(
+                lambda: self._frames_done >= n or not self._thread.is_alive(), timeout)
+
+    def _on_frame(self, data: bytes) -> None:
+        # The line's clock thread: stamp and queue, nothing else.
+        if not self._closed:
+            self._inbox.put(Frame(self.clock.now(), data))
+
+    # ---- the session thread ------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            while self.state != "ended":
+                try:
+                    msg = self._inbox.get(timeout=0.05)
+                except queue.Empty:
+                    msg = None
+                if msg is not None:
+                    self._on_message(msg)
+                self._tick(self.clock.now())
+        except Exception as e:  # a bug must end this call, not the process
+            log.event("session-error", self.call_id, error=repr(e), level=40)
+            self._rec.event("error", repr(e))
+            self.end_reason = self.end_reason or "error"
+            self._hangup()
+        finally:
+            self._finish()
+
+    def _on_message(self, msg: Message) -> None:
+        match msg:
+            case Frame(at, data):
+                self._on_audio(at, data)
+                with self._progress:
+                    self._frames_done += 1
+                    self._progress.notify_all()
+            case MediaActive(codec):
+                self._media(codec)
+            case Dtmf(digit):
+                self._rec.event("dtmf", digit)
+                log.event("dtmf", self.call_id, digit=digit, state=self.state)
+            case Disconnected(by_local):
+                self.end_reason = self.end_reason or ("agent-hangup" if by_local
+                                                      else "caller-bye")
+                self._cancel_turns()
+                self._set_state("ended")
+            case Shutdown():
+                self.end_reason = self.end_reason or "shutdown"
+                self._request_hangup()
+            case ReplyAudio(turn):
+                self.turntaking.reply_audio(turn)
+            case Transcribed(turn):
+                self.turntaking.transcribed(turn, self.clock.now())
+            case TurnDone(turn):
+                self._turn_done(turn)
+
+    def _media(self, codec: str) -> None:
+        self.codec = codec
+        self._answered_at = self._idle_since = self.clock.now()
+        log.event("media", self.call_id, codec=codec)
+        # While the greeting plays, put this profile's system prompt back in the LLM's KV
+        # cache (another profile's call may have replaced it): the first turn starts warm.
+        self._priming = threading.Thread(target=self.runner.prime, daemon=True,
+                                         name=f"prime-{self.call_id[:6]}")
+        self._priming.start()
+        greeting = self.profile.greeting.strip()
+        if greeting:
+            self._set_state("greeting")
+            self._play(self._phrase(greeting))
+        else:
+            self._set_state("listening")
+
+    def _on_audio(self, at: float, data: bytes) -> None:
+        if self.state in ("ringing", "ended"):
+            return
+        level = rms(data)
+        events = self._segmenter.feed(self._to16k.process(pcm16_to_float(data)))
+        talking = self.state in ("greeting", "speaking") and not self._closing
+        if talking and self.playout.busy:
+            if self._gate.update(self._segmenter.last_probability, level, self.playout.level):
+                self._barge_in(at)
+        self._line_s += len(data) / 2 / self.rate
+        closing = bool(self._closing)
+        for ev in events:
+            if isinstance(ev, SpeechStarted):
+                self._idle_since = at
+                self.turntaking.speech_started(self._stamp(ev.start_s, at))
+            elif isinstance(ev, SpeechPaused):
+                self.turntaking.speech_paused(ev, self._stamp(ev.end_s, at), closing)
+            elif isinstance(ev, SpeechResumed):
+                self.turntaking.speech_resumed()
+            elif isinstance(ev, Utterance):
+                self.turntaking.utterance(ev, self._stamp(ev.end_s, at), at, closing)
+
+    def _stamp(self, audio_s: float, at: float) -> float:
+        """Clock stamp of a point of the inbound audio, from the arrival of the newest frame.
+
+        Line time, not segmenter time: the 16 kHz resampler releases audio in bursts (soxr HQ:
+        ~100 ms every 5 frames), so an event is seen up to 100 ms after the audio it is about.
+        """
+        return at - (self._line_s - audio_s)
+
+    def _turn_done(self, turn) -> None:
+        error = self.turntaking.turn_done(turn)
+        if error:
+            self._rec.event("error", error)
+            log.event("turn-error", self.call_id, error=error, level=40)
+
+    def _tick(self, now: float) -> None:
+        self.turntaking.tick(now)
+        if self._rec.pending:
+            self._rec.flush(self.playout.busy, self._t0)
+        if self.state == "speaking" and not self.playout.busy and not self.turntaking.reply_pending:
+            self.turntaking.turn = None
+            if self._closing:
+                self._request_hangup()
+            else:
+                self._idle_since = now
+                self._set_state("listening")
+        elif self.state == "greeting" and not self.playout.busy:
+            self._idle_since = now
+            self._set_state("listening")
+        if self._answered_at is None or self._closing or self.state == "ended":
+            if self._hangup_sent_at is not None and now - self._hangup_sent_at > HANGUP_WAIT_S:
+                self._set_state("ended")
+            return
+        lim = self.profile.limits
+        if now - self._answered_at >= lim.max_call_s:
+            self._goodbye("timeout")
+        elif (self.state == "listening" and not self._segmenter.in_speech
+              and now - self._idle_since >= lim.max_silence_s):
+            self._goodbye("silence")
+
+    # ---- actions -----------------------------------------------------------------------------
+
+    def _barge_in(self, at: float) -> None:
+        dropped = self.playout.clear()
+        self._gate.reset()
+        self.barge_ins += 1
+        self.turntaking.interrupt()
+        log.event("barge-in", self.call_id, state=self.state, dropped_ms=dropped * 20,
+                  detect_ms=round((self.clock.now() - at) * 1000, 1))
+        self._rec.event("barge-in", f"{self.state} dropped_ms={dropped * 20}")
+        self._set_state("listening")
+
+    def _goodbye(self, reason: str) -> None:
+        self._closing = reason
+        self.end_reason = reason
+        self._cancel_turns()
+        log.event("limit", self.call_id, reason=reason)
+        if self.profile.goodbye.strip():
+            self._play(self._phrase(self.profile.goodbye))
+        self._set_state("speaking")
+
+    def _play(self, pcm: np.ndarray) -> None:
+        self.playout.clear()
+        self.playout.start_reply()
+        self.playout.push(pcm)
+        self.playout.end_reply()
+
+    def _cancel_turns(self) -> None:
+        self.turntaking.cancel_all()
+        self.playout.clear()
+
+    def _request_hangup(self) -> None:
+        if self._hangup_sent_at is None:
+            self._hangup_sent_at = self.clock.now()
+            self._cancel_turns()
+            self._hangup()
+
+    def _set_state(self, new: State) -> None:
+        old = self.state
+        if new == old:
+            return
+        change = StateChanged(old, new, self.clock.now())
+        self.state = new
+        self.states.append(change)
+        self._gate.reset()
+        self._rec.event("state", f"{old}->{new}")
+        log.event("state", self.call_id, old=old, new=new)
+
+    def _finish(self) -> None:
+        self._closed = True
+        self._cancel_turns()
+        self.turntaking.join_all(5.0)
+        while True:  # a worker that just finished may have posted its TurnDone
+            try:
+                msg = self._inbox.get_nowait()
+            except queue.Empty:
+                break
+            if isinstance(msg, TurnDone):
+                self._turn_done(msg.turn)
+        self._rec.flush(self.playout.busy, self._t0, final=True)
+        self._set_state("ended")
+        with self._progress:
+            self._progress.notify_all()
+        self._rec.ended(self.end_reason or "error", self.barge_ins, self.codec,
+                        self.playout.metrics(), self.clock.now() - self._t0)

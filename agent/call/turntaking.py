@@ -1,0 +1,219 @@
+"""Turn-taking for one call: when the caller's turn starts, ends, and when its answer is heard.
+
+* At ``speculate_ms`` of silence (:class:`SpeechPaused`) a turn starts at once, its audio held
+  behind a gate; if the caller goes on (:class:`SpeechResumed`) it is dropped unheard.
+* At the VAD endpoint (:class:`Utterance`) the turn commits; the gate opens unless the
+  transcript sounds unfinished, in which case it waits up to the pause tolerance (capped by
+  ``max_endpoint_wait_ms`` after speech ended) for more speech.
+* If the caller speaks again before hearing anything, the pending turn is cancelled and its
+  utterance merged into the next one: one turn, one answer.
+
+:class:`TurnTaking` owns the turn state (current, held and last turn, speech start, echo
+suspicion) and runs on the session thread only. It changes the call's state only through the
+``set_state`` it is given (the session's single transition point). Imports no SIP and no
+database code; ``simulate`` and ``serve`` both reach these decisions through a
+:class:`~agent.call.session.CallSession`, never through a copy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Literal
+
+from agent.call.endpointing import hold_s, merge, sounds_unfinished
+from agent.call.recorder import CallRecorder
+from agent.call.worker import Turn, TurnWorker
+from db import log
+from db.timeline import TurnTimeline
+from dialplan.options import AudioOptions
+from models.vad.segmenter import SpeechPaused, Utterance
+
+State = Literal["ringing", "greeting", "listening", "thinking", "speaking", "ended"]
+
+
+class TurnTaking:
+    """Turn start, speculation, endpoint, gate and merge decisions for one call.
+
+    Args:
+        call_id: for log lines.
+        audio: VAD and endpointing options of the profile.
+        worker: runs each turn on its own thread.
+        recorder: the call's records (finished turns are queued on it).
+        state: reads the session's state.
+        set_state: the session's only transition method.
+    """
+
+    def __init__(self, call_id: str, audio: AudioOptions, worker: TurnWorker,
+                 recorder: CallRecorder, state: Callable[[], State],
+                 set_state: Callable[[State], None]):
+        self.call_id = call_id
+        self.audio = audio
+        self.worker = worker
+        self._rec = recorder
+        self._state = state
+        self._set_state = set_state
+        self.turn: Turn | None = None
+        """The turn being answered or speculated on, until its reply has been heard."""
+        self.held: Turn | None = None
+        """An unanswered utterance waiting to be merged with the next one."""
+        self.last: Turn | None = None
+        """The newest turn started: the next one waits for its worker (shared history)."""
+        self.started = 0
+        self._speech_start_at: float | None = None
+        self._echo_suspect = False  # speech began while the agent was talking
+
+    # ---- segmenter events ------------------------------------------------------------------
+
+    def speech_started(self, start_at: float) -> None:
+        """Confirmed caller speech that began at ``start_at``."""
+        state = self._state()
+        if state in ("greeting", "speaking"):
+            self._echo_suspect = True
+            return
+        turn = self.turn
+        if state == "thinking" and turn is not None and not turn.audible:
+            # The caller resumed before hearing a reply: one turn, answer it after the rest.
+            turn.merged = True
+            turn.cancel.set()
+            self.held, self.turn = turn, None
+            log.event("turn-resumed", self.call_id, pause_ms=round(
+                (start_at - (turn.timeline.speech_end_at or start_at)) * 1000))
+            self._set_state("listening")
+        self._speech_start_at = start_at
+
+    def speech_paused(self, ev: SpeechPaused, end_at: float, closing: bool) -> None:
+        """Silence began: run the turn now, its audio held behind the gate until the endpoint."""
+        if self._state() != "listening" or closing or self._echo_suspect:
+            return
+        timeline = TurnTimeline(speech_start_at=self._speech_start_at, speech_end_at=end_at)
+        self._new_turn(ev, timeline)
+
+    def speech_resumed(self) -> None:
+        """The caller went on within the hangover: the speculation is dropped unheard."""
+        turn = self.turn
+        if turn is not None and not turn.endpointed:
+            turn.cancel.set()  # the runner leaves the history alone: its gate never opened
+            self.held, self.turn = turn.merged_from, None
+
+    def utterance(self, utt: Utterance, end_at: float, at: float, closing: bool) -> None:
+        """The VAD endpoint at ``at`` (speech ended at ``end_at``): commit the turn."""
+        if self._echo_suspect:
+            self._echo_suspect = False
+            log.event("speech-ignored", self.call_id, reason="during-reply",
+                      duration_s=round(utt.duration_s, 2))
+            self._rec.event("speech-ignored", f"during-reply duration_s={utt.duration_s:.2f}")
+            return
+        if self._state() not in ("listening", "thinking") or closing:
+            return
+        turn = self.turn
+        if turn is not None and (turn.endpointed or turn.cancel.is_set()):
+            turn = None  # an earlier turn (answered or cut): this utterance starts a new one
+        if turn is not None:
+            held = turn.merged_from.utterance.audio if turn.merged_from else ()
+            if len(turn.utterance.audio) == len(held) + len(utt.audio):
+                turn.timeline.endpoint_at = at  # the speculation holds: same audio
+            else:  # cut by max_utterance_s or similar: start over on the real utterance
+                self.speech_resumed()
+                turn = None
+        if turn is None:
+            timeline = TurnTimeline(speech_start_at=self._speech_start_at, endpoint_at=at,
+                                    speech_end_at=end_at)
+            turn = self._new_turn(utt, timeline)
+        turn.endpointed = True
+        self._set_state("thinking")
+        self._open_gate(turn, at)
+        if turn.done:
+            self._settle(turn)
+
+    # ---- worker messages -------------------------------------------------------------------
+
+    def transcribed(self, turn: Turn, now: float) -> None:
+        if turn is self.turn:
+            self._open_gate(turn, now)
+
+    def reply_audio(self, turn: Turn) -> None:
+        if turn is self.turn and self._state() == "thinking":
+            self._set_state("speaking")
+
+    def turn_done(self, turn: Turn) -> str:
+        """The worker finished; returns its error (empty if none) for the session to record."""
+        turn.done = True
+        if turn.merged or not turn.endpointed:
+            return turn.error  # superseded by a merged turn, or a speculation talked over
+        self._settle(turn)
+        if turn.result is None or not turn.result.transcript:
+            if turn.result is not None:
+                log.event("speech-empty", self.call_id, duration_s=round(
+                    turn.utterance.duration_s, 2))
+        elif turn.gate.is_set():
+            self._rec.pending.append(turn)
+        return turn.error
+
+    # ---- session actions -------------------------------------------------------------------
+
+    def tick(self, now: float) -> None:
+        """Open a held gate whose pause-tolerance wait has run out."""
+        turn = self.turn
+        if turn is not None and turn.hold_until is not None and not turn.gate.is_set():
+            self._open_gate(turn, now)
+
+    def interrupt(self) -> None:
+        """Barge-in: the turn being heard is cut (still recorded when its worker finishes)."""
+        turn, self.turn = self.turn, None
+        self._echo_suspect = False
+        if turn is not None:
+            turn.barge_in = True
+            turn.cancel.set()
+
+    def cancel_all(self) -> None:
+        for turn in (self.turn, self.held):
+            if turn is not None:
+                turn.cancel.set()
+
+    def join_all(self, timeout: float) -> None:
+        for turn in (self.turn, self.held, self.last):
+            if turn is not None:
+                turn.join(timeout)
+
+    @property
+    def in_flight(self) -> bool:
+        """A worker is computing (ASR, LLM or TTS) for this call."""
+        return any(t is not None and t.running for t in (self.turn, self.held, self.last))
+
+    @property
+    def reply_pending(self) -> bool:
+        """A committed turn has not finished producing its reply."""
+        return self.turn is not None and not self.turn.done
+
+    # ---- internals -------------------------------------------------------------------------
+
+    def _new_turn(self, utt: Utterance | SpeechPaused, timeline: TurnTimeline) -> Turn:
+        held, self.held = self.held, None
+        if held is not None:
+            utt = merge(held.utterance, utt)
+            timeline.speech_start_at = held.timeline.speech_start_at
+        turn = Turn(index=self.started, utterance=utt, timeline=timeline,
+                    history_len=len(self.worker.history), after=held or self.last,
+                    merged_from=held)
+        self.started += 1
+        self.turn = self.last = turn
+        self.worker.start(turn, self.call_id)
+        return turn
+
+    def _open_gate(self, turn: Turn, now: float) -> None:
+        """Let the turn be heard once endpointed, unless its words sound unfinished."""
+        if (turn.gate.is_set() or turn.cancel.is_set() or not turn.endpointed
+                or turn.transcript is None):
+            return
+        if sounds_unfinished(turn.transcript):
+            if turn.hold_until is None:
+                turn.hold_until = turn.timeline.speech_end_at + hold_s(self.audio)
+            if now < turn.hold_until:
+                return
+            turn.timeline.endpoint_at = now  # the endpoint is the end of the held wait
+        turn.gate.set()
+
+    def _settle(self, turn: Turn) -> None:
+        if turn is self.turn and self._state() == "thinking":
+            self.turn = None if not turn.audible else turn
+            self._set_state("speaking" if turn.audible else "listening")

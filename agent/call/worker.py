@@ -1,0 +1,132 @@
+"""Turns in flight inside a call: their data, and the worker thread that answers each one.
+
+The call's turn-taking (:mod:`agent.call.turntaking`) decides *when* a turn runs and when its
+audio may be heard (the gate); this module runs it: ASR first (the transcript goes back to the
+session at once, which decides from the words whether the caller has finished), then
+:class:`~agent.turn.runner.TurnRunner` with that transcript, on a worker thread. Imports no SIP
+and no database code.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from agent.call.clock import Clock
+from agent.call.messages import Message, ReplyAudio, Transcribed, TurnDone
+from agent.call.playout import Playout
+from agent.turn.runner import TurnResult, TurnRunner
+from db.timeline import TurnTimeline
+from models.llm.base import Message as ChatMessage
+from models.vad.segmenter import SpeechPaused, Utterance
+
+
+@dataclass(eq=False)
+class Turn:
+    """A caller utterance being answered.
+
+    Two threads touch it, each its own fields. The session thread (turn-taking) owns
+    ``endpointed``, ``hold_until``, ``merged``, ``barge_in`` and the two events it sets
+    (``cancel``, ``gate``). The worker writes ``transcript``, ``result``, ``error`` and
+    ``audible``, each write followed by a message to the session, which reads them only after
+    that message.
+    """
+
+    index: int
+    utterance: Utterance | SpeechPaused
+    timeline: TurnTimeline
+    history_len: int
+    """Length of the call's history before this turn (rolled back to it if merged away)."""
+    after: Turn | None = None
+    """A previous turn whose worker must finish first (it may still touch the history)."""
+    merged_from: Turn | None = None
+    """The earlier, unanswered turn whose utterance this one continues."""
+    # -- session thread
+    endpointed: bool = False
+    """The VAD hangover has elapsed; False while the turn runs speculatively."""
+    hold_until: float | None = None
+    """Clock deadline of the pause-tolerance wait, once one started."""
+    merged: bool = False
+    """Cancelled because the caller went on talking: its utterance joins the next one."""
+    barge_in: bool = False
+    cancel: threading.Event = field(default_factory=threading.Event)
+    gate: threading.Event = field(default_factory=threading.Event)
+    """Opened by the session once the turn is endpointed and does not sound unfinished."""
+    # -- worker thread
+    transcript: str | None = None
+    """Known right after ASR, before the LLM starts."""
+    result: TurnResult | None = None
+    error: str = ""
+    audible: bool = False
+    """Reply audio has been queued for playout."""
+    done: bool = False
+    """Set by the session when the worker's TurnDone arrives."""
+    thread: threading.Thread | None = None
+
+    def join(self, timeout: float | None = None) -> None:
+        if self.thread is not None and self.thread is not threading.current_thread():
+            self.thread.join(timeout)
+
+    @property
+    def running(self) -> bool:
+        """Its worker thread is still working."""
+        return self.thread is not None and self.thread.is_alive()
+
+
+class TurnWorker:
+    """Runs one call's turns, each on its own thread, through :class:`TurnRunner`.
+
+    Args:
+        runner: the call's turn runner.
+        history: the call's chat history (appended by the runner once a gate opened).
+        playout: where reply audio goes.
+        post: sends messages to the session thread.
+        clock: the call's clock.
+    """
+
+    def __init__(self, runner: TurnRunner, history: list[ChatMessage], playout: Playout,
+                 post: Callable[[Message], None], clock: Clock):
+        self.runner = runner
+        self.history = history
+        self.playout = playout
+        self.post = post
+        self.clock = clock
+
+    def start(self, turn: Turn, call_id: str) -> None:
+        turn.thread = threading.Thread(target=self._work, args=(turn,), daemon=True,
+                                       name=f"turn-{call_id[:6]}-{turn.index}")
+        turn.thread.start()
+
+    def _work(self, turn: Turn) -> None:
+        try:
+            if turn.after is not None:
+                turn.after.join()  # it may still append to (or roll back) the history
+            if turn.cancel.is_set():
+                return
+            transcript = self.runner.transcribe(turn.utterance, turn.timeline)
+            turn.transcript = transcript.text
+            self.post(Transcribed(turn))
+            turn.result = self.runner.run(turn.utterance, turn.timeline, self.history,
+                                          lambda pcm: self._emit(turn, pcm), turn.cancel,
+                                          gate=turn.gate, transcript=transcript)
+            if turn.merged:
+                del self.history[turn.history_len:]
+        except Exception as e:
+            turn.error = repr(e)
+        finally:
+            if turn.audible and not turn.cancel.is_set():
+                self.playout.end_reply()
+            self.post(TurnDone(turn))
+
+    def _emit(self, turn: Turn, pcm: np.ndarray) -> None:
+        if turn.cancel.is_set():
+            return
+        if not turn.audible:
+            turn.audible = True
+            timeline = turn.timeline
+            self.playout.start_reply(lambda t: setattr(timeline, "first_frame_out_at", t))
+            self.post(ReplyAudio(turn))
+        self.playout.push(pcm)

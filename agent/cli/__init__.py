@@ -1,0 +1,1 @@
+"""The ``callagent`` command line: one thin module per command, formatting only."""

@@ -1,0 +1,38 @@
+"""``callagent bench pipeline|asr|call``: benchmarks that print numbers and ratios."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+from agent.cli import options as cliopts
+
+BENCHES = {
+    "pipeline": ("agent.bench.pipeline", "speech loop on 5 fixed utterances, p50/p95 per stage"),
+    "asr": ("agent.bench.asr", "ASR backends: load time, latency, RTF, optimization speedups"),
+    "wer": ("agent.bench.wer", "ASR word error rate on 8 kHz phone audio per model and voice"),
+    "call": ("agent.bench.call", "voice-to-voice on the wire with sipp, 1 and 4 calls"),
+}
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("bench", help="benchmarks (numbers, not pass/fail)")
+    bsub = p.add_subparsers(dest="bench", required=True)
+    for name, (module, help_text) in BENCHES.items():
+        bp = bsub.add_parser(name, help=help_text)
+        mod = importlib.import_module(module)
+        mod.add_arguments(bp)
+        if getattr(mod, "USES_CONFIG", False):
+            cliopts.add_common(bp, db=False)
+        bp.set_defaults(func=_entry(mod))
+
+
+def _entry(mod):
+    """A bench's ``run``, given the loaded config when it declares ``USES_CONFIG``."""
+
+    def run(args: argparse.Namespace) -> int:
+        if getattr(mod, "USES_CONFIG", False):
+            return mod.run(args, cliopts.load(args))
+        return mod.run(args)
+
+    return run

@@ -1,0 +1,1 @@
+"""3. One turn: utterance -> ASR -> streamed LLM -> clause splitter -> TTS -> line-rate audio."""
