@@ -45,6 +45,16 @@ class Disconnected:
 
 
 @dataclass(frozen=True, slots=True)
+class LineDead:
+    """The line is gone without a BYE (no RTP for ``limits.rtp_timeout_s``...).
+
+    The session hangs up at once, speaks no goodbye into nothing, and ends with ``reason``.
+    """
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class Shutdown:
     """The process is stopping: hang up and close the records."""
 
@@ -70,5 +80,5 @@ class TurnDone:
     turn: Turn
 
 
-Message = (Frame | MediaActive | Dtmf | Disconnected | Shutdown | Transcribed | ReplyAudio
-           | TurnDone)
+Message = (Frame | MediaActive | Dtmf | Disconnected | LineDead | Shutdown | Transcribed
+           | ReplyAudio | TurnDone)

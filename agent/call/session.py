@@ -34,6 +34,7 @@ from agent.call.messages import (
     Disconnected,
     Dtmf,
     Frame,
+    LineDead,
     MediaActive,
     Message,
     ReplyAudio,
@@ -163,6 +164,10 @@ class CallSession:
         """The SIP call is gone (BYE either way, or a failure)."""
         self._inbox.put(Disconnected(by_local, code))
 
+    def line_dead(self, reason: str) -> None:
+        """The line is dead without a BYE (``rtp-timeout``...): hang up, no goodbye."""
+        self._inbox.put(LineDead(reason))
+
     def shutdown(self) -> None:
         """The process is stopping: hang up and close the records."""
         self._inbox.put(Shutdown())
@@ -220,6 +225,11 @@ class CallSession:
                                                       else "caller-bye")
                 self._cancel_turns()
                 self._set_state("ended")
+            case LineDead(reason):
+                self.end_reason = self.end_reason or reason
+                log.event("line-dead", self.call_id, reason=reason)
+                self._rec.event("line-dead", reason)
+                self._request_hangup()
             case Shutdown():
                 self.end_reason = self.end_reason or "shutdown"
                 self._request_hangup()
