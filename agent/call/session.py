@@ -302,9 +302,11 @@ class CallSession:
                 self._request_hangup()
             else:
                 self._idle_since = now
+                self.turntaking.agent_quiet(self.playout.last_audio_at or now)
                 self._set_state("listening")
         elif self.state == "greeting" and not self.playout.busy:
             self._idle_since = now
+            self.turntaking.agent_quiet(self.playout.last_audio_at or now)
             self._set_state("listening")
         if self._answered_at is None or self._closing or self.state == "ended":
             if self._hangup_sent_at is not None and now - self._hangup_sent_at > HANGUP_WAIT_S:

@@ -29,6 +29,9 @@ from dialplan.options import AudioOptions
 from models.vad.segmenter import SpeechPaused, Utterance
 
 State = Literal["ringing", "greeting", "listening", "thinking", "speaking", "ended"]
+ECHO_TAIL_S = 0.4
+"""Echo of the agent's voice ends this long after its audio does (the barge-in gate's echo
+window): speech going on longer than that after the agent fell silent is the caller's."""
 
 
 class TurnTaking:
@@ -61,6 +64,7 @@ class TurnTaking:
         self.started = 0
         self._speech_start_at: float | None = None
         self._echo_suspect = False  # speech began while the agent was talking
+        self._agent_quiet_at: float | None = None  # ...and the agent stopped talking here
 
     # ---- segmenter events ------------------------------------------------------------------
 
@@ -68,7 +72,11 @@ class TurnTaking:
         """Confirmed caller speech that began at ``start_at``."""
         state = self._state()
         if state in ("greeting", "speaking"):
+            # Echo, a backchannel, or the caller talking over the agent: decided once the agent
+            # falls silent (see _is_callers).
             self._echo_suspect = True
+            self._agent_quiet_at = None
+            self._speech_start_at = start_at
             return
         turn = self.turn
         if state == "thinking" and turn is not None and not turn.audible:
@@ -83,6 +91,8 @@ class TurnTaking:
 
     def speech_paused(self, ev: SpeechPaused, end_at: float, closing: bool) -> None:
         """Silence began: run the turn now, its audio held behind the gate until the endpoint."""
+        if self._echo_suspect and self._is_callers(end_at):
+            self._echo_suspect = False
         if self._state() != "listening" or closing or self._echo_suspect:
             return
         timeline = TurnTimeline(speech_start_at=self._speech_start_at, speech_end_at=end_at)
@@ -99,10 +109,16 @@ class TurnTaking:
         """The VAD endpoint at ``at`` (speech ended at ``end_at``): commit the turn."""
         if self._echo_suspect:
             self._echo_suspect = False
-            log.event("speech-ignored", self.call_id, reason="during-reply",
-                      duration_s=round(utt.duration_s, 2))
-            self._rec.event("speech-ignored", f"during-reply duration_s={utt.duration_s:.2f}")
-            return
+            if not self._is_callers(end_at):
+                # Over the agent's audio from start to end, too quiet or short to barge in:
+                # echo or a backchannel ("uh-huh"). Not answered, but never dropped unseen.
+                log.event("speech-ignored", self.call_id, reason="during-reply",
+                          duration_s=round(utt.duration_s, 2))
+                self._rec.event("speech-ignored",
+                                f"during-reply duration_s={utt.duration_s:.2f}")
+                return
+            log.event("overlap-kept", self.call_id, duration_s=round(utt.duration_s, 2),
+                      after_agent_ms=round((end_at - self._agent_quiet_at) * 1000))
         if self._state() not in ("listening", "thinking") or closing:
             return
         turn = self.turn
@@ -151,6 +167,10 @@ class TurnTaking:
 
     # ---- session actions -------------------------------------------------------------------
 
+    def agent_quiet(self, at: float) -> None:
+        """The agent's greeting or reply has finished playing (not cut by a barge-in)."""
+        self._agent_quiet_at = at
+
     def tick(self, now: float) -> None:
         """Open a held gate whose pause-tolerance wait has run out."""
         turn = self.turn
@@ -186,6 +206,11 @@ class TurnTaking:
         return self.turn is not None and not self.turn.done
 
     # ---- internals -------------------------------------------------------------------------
+
+    def _is_callers(self, end_at: float) -> bool:
+        """Speech that began over the agent and went on after it fell silent is the caller's."""
+        quiet = self._agent_quiet_at
+        return quiet is not None and end_at - quiet >= ECHO_TAIL_S
 
     def _new_turn(self, utt: Utterance | SpeechPaused, timeline: TurnTimeline) -> Turn:
         held, self.held = self.held, None
