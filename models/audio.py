@@ -14,7 +14,16 @@ import soundfile as sf
 import soxr
 
 PHONE_RATE = 8000
+"""Sample rate of a G.711 line (and of pjsua2's bridge: G.722 calls are resampled to it)."""
 ASR_RATE = 16000
+"""Sample rate the VAD and ASR models take."""
+FRAME_MS = 20
+"""One line frame: the RTP packet time and pjsua2's bridge tick."""
+
+
+def frame_samples(rate: int = PHONE_RATE) -> int:
+    """Samples in one :data:`FRAME_MS` frame at ``rate`` (160 on a phone line)."""
+    return rate * FRAME_MS // 1000
 
 
 class StreamResampler:

@@ -20,18 +20,17 @@ import soundfile as sf
 from sipp.harness import ROOT, start_agent
 
 from agent.bench.call import (
-    SPEECH_RMS,
     Capture,
     free_port,
+    levels,
     scenario,
     sipp,
-    speech_runs,
     split_calls,
     spoken_ulaw,
 )
 from agent.bench.samples import QUESTION
 from agent.bench.scoring import wer
-from models.audio import rms
+from models.audio import FRAME_MS, PHONE_RATE, SPEECH_RMS, frame_samples, rms, speech_runs
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.sip, pytest.mark.model]
@@ -81,7 +80,7 @@ def question(tmp_path_factory):
 @pytest.fixture(scope="module")
 def quiet(tmp_path_factory):
     path = tmp_path_factory.mktemp("audio") / "silence.ulaw"
-    path.write_bytes(b"\xff" * 8000 * 10)  # μ-law silence
+    path.write_bytes(b"\xff" * PHONE_RATE * 10)  # μ-law silence
     return path
 
 
@@ -104,7 +103,7 @@ def test_question_is_answered_over_rtp(agent, question, tmp_path):
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-1000:]
     (call,) = split_calls(cap.packets(), agent.rtp_ports).values()
     assert len(call.agent) > 700  # 20 ms packets for ~20 s, silence included
-    asked = speech_runs(call.caller)
+    asked = speech_runs(levels(call.caller))
     reply = call.reply_runs()
     assert asked and reply, f"caller {asked}, agent after it {reply}: {agent.events('turn')}"
     assert sum(b - a for a, b in reply) >= 1.0  # a spoken reply, not a click
@@ -134,12 +133,14 @@ def test_callagent_call_plays_a_wav_and_records_the_reply(agent, tmp_path):
         capture_output=True, text=True, timeout=90, cwd=ROOT)
     assert res.returncode == 0, res.stdout[-1500:] + res.stderr[-1500:]
     heard, rate = sf.read(out, dtype="int16")
-    assert rate == 8000 and len(heard) / rate > 14  # lead + question + 12 s
-    frames = heard[: len(heard) // 160 * 160].reshape(-1, 160)  # 20 ms at 8 kHz
+    assert rate == PHONE_RATE and len(heard) / rate > 14  # lead + question + 12 s
+    n = frame_samples(PHONE_RATE)
+    frames = heard[: len(heard) // n * n].reshape(-1, n)
     loud = np.array([rms(f) > SPEECH_RMS for f in frames])
-    question_end = int((2.5 + sf.info(wav).duration) * 50)
-    assert loud[:question_end].sum() * 0.02 >= 0.8  # the greeting
-    assert loud[question_end:].sum() * 0.02 >= 1.0  # the reply after the question
+    frame_s = FRAME_MS / 1000
+    question_end = int((2.5 + sf.info(wav).duration) / frame_s)
+    assert loud[:question_end].sum() * frame_s >= 0.8  # the greeting
+    assert loud[question_end:].sum() * frame_s >= 1.0  # the reply after the question
     assert wait_until(lambda: len(agent.query("SELECT id FROM turns")) > before)
     (transcript,) = agent.query("SELECT transcript FROM turns ORDER BY id DESC LIMIT 1")[0]
     assert wer(QUESTION, transcript) <= 0.30, transcript
@@ -194,7 +195,7 @@ def test_caller_hangs_up_mid_reply(agent, quiet, tmp_path):
     assert res.returncode == 0, res.stdout[-1500:]
     (call,) = split_calls(cap.packets(), agent.rtp_ports).values()
     # The greeting was playing when the caller hung up, and the agent stopped sending at once.
-    runs = speech_runs(call.agent)
+    runs = speech_runs(levels(call.agent))
     assert runs and runs[-1][1] >= call.agent[-1].at - 0.2
     assert call.agent[-1].at <= bye_at + 0.5
     assert wait_until(lambda: call_log_rows(agent, "103"))
@@ -217,8 +218,8 @@ def test_barge_in_stops_the_greeting(agent, tmp_path):
         res = sipp(xml, "103", agent.port, local, media)
     assert res.returncode == 0, res.stdout[-1500:]
     (call,) = split_calls(cap.packets(), agent.rtp_ports).values()
-    caller_start, caller_end = speech_runs(call.caller)[0]
-    loud = [p.at for p in call.agent if p.level > 0.01]
+    caller_start, caller_end = speech_runs(levels(call.caller))[0]
+    loud = [p.at for p in call.agent if p.level > SPEECH_RMS]
     assert [t for t in loud if t < caller_start], "no greeting before the caller spoke"
     (event,) = agent.events("barge-in")
     assert event["state"] == "greeting"

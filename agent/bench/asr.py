@@ -10,7 +10,6 @@ only when benchmarked; no pipeline logic lives here.
 from __future__ import annotations
 
 import argparse
-import statistics
 import tempfile
 import time
 from dataclasses import dataclass, field, replace
@@ -18,9 +17,10 @@ from pathlib import Path
 
 import numpy as np
 
+from db.stats import percentile
 from dialplan.options import ASROptions, VoxtralOptions
+from models.audio import ASR_RATE
 
-RATE = 16000
 EAGER = VoxtralOptions(attention="eager", dtype="float32", compile="off", static_cache="off",
                        batch_window_ms=0)
 
@@ -44,9 +44,10 @@ class Result:
     def rtf(self) -> float:
         return self.total_s / self.audio_s if self.audio_s else 0.0
 
-    def pct(self, q: float) -> float:
-        xs = sorted(self.latencies_s)
-        return xs[min(len(xs) - 1, round(q / 100 * (len(xs) - 1)))] if xs else 0.0
+    def pct_ms(self, q: float) -> str:
+        """The ``q``-th latency percentile in ms, for the table."""
+        v = percentile(self.latencies_s, q)
+        return "-" if v is None else f"{v * 1000:.1f}"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -79,7 +80,7 @@ def utterances(n: int) -> list[np.ndarray]:
                                 wpm=150 + 10 * (i // len(QUESTIONS)))
             audio, rate = sf.read(str(wav), dtype="float32", always_2d=True)
             mono = audio.mean(axis=1)
-            out.append(soxr.resample(mono, rate, RATE).astype(np.float32))
+            out.append(soxr.resample(mono, rate, ASR_RATE).astype(np.float32))
     return out
 
 
@@ -174,9 +175,7 @@ def _print(results: list[Result], title: str) -> None:
     for r in results:
         speed = ref.total_s / r.total_s if r.total_s else 0.0
         same = "yes" if r.texts == ref.texts else "NO"
-        p50 = statistics.median(r.latencies_s) * 1000
-        table.add_row(r.name, f"{r.load_s:.2f}",
-                      f"{p50:.1f}", f"{r.pct(95) * 1000:.1f}", f"{r.rtf:.3f}",
+        table.add_row(r.name, f"{r.load_s:.2f}", r.pct_ms(50), r.pct_ms(95), f"{r.rtf:.3f}",
                       f"{speed:.2f}x", same if r is not ref else "-")
     Console().print(table)
 
@@ -184,7 +183,7 @@ def _print(results: list[Result], title: str) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``callagent bench asr``; prints a rich table, returns the exit status."""
     audios = utterances(max(1, args.n))
-    total = sum(len(a) for a in audios) / RATE
+    total = sum(len(a) for a in audios) / ASR_RATE
     print(f"{len(audios)} utterances, {total:.1f} s of espeak-ng speech at 16 kHz")
     if args.backend == "faster-whisper":
         opts = ASROptions(backend="faster-whisper", model=args.model or "tiny.en",

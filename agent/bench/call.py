@@ -9,7 +9,8 @@ spoken question (espeak-ng, 8 kHz μ-law). From the capture, per call:
 * frame gap = interval between consecutive agent RTP packets inside a reply (target <= 40 ms).
 
 A benchmark, not a test: it prints numbers and asserts nothing. The wire helpers (pcap reader,
-RTP parsing, speech runs) are shared with the SIP acceptance tests. Imports no pjsua2.
+RTP parsing, packet levels) are shared with the SIP acceptance tests; speech runs come from the
+one detector, :func:`models.audio.speech_runs`. Imports no pjsua2.
 """
 
 from __future__ import annotations
@@ -29,10 +30,10 @@ from pathlib import Path
 import numpy as np
 
 from agent.bench.samples import QUESTION
-from models.audio import alaw_decode, rms, ulaw_decode
+from db.stats import percentile
+from models.audio import PHONE_RATE, alaw_decode, rms, speech_runs, ulaw_decode
 
 SCENARIOS = Path(__file__).resolve().parent / "sipp"
-SPEECH_RMS = 0.01  # RMS (of full scale) above which a packet's audio counts as speech
 
 
 # ---- wire: pcap and RTP ------------------------------------------------------------------------
@@ -102,18 +103,9 @@ def rtp_packets(path: str | Path) -> list[RtpPacket]:
     return out
 
 
-def speech_runs(packets: list[RtpPacket], min_gap_s: float = 0.3,
-                threshold: float = SPEECH_RMS) -> list[tuple[float, float]]:
-    """(first, last) packet stamps of speech runs; pauses shorter than ``min_gap_s`` join."""
-    runs: list[list[float]] = []
-    for p in packets:
-        if p.level <= threshold:
-            continue
-        if runs and p.at - runs[-1][1] <= min_gap_s:
-            runs[-1][1] = p.at
-        else:
-            runs.append([p.at, p.at])
-    return [(a, b) for a, b in runs]
+def levels(packets: list[RtpPacket]) -> list[tuple[float, float]]:
+    """``(stamp, RMS)`` of each packet, for :func:`models.audio.speech_runs`."""
+    return [(p.at, p.level) for p in packets]
 
 
 def gaps_ms(packets: list[RtpPacket], runs: list[tuple[float, float]]) -> list[float]:
@@ -136,17 +128,17 @@ class WireCall:
 
     def voice_to_voice_s(self, after: float = 0.0) -> float | None:
         """End of the caller's last speech run -> start of the agent's next speech run."""
-        asked = [r for r in speech_runs(self.caller) if r[0] >= after]
+        asked = [r for r in speech_runs(levels(self.caller)) if r[0] >= after]
         if not asked:
             return None
         end = asked[-1][1]
-        replies = [r for r in speech_runs(self.agent) if r[0] > end]
+        replies = [r for r in speech_runs(levels(self.agent)) if r[0] > end]
         return replies[0][0] - end if replies else None
 
     def reply_runs(self) -> list[tuple[float, float]]:
-        asked = speech_runs(self.caller)
+        asked = speech_runs(levels(self.caller))
         end = asked[-1][1] if asked else 0.0
-        return [r for r in speech_runs(self.agent) if r[0] > end]
+        return [r for r in speech_runs(levels(self.agent)) if r[0] > end]
 
 
 def split_calls(packets: list[RtpPacket], agent_ports: range) -> dict[int, WireCall]:
@@ -216,7 +208,7 @@ def spoken_ulaw(text: str, out: Path, lead_s: float = 3.0, tail_s: float = 1.0) 
     """espeak-ng ``text`` -> 8 kHz μ-law raw file with silence around it (sipp rtp_stream)."""
     wav = out.with_suffix(".wav")
     subprocess.run(["espeak-ng", "-w", str(wav), text], check=True)
-    subprocess.run(["sox", str(wav), "-r", "8000", "-c", "1", "-e", "u-law", "-t", "raw",
+    subprocess.run(["sox", str(wav), "-r", str(PHONE_RATE), "-c", "1", "-e", "u-law", "-t", "raw",
                     str(out), "pad", str(lead_s), str(tail_s)], check=True)
     return out
 
@@ -302,8 +294,10 @@ def report_round(n: int, args, work: Path, port: int, audio: Path, agent_ports: 
         if (v := call.voice_to_voice_s()) is not None:
             v2v.append(v * 1000)
         gaps.extend(gaps_ms(call.agent, call.reply_runs()))
+
     def pct(xs: list[float], q: float) -> str:
-        return f"{np.percentile(xs, q):7.0f}" if xs else "    n/a"
+        v = percentile(xs, q)
+        return "    n/a" if v is None else f"{v:7.0f}"
 
     print(f"concurrency {n}: {len(v2v)}/{n * args.rounds} calls measured, sipp rc={res.returncode}"
           f" | voice-to-voice p50 {pct(v2v, 50)} ms p95 {pct(v2v, 95)} ms"

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from db.stats import percentile
+
 FRAME_MS = 20
 ECHO_WINDOW_FRAMES = 20  # 400 ms of outbound level kept: echo returns with that much delay
 
@@ -199,16 +201,12 @@ class Playout:
 
     def metrics(self) -> PlayoutMetrics:
         """Frame-gap percentiles and counters so far."""
-        gaps = np.array(self._gaps, dtype=np.float64) * 1000
-
-        def pct(q: float) -> float | None:
-            return float(np.percentile(gaps, q)) if len(gaps) else None
-
+        gaps_ms = [g * 1000 for g in self._gaps]
         return PlayoutMetrics(
             frames=self._frames,
             underruns=self._underruns,
-            gap_p50_ms=pct(50),
-            gap_p99_ms=pct(99),
-            gap_max_ms=float(gaps.max()) if len(gaps) else None,
+            gap_p50_ms=percentile(gaps_ms, 50),
+            gap_p99_ms=percentile(gaps_ms, 99),
+            gap_max_ms=max(gaps_ms, default=None),
             cleared_frames=self._cleared,
         )

@@ -21,11 +21,17 @@ from agent.sip.audiolink import AudioLink
 from agent.sip.events import CallConnected, CallDisconnected, MediaActive, SipError
 from agent.sip.useragent import SipAgent
 from dialplan.options import SIPOptions
-from models.audio import float_to_pcm16, read_audio, resample, rms
+from models.audio import (
+    PHONE_RATE,
+    SPEECH_RMS,
+    float_to_pcm16,
+    frame_samples,
+    read_audio,
+    resample,
+    rms,
+)
 
-RATE = 8000
-FRAME = RATE // 50
-SPEECH_RMS = 0.01
+FRAME = frame_samples(PHONE_RATE)
 
 
 @dataclass
@@ -42,14 +48,14 @@ class CallResult:
 
     @property
     def heard_s(self) -> float:
-        return len(self.heard) / RATE
+        return len(self.heard) / PHONE_RATE
 
     @property
     def speech_s(self) -> float:
         """Seconds of received 20 ms frames louder than silence."""
         n = len(self.heard) // FRAME
         frames = self.heard[: n * FRAME].reshape(-1, FRAME)
-        return sum(1 for f in frames if rms(f) > SPEECH_RMS) * FRAME / RATE
+        return sum(1 for f in frames if rms(f) > SPEECH_RMS) * FRAME / PHONE_RATE
 
 
 class _Player:
@@ -79,8 +85,8 @@ class _Player:
 def load_line_audio(path: str | Path, lead_s: float = 0.0) -> np.ndarray:
     """Read any audio file as 8 kHz int16 with ``lead_s`` of silence in front."""
     audio, rate = read_audio(path)
-    pcm = float_to_pcm16(resample(audio, rate, RATE))
-    return np.concatenate([np.zeros(int(lead_s * RATE), np.int16), pcm])
+    pcm = float_to_pcm16(resample(audio, rate, PHONE_RATE))
+    return np.concatenate([np.zeros(int(lead_s * PHONE_RATE), np.int16), pcm])
 
 
 def call(uri: str, play: str | Path, record: str | Path | None = None, lead_s: float = 2.5,
@@ -104,7 +110,7 @@ def call(uri: str, play: str | Path, record: str | Path | None = None, lead_s: f
     player = _Player(load_line_audio(play, lead_s))
     events: queue.Queue = queue.Queue()
     ua = SipAgent(SIPOptions(host="127.0.0.1", port=port, rtp_port=rtp_port, max_calls=1),
-                  events, user="caller", clock_rate=RATE)
+                  events, user="caller", clock_rate=PHONE_RATE)
     ua.start()
     result = CallResult()
     deadline = time.monotonic() + timeout_s
@@ -134,5 +140,5 @@ def call(uri: str, play: str | Path, record: str | Path | None = None, lead_s: f
         ua.stop()
     result.heard = np.frombuffer(b"".join(player.heard), np.int16).copy()
     if record:
-        sf.write(str(record), result.heard, RATE, subtype="PCM_16")
+        sf.write(str(record), result.heard, PHONE_RATE, subtype="PCM_16")
     return result
