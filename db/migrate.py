@@ -1,6 +1,7 @@
 """Engines and schema migrations of the call log: Alembic run in code, no alembic.ini needed.
 
-Owns :func:`make_engine` (SQLite pragmas, PostgreSQL timeouts), :func:`upgrade` (Alembic
+Owns :func:`make_engine` (SQLite pragmas, PostgreSQL timeouts), :func:`mask_url` (the one
+way a database URL is shown to people), :func:`upgrade` (Alembic
 ``upgrade head`` with ``script_location`` set to this package's ``migrations`` folder, so it
 works from any working directory and from an installed wheel), :func:`current_revision`, and
 :func:`close_lost_calls` (calls a crash left open). Imports nothing from :mod:`agent`.
@@ -16,7 +17,8 @@ from alembic.config import Config as AlembicConfig
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, event, func, select, update
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError
 
 from db.schema import Call, Event, Turn
 
@@ -50,6 +52,28 @@ def make_engine(url: str, **kwargs) -> Engine:
     if backend == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
     return engine
+
+
+def mask_url(url: str | URL | Engine) -> str:
+    """A database URL fit for logs and messages: its password replaced by ``***``.
+
+    Args:
+        url: A URL string, a parsed URL, or an engine (its URL).
+
+    Returns:
+        The URL as text without the password; one that SQLAlchemy cannot parse loses
+        everything before its ``@`` (where a password would be) instead.
+    """
+    if isinstance(url, Engine):
+        url = url.url
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except (ArgumentError, ValueError):
+        text = str(url)
+        if "@" in text and "://" in text:
+            scheme, rest = text.split("://", 1)
+            return f"{scheme}://***@{rest.rsplit('@', 1)[1]}"
+        return text
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:

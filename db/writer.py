@@ -27,7 +27,7 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session
 
 from db.log import event
-from db.migrate import close_lost_calls, make_engine, upgrade
+from db.migrate import close_lost_calls, make_engine, mask_url, upgrade
 from db.records import CallEnded, CallStarted, EventRecord, Record, TurnRecord
 from db.schema import TURN_FIELDS, Call, Event, Turn
 from db.spool import Spool
@@ -237,7 +237,7 @@ class CallLogWriter:
                 upgrade(self._engine)
                 self.stats.lost_closed += close_lost_calls(self._engine)
                 self._ready = True
-                event("calllog_ready", url=self._engine.url.render_as_string(hide_password=True),
+                event("calllog_ready", url=mask_url(self._engine),
                       lost_calls=self.stats.lost_closed)
             for batch in self.spool.take():
                 records = self.spool.read(batch)

@@ -14,7 +14,14 @@ from db_fixtures import (
 )
 from sqlalchemy import inspect, select
 
-from db.migrate import close_lost_calls, current_revision, head_revision, make_engine, upgrade
+from db.migrate import (
+    close_lost_calls,
+    current_revision,
+    head_revision,
+    make_engine,
+    mask_url,
+    upgrade,
+)
 from db.records import EventRecord
 from db.schema import Base, Call
 from dialplan.options import DBOptions
@@ -83,6 +90,14 @@ def test_writer_start_closes_lost_calls(sqlite_url, tmp_path):
     assert row.ended_at == T0 + timedelta(seconds=42)  # last known activity, not "now"
     assert close_lost_calls(engine) == 0
     engine.dispose()
+
+
+def test_mask_url_hides_passwords():
+    assert mask_url("postgresql+psycopg://agent:s3cret@db.example/calls") == (
+        "postgresql+psycopg://agent:***@db.example/calls")
+    assert mask_url("sqlite:///callagent.db") == "sqlite:///callagent.db"
+    assert "s3cret" not in mask_url(make_engine("postgresql+psycopg://a:s3cret@h/d"))
+    assert mask_url("no scheme here://user:s3cret@host") == "no scheme here://***@host"
 
 
 def _parser(module):

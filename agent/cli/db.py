@@ -46,7 +46,7 @@ def _run(args: argparse.Namespace) -> int:
 
     config = cliopts.load(args)
     url = config.db.url
-    safe_url = _safe(url)
+    safe_url = migrate.mask_url(url)
     if args.db_action == "upgrade":
         rev = migrate.upgrade(url)
         print(f"call log at revision {rev} ({safe_url})")
@@ -71,9 +71,3 @@ def _run(args: argparse.Namespace) -> int:
               f"{'records still wait in the spool' if pending else 'spool empty'}")
         return 0 if ok and not pending else 1
     raise AssertionError(args.db_action)
-
-
-def _safe(url: str) -> str:
-    from sqlalchemy.engine import make_url
-
-    return make_url(url).render_as_string(hide_password=True)

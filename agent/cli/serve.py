@@ -32,6 +32,7 @@ def add_parser(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from agent.server import Server  # imports pjsua2: only when serving
+    from db.migrate import mask_url
     from db.writer import CallLogWriter
 
     config = cliopts.load(args)
@@ -51,17 +52,9 @@ def run(args: argparse.Namespace) -> int:
     server = Server(config, writer)
     try:
         server.start()
-        log.event("ready", uri=server.sip.uri, db=_safe_url(config.db.url))
+        log.event("ready", uri=server.sip.uri, db=mask_url(config.db.url))
         server.run(stop)
     finally:
         server.stop()
         writer.close()
     return 0
-
-
-def _safe_url(url: str) -> str:
-    """The DB URL without a password, for the log."""
-    if "@" in url and "://" in url:
-        scheme, rest = url.split("://", 1)
-        return f"{scheme}://***@{rest.split('@', 1)[1]}"
-    return url
