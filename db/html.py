@@ -1,6 +1,7 @@
 """The HTML latency report: one self-contained page with inline SVG charts drawn in Python.
 
-Owns presentation only; the numbers come from :mod:`db.reports`. No scripts, fonts, styles or
+Owns presentation only; the numbers come from :mod:`db.reports` in seconds and are shown
+in ms here. No scripts, fonts, styles or
 images are fetched: the page must open from a file on an offline machine (and a call transcript
 can never inject markup: every text goes through :func:`html.escape`). Charts: voice-to-voice
 histogram per ASR backend, stacked stage breakdown per turn, RTF over time, one call's timeline.
@@ -14,8 +15,9 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from db.reports import METRICS, CallTimeline, Report, TurnRow
-from db.timeline import STAGES
+from db.reports import CallTimeline, Report, TurnRow
+from db.stats import percentile
+from db.timeline import METRICS, STAGES
 
 COLORS = dict(zip(STAGES, ("#8da0cb", "#fc8d62", "#66c2a5", "#e78ac3", "#a6d854", "#ffd92f"),
                   strict=True))
@@ -27,6 +29,11 @@ MAX_TURN_BARS = 80  # more bars than this are unreadable; the newest turns are s
 
 def _e(text: object) -> str:
     return html.escape(str(text), quote=True)
+
+
+def _ms(seconds: float | None) -> float:
+    """Seconds (a record's unit) as ms (what the page shows); a missing value as 0."""
+    return (seconds or 0.0) * 1000.0
 
 
 def _num(v: float) -> str:
@@ -83,12 +90,10 @@ def v2v_histograms(turns: Sequence[TurnRow]) -> str:
     title = "Voice-to-voice distribution per ASR backend (ms)"
     by: dict[str, list[float]] = {}
     for t in turns:
-        if t.voice_to_voice_ms is not None:
-            by.setdefault(t.asr_backend or "(none)", []).append(t.voice_to_voice_ms)
+        if t.voice_to_voice_s is not None:
+            by.setdefault(t.asr_backend or "(none)", []).append(_ms(t.voice_to_voice_s))
     if not by:
         return _no_data(title)
-    from db.reports import quantile
-
     bins, row_h = 30, 110
     xmax = _nice_max(max(max(v) for v in by.values()))
     plot_w = W - PAD_L - PAD_R
@@ -110,12 +115,12 @@ def v2v_histograms(turns: Sequence[TurnRow]) -> str:
                 lo, hi = xmax * i / bins, xmax * (i + 1) / bins
                 body.append(_rect(PAD_L + plot_w * i / bins + 1, base - h, plot_w / bins - 2, h,
                                   color, f"{backend}: {c} turns in {lo:.0f}-{hi:.0f} ms"))
-        s = sorted(values)
         for p, dash in ((50, ""), (95, ' stroke-dasharray="4 3"')):
-            x = PAD_L + plot_w * quantile(s, p) / xmax
+            v = percentile(values, p)
+            x = PAD_L + plot_w * v / xmax
             body.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top}" y2="{base}" class="mark"'
                         f'{dash}/><text x="{x + 3:.1f}" y="{top + 10}" class="muted">'
-                        f'p{p} {quantile(s, p):.0f}</text>')
+                        f'p{p} {v:.0f}</text>')
     height = PAD_T + len(by) * (row_h + 24) + 10
     for i in range(6):
         x = PAD_L + plot_w * i / 5
@@ -127,19 +132,19 @@ def v2v_histograms(turns: Sequence[TurnRow]) -> str:
 def stage_bars(turns: Sequence[TurnRow]) -> str:
     """Stacked bars: each turn's voice-to-voice split into its stages (newest turns)."""
     title = "Stage breakdown per turn (ms, stacked; newest turns)"
-    rows = [t for t in turns if any(t.stages_ms[s] is not None for s in STAGES)]
+    rows = [t for t in turns if any(t.stages[s] is not None for s in STAGES)]
     rows = rows[-MAX_TURN_BARS:]  # load_turns orders by call start, then turn
     if not rows:
         return _no_data(title)
     h, top = 320, PAD_T + 10
     base = top + h
-    vmax = _nice_max(max(sum(t.stages_ms[s] or 0.0 for s in STAGES) for t in rows))
+    vmax = _nice_max(max(sum(_ms(t.stages[s]) for s in STAGES) for t in rows))
     slot = (W - PAD_L - PAD_R) / len(rows)
     body = _y_axis(base, top, top, vmax, "ms")
     for i, t in enumerate(rows):
         y = base
         for s in STAGES:
-            v = t.stages_ms[s]
+            v = _ms(t.stages[s])
             if not v:
                 continue
             bh = v / vmax * h
@@ -200,7 +205,7 @@ def call_timeline_chart(tl: CallTimeline | None) -> str:
         return _no_data(title)
     ends = []
     for t in turns:
-        start = t.speech_end_s + (t.voice_to_voice_ms or 0.0) / 1000
+        start = t.speech_end_s + (t.voice_to_voice_s or 0.0)
         ends.append(start + (t.audio_out_s or 0.0))
     tmax = _nice_max(max(ends) * 1.02)
     plot_w = W - PAD_L - PAD_R
@@ -218,13 +223,13 @@ def call_timeline_chart(tl: CallTimeline | None) -> str:
                           "#7f7f7f", f"turn {t.index}: caller speech {t.transcript}"))
         at = t.speech_end_s
         for s in STAGES:
-            v = t.stages_ms[s]
+            v = t.stages[s]
             if v is None:
                 continue
-            body.append(_rect(px(at), lane_y["agent"], px(at + v / 1000) - px(at), 24,
-                              COLORS[s], f"turn {t.index}: {s} {v:.0f} ms"))
-            at += v / 1000
-        if t.voice_to_voice_ms is not None and t.audio_out_s:
+            body.append(_rect(px(at), lane_y["agent"], px(at + v) - px(at), 24,
+                              COLORS[s], f"turn {t.index}: {s} {_ms(v):.0f} ms"))
+            at += v
+        if t.voice_to_voice_s is not None and t.audio_out_s:
             body.append(_rect(px(at), lane_y["reply"], px(at + t.audio_out_s) - px(at), 24,
                               "#1f77b4", f"turn {t.index}: reply {t.reply_text}"))
     base = lane_y["reply"] + 34
@@ -243,8 +248,8 @@ def _table(head: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     return f"<table><thead><tr>{th}</tr></thead><tbody>{trs}</tbody></table>"
 
 
-def _fmt(v: float | None, digits: int = 0) -> str:
-    return "-" if v is None else f"{v:,.{digits}f}"
+def _fmt_ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{_ms(seconds):,.0f}"
 
 
 CSS = """body{font:14px system-ui,sans-serif;margin:24px;color:#222;max-width:1160px}
@@ -269,10 +274,11 @@ def render_html(report: Report, turns: Sequence[TurnRow], timeline: CallTimeline
     """
     t = report.totals
     window = f"calls since {report.since:%Y-%m-%d %H:%M} UTC" if report.since else "all calls"
-    stage_rows = [(g.key if i == 0 else "", m, p.n, _fmt(p.p50), _fmt(p.p95), _fmt(p.p99))
+    stage_rows = [(g.key if i == 0 else "", m, p.n, _fmt_ms(p.p50), _fmt_ms(p.p95),
+                   _fmt_ms(p.p99))
                   for g in report.groups for i, (m, p) in enumerate(g.stages.items())
                   if m in METRICS]
-    slow = [(s.call_id, s.index, _fmt(s.voice_to_voice_ms), s.asr_backend, s.transcript[:80])
+    slow = [(s.call_id, s.index, _fmt_ms(s.voice_to_voice_s), s.asr_backend, s.transcript[:80])
             for s in report.slowest]
     parts = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",

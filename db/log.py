@@ -1,6 +1,7 @@
 """Structured logging: one line per event, ``key=value`` pairs, always with the call id.
 
 Secrets never reach a log line: keys that look like credentials are masked here, once.
+Durations are seconds in records; a log line, read by people, shows them with :func:`ms`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,11 @@ def setup(level: str = "INFO", stream=sys.stderr) -> None:
     logger.handlers[:] = [handler]
     logger.setLevel(level)
     logger.propagate = False
+
+
+def ms(seconds: float | None) -> float | None:
+    """Seconds as ms rounded to 0.1 for a log line (None, a missing stage, stays None)."""
+    return None if seconds is None else round(seconds * 1000.0, 1)
 
 
 def _fmt(value: object) -> str:

@@ -10,6 +10,8 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Protocol
 
+from db.timeline import TIMING_COLUMNS
+
 
 @dataclass
 class CallStarted:
@@ -46,10 +48,11 @@ class CallEnded:
 
 @dataclass
 class TurnRecord:
-    """One caller utterance and the agent's reply, with per-stage timings in ms.
+    """One caller utterance and the agent's reply, with per-stage timings in seconds.
 
-    ``endpoint_ms + asr_ms + llm_ttft_ms + first_chunk_ms + tts_first_audio_ms + playout_ms``
-    equals ``voice_to_voice_ms`` (stamps on one monotonic clock).
+    ``endpoint_s + asr_s + llm_ttft_s + first_chunk_s + tts_first_audio_s + playout_s``
+    equals ``voice_to_voice_s`` (stamps on one monotonic clock; the stages are
+    :data:`db.timeline.STAGES`).
     """
 
     call_id: str
@@ -59,18 +62,18 @@ class TurnRecord:
     speech_end_s: float | None = None
     transcript: str = ""
     reply_text: str = ""
-    endpoint_ms: float | None = None
-    asr_ms: float | None = None
-    llm_ttft_ms: float | None = None
-    first_chunk_ms: float | None = None
+    endpoint_s: float | None = None
+    asr_s: float | None = None
+    llm_ttft_s: float | None = None
+    first_chunk_s: float | None = None
     """First token to first speakable clause."""
-    tts_first_audio_ms: float | None = None
-    playout_ms: float | None = None
+    tts_first_audio_s: float | None = None
+    playout_s: float | None = None
     """First audio ready to first frame on the line."""
-    voice_to_voice_ms: float | None = None
-    llm_total_ms: float | None = None
+    voice_to_voice_s: float | None = None
+    llm_total_s: float | None = None
     llm_tokens: int | None = None
-    tts_total_ms: float | None = None
+    tts_total_s: float | None = None
     audio_in_s: float | None = None
     audio_out_s: float | None = None
     asr_rtf: float | None = None
@@ -102,13 +105,23 @@ def to_json_dict(record: Record) -> dict:
     return {"type": type(record).__name__, "data": d}
 
 
+_LEGACY_MS = {f"{name.removesuffix('_s')}_ms": name for name in TIMING_COLUMNS}
+"""Old ``*_ms`` TurnRecord field -> its ``*_s`` successor."""
+
+
 def from_json_dict(d: dict) -> Record:
-    """Inverse of :func:`to_json_dict`."""
+    """Inverse of :func:`to_json_dict`; also reads records spooled before the unit change."""
     cls = RECORD_TYPES[d["type"]]
     data = dict(d["data"])
     for k, v in data.items():
         if isinstance(v, str) and v and (k == "at" or k.endswith("_at")):
             data[k] = datetime.fromisoformat(v)
+    if cls is TurnRecord:
+        # A spool written by an older agent (durations in ms, revision 0001) is replayed by
+        # this one after an upgrade: convert, or its turns would be rejected.
+        for k in [k for k in data if k in _LEGACY_MS]:
+            v = data.pop(k)
+            data[_LEGACY_MS[k]] = None if v is None else v / 1000.0
     return cls(**data)
 
 

@@ -1,16 +1,16 @@
 """Latency reports over the call log: query functions that return dataclasses, no formatting.
 
-Owns what the numbers mean: percentiles are computed in Python from the rows (linear
-interpolation between closest ranks, as numpy's default and PostgreSQL's ``percentile_cont``),
-so SQLite and PostgreSQL give identical answers. A ``None`` stage (missing stamp) is left out of
-that stage's percentiles, never counted as zero. Time filters apply to ``calls.started_at``.
-The CLI (:mod:`agent.cli.report`) and the HTML page (:mod:`db.html`) only format these.
+Owns what the numbers mean: percentiles are computed in Python from the rows with
+:mod:`db.stats` (linear interpolation, as PostgreSQL's ``percentile_cont``), so SQLite and
+PostgreSQL give identical answers. A ``None`` stage (missing stamp) is left out of that stage's
+percentiles, never counted as zero. Time filters apply to ``calls.started_at``. Every duration
+here is in seconds, as stored; the CLI (:mod:`agent.cli.report`) and the HTML page
+(:mod:`db.html`) only format these, and show ms.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -21,28 +21,16 @@ from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
 from db.schema import Call, Event, Turn
-from db.timeline import STAGES
+from db.stats import Percentiles
+from db.timeline import METRICS, column
 
 GroupBy = Literal["backend", "profile", "model"]
-METRICS = (*STAGES, "voice_to_voice")
-"""Every stage in timeline order, then their sum."""
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
-
-@dataclass(frozen=True)
-class Percentiles:
-    """Distribution summary of one metric."""
-
-    n: int
-    p50: float | None = None
-    p95: float | None = None
-    p99: float | None = None
-    max: float | None = None
 
 
 @dataclass
 class StageGroup:
-    """Per-stage latency percentiles (ms) of the turns sharing one backend/profile/model."""
+    """Per-stage latency percentiles (s) of the turns sharing one backend/profile/model."""
 
     key: str
     calls: int
@@ -82,8 +70,8 @@ class TurnRow:
     profile: str
     asr_backend: str
     asr_model: str
-    stages_ms: dict[str, float | None]
-    """Keyed by :data:`METRICS`."""
+    stages: dict[str, float | None]
+    """Seconds, keyed by :data:`METRICS`."""
     asr_rtf: float | None = None
     tts_rtf: float | None = None
     speech_start_s: float | None = None
@@ -95,8 +83,8 @@ class TurnRow:
     reply_text: str = ""
 
     @property
-    def voice_to_voice_ms(self) -> float | None:
-        return self.stages_ms["voice_to_voice"]
+    def voice_to_voice_s(self) -> float | None:
+        return self.stages["voice_to_voice"]
 
 
 @dataclass
@@ -167,30 +155,6 @@ def parse_since(text: str | None) -> timedelta | None:
     return timedelta(seconds=float(m.group(1)) * _UNITS[m.group(2)])
 
 
-def percentiles(values: Iterable[float | None]) -> Percentiles:
-    """p50/p95/p99/max of the values that are not None (linear interpolation).
-
-    Args:
-        values: Samples; None entries are ignored.
-
-    Returns:
-        The summary; every field None when there are no samples.
-    """
-    xs = sorted(v for v in values if v is not None and not math.isnan(v))
-    if not xs:
-        return Percentiles(n=0)
-    return Percentiles(n=len(xs), p50=quantile(xs, 50), p95=quantile(xs, 95),
-                       p99=quantile(xs, 99), max=xs[-1])
-
-
-def quantile(xs: Sequence[float], p: float) -> float:
-    """The ``p``-th percentile (0-100) of sorted, non-empty ``xs``, interpolated linearly."""
-    rank = (len(xs) - 1) * p / 100.0
-    lo = math.floor(rank)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (rank - lo)
-
-
 def load_turns(engine: Engine, since: timedelta | None = None, now: datetime | None = None,
                call_id: str | None = None) -> list[TurnRow]:
     """Turns of the calls started in the window, oldest call first, in turn order.
@@ -217,12 +181,12 @@ def load_turns(engine: Engine, since: timedelta | None = None, now: datetime | N
 
 
 def _turn_row(t: Turn, profile: str, call_backend: str, call_model: str) -> TurnRow:
-    stages = {m: getattr(t, f"{m}_ms") for m in METRICS}
+    stages = {m: getattr(t, column(m)) for m in METRICS}
     return TurnRow(
         call_id=t.call_id, index=t.index, recorded_at=t.recorded_at, profile=profile or "",
         # A turn records the backend that transcribed it; older rows fall back to the call's.
         asr_backend=t.asr_backend or call_backend or "", asr_model=t.asr_model or call_model or "",
-        stages_ms=stages, asr_rtf=t.asr_rtf, tts_rtf=t.tts_rtf, speech_start_s=t.speech_start_s,
+        stages=stages, asr_rtf=t.asr_rtf, tts_rtf=t.tts_rtf, speech_start_s=t.speech_start_s,
         speech_end_s=t.speech_end_s, audio_out_s=t.audio_out_s, llm_tokens=t.llm_tokens,
         barge_in=bool(t.barge_in), transcript=t.transcript or "", reply_text=t.reply_text or "",
     )
@@ -251,7 +215,7 @@ def stage_groups(turns: Sequence[TurnRow], by: GroupBy = "backend") -> list[Stag
         buckets.setdefault(group_key(t, by), []).append(t)
     return [
         StageGroup(key=key, calls=len({t.call_id for t in rows}), turns=len(rows),
-                   stages={m: percentiles(t.stages_ms[m] for t in rows) for m in METRICS})
+                   stages={m: Percentiles.of(t.stages[m] for t in rows) for m in METRICS})
         for key, rows in sorted(buckets.items())
     ]
 
@@ -261,15 +225,15 @@ def rtf_by_backend(turns: Sequence[TurnRow]) -> list[RTFRow]:
     buckets: dict[tuple[str, str], list[TurnRow]] = {}
     for t in turns:
         buckets.setdefault((t.asr_backend or "(none)", t.asr_model or "(none)"), []).append(t)
-    return [RTFRow(backend=b, model=m, asr=percentiles(t.asr_rtf for t in rows),
-                   tts=percentiles(t.tts_rtf for t in rows))
+    return [RTFRow(backend=b, model=m, asr=Percentiles.of(t.asr_rtf for t in rows),
+                   tts=Percentiles.of(t.tts_rtf for t in rows))
             for (b, m), rows in sorted(buckets.items())]
 
 
 def slowest_turns(turns: Sequence[TurnRow], n: int = 5) -> list[TurnRow]:
     """The ``n`` turns with the longest voice-to-voice, slowest first."""
-    timed = [t for t in turns if t.voice_to_voice_ms is not None]
-    return sorted(timed, key=lambda t: t.voice_to_voice_ms, reverse=True)[:max(0, n)]
+    timed = [t for t in turns if t.voice_to_voice_s is not None]
+    return sorted(timed, key=lambda t: t.voice_to_voice_s, reverse=True)[:max(0, n)]
 
 
 def totals(engine: Engine, since: timedelta | None = None, now: datetime | None = None) -> Totals:
@@ -297,9 +261,9 @@ def recent_calls(engine: Engine, n: int = 10, since: timedelta | None = None,
         calls = list(s.scalars(q)) if n else []
         v2v: dict[str, list[float | None]] = {}
         if calls:
-            for cid, ms in s.execute(select(Turn.call_id, Turn.voice_to_voice_ms).where(
+            for cid, sec in s.execute(select(Turn.call_id, Turn.voice_to_voice_s).where(
                     Turn.call_id.in_([c.id for c in calls]))):
-                v2v.setdefault(cid, []).append(ms)
+                v2v.setdefault(cid, []).append(sec)
         return [_summary(c, v2v.get(c.id, [])) for c in calls]
 
 
@@ -308,7 +272,7 @@ def _summary(c: Call, v2v: Iterable[float | None]) -> CallSummary:
         id=c.id, started_at=c.started_at, ended_at=c.ended_at, profile=c.profile,
         asr_backend=c.asr_backend, asr_model=c.asr_model, llm_model=c.llm_model,
         caller_uri=c.caller_uri, end_reason=c.end_reason, turns=c.turns, barge_ins=c.barge_ins,
-        voice_to_voice=percentiles(v2v),
+        voice_to_voice=Percentiles.of(v2v),
     )
 
 
@@ -329,7 +293,7 @@ def call_timeline(engine: Engine, call_id: str) -> CallTimeline | None:
             return None
         events = [EventRow(at=e.at, kind=e.kind, detail=e.detail) for e in s.scalars(
             select(Event).where(Event.call_id == call_id).order_by(Event.at, Event.id))]
-        return CallTimeline(call=_summary(call, (t.voice_to_voice_ms for t in turns)),
+        return CallTimeline(call=_summary(call, (t.voice_to_voice_s for t in turns)),
                             turns=turns, events=events)
 
 

@@ -82,7 +82,10 @@ class Call(Base):
 
 
 class Turn(Base):
-    """One caller utterance and the agent's reply; stage columns mirror ``TurnRecord``."""
+    """One caller utterance and the agent's reply; columns mirror ``TurnRecord``.
+
+    Durations are seconds (``<metric>_s``, see :data:`db.timeline.TIMING_COLUMNS`).
+    """
 
     __tablename__ = "turns"
 
@@ -93,16 +96,16 @@ class Turn(Base):
     speech_end_s: Mapped[float | None] = mapped_column(Double)
     transcript: Mapped[str] = mapped_column(Text, default="")
     reply_text: Mapped[str] = mapped_column(Text, default="")
-    endpoint_ms: Mapped[float | None] = mapped_column(Double)
-    asr_ms: Mapped[float | None] = mapped_column(Double)
-    llm_ttft_ms: Mapped[float | None] = mapped_column(Double)
-    first_chunk_ms: Mapped[float | None] = mapped_column(Double)
-    tts_first_audio_ms: Mapped[float | None] = mapped_column(Double)
-    playout_ms: Mapped[float | None] = mapped_column(Double)
-    voice_to_voice_ms: Mapped[float | None] = mapped_column(Double)
-    llm_total_ms: Mapped[float | None] = mapped_column(Double)
+    endpoint_s: Mapped[float | None] = mapped_column(Double)
+    asr_s: Mapped[float | None] = mapped_column(Double)
+    llm_ttft_s: Mapped[float | None] = mapped_column(Double)
+    first_chunk_s: Mapped[float | None] = mapped_column(Double)
+    tts_first_audio_s: Mapped[float | None] = mapped_column(Double)
+    playout_s: Mapped[float | None] = mapped_column(Double)
+    voice_to_voice_s: Mapped[float | None] = mapped_column(Double)
+    llm_total_s: Mapped[float | None] = mapped_column(Double)
     llm_tokens: Mapped[int | None] = mapped_column(Integer)
-    tts_total_ms: Mapped[float | None] = mapped_column(Double)
+    tts_total_s: Mapped[float | None] = mapped_column(Double)
     audio_in_s: Mapped[float | None] = mapped_column(Double)
     audio_out_s: Mapped[float | None] = mapped_column(Double)
     asr_rtf: Mapped[float | None] = mapped_column(Double)
@@ -136,7 +139,8 @@ class Event(Base):
     __table_args__ = (Index("ix_events_call_id", "call_id"),)
 
 
-# The TurnRecord fields copied one-to-one into ``turns`` columns.
+# The TurnRecord fields copied one-to-one into ``turns`` columns (``at`` goes to
+# ``recorded_at``); tests check that these are exactly the record's fields.
 TURN_FIELDS = tuple(
     c.key for c in Turn.__table__.columns if c.key not in ("id", "recorded_at")
 )

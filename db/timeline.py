@@ -1,25 +1,57 @@
-"""The timeline of one turn: monotonic stamps, from which every stage duration is derived.
+"""The timeline of one turn, and the one table that names the stages of a reply.
 
 Stamps, not durations, are stored, so the stage durations add up to voice-to-voice exactly.
 A stamp that is missing or out of order yields ``None`` for the stages that touch it, never a
-made-up value.
+made-up value. Durations are seconds everywhere in records and the database; only what people
+read (tables, charts, log lines) shows ms.
+
+Every list of stages elsewhere (record fields, ``turns`` columns, report metrics, table columns,
+chart colours) is derived from :data:`STAGES`, :data:`METRICS` and :func:`column` here, so a
+stage is named once.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-# Consecutive stamps; each stage is the difference between a stamp and the one before it.
-STAMPS = (
-    "speech_end_at",
-    "endpoint_at",
-    "asr_done_at",
-    "llm_first_token_at",
-    "first_chunk_text_at",
-    "tts_first_audio_at",
-    "first_frame_out_at",
+# The critical path of a reply, in order: each stage with the stamp that ends it. The first
+# stage starts at the end of caller speech; each later one where the one before it ended.
+_STAGE_ENDS = (
+    ("endpoint", "endpoint_at"),
+    ("asr", "asr_done_at"),
+    ("llm_ttft", "llm_first_token_at"),
+    ("first_chunk", "first_chunk_text_at"),
+    ("tts_first_audio", "tts_first_audio_at"),
+    ("playout", "first_frame_out_at"),
 )
-STAGES = ("endpoint", "asr", "llm_ttft", "first_chunk", "tts_first_audio", "playout")
+STAGES = tuple(stage for stage, _ in _STAGE_ENDS)
+STAMPS = ("speech_end_at", *(stamp for _, stamp in _STAGE_ENDS))
+"""Consecutive stamps; each stage is the difference between a stamp and the one before it."""
+METRICS = (*STAGES, "voice_to_voice")
+"""Every stage in timeline order, then their sum."""
+TOTALS = ("llm_total", "tts_total")
+"""Whole-model durations that overlap the critical path (LLM to its last token, all TTS)."""
+LABELS = {
+    "endpoint": "endpoint",
+    "asr": "ASR",
+    "llm_ttft": "LLM first token",
+    "first_chunk": "first clause",
+    "tts_first_audio": "TTS first audio",
+    "playout": "playout",
+    "voice_to_voice": "voice-to-voice",
+    "llm_total": "LLM total",
+    "tts_total": "TTS total",
+}
+"""How people read each metric name, in tables and charts."""
+
+
+def column(metric: str) -> str:
+    """The ``TurnRecord`` field and ``turns`` column holding a metric: seconds, ``<metric>_s``."""
+    return f"{metric}_s"
+
+
+TIMING_COLUMNS = tuple(column(m) for m in (*METRICS, *TOTALS))
+"""Every duration column of a turn, in seconds."""
 
 
 @dataclass
@@ -50,9 +82,9 @@ class TurnTimeline:
             return None
         return b - a
 
-    def stages_ms(self) -> dict[str, float | None]:
-        """Every stage in milliseconds."""
-        return {s: _ms(self.stage_s(s)) for s in STAGES}
+    def stages_s(self) -> dict[str, float | None]:
+        """Every stage in seconds."""
+        return {s: self.stage_s(s) for s in STAGES}
 
     @property
     def voice_to_voice_s(self) -> float | None:
@@ -65,7 +97,7 @@ class TurnTimeline:
         """Clamp stamps after the endpoint to it.
 
         Work done speculatively before the endpoint cost the caller nothing, so its stages
-        count 0 ms on the critical path.
+        cost nothing on the critical path.
         """
         if self.endpoint_at is None:
             return
@@ -75,22 +107,11 @@ class TurnTimeline:
                 setattr(self, name, self.endpoint_at)
 
     def record_fields(self) -> dict[str, float | None]:
-        """The call log's per-stage ms columns (``TurnRecord`` field names) and voice-to-voice."""
-        ms = self.stages_ms()
-        v2v = self.voice_to_voice_s
-        return {
-            "endpoint_ms": ms["endpoint"],
-            "asr_ms": ms["asr"],
-            "llm_ttft_ms": ms["llm_ttft"],
-            "first_chunk_ms": ms["first_chunk"],
-            "tts_first_audio_ms": ms["tts_first_audio"],
-            "playout_ms": ms["playout"],
-            "voice_to_voice_ms": _ms(v2v),
-        }
+        """The call log's per-stage columns and voice-to-voice (``TurnRecord`` fields), in s."""
+        out = {column(s): v for s, v in self.stages_s().items()}
+        out[column("voice_to_voice")] = self.voice_to_voice_s
+        return out
 
     def as_dict(self) -> dict[str, float | None]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
-
-def _ms(s: float | None) -> float | None:
-    return None if s is None else s * 1000.0

@@ -18,15 +18,18 @@ import tempfile
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from sqlalchemy import inspect, select, text
+from sqlalchemy.orm import Session
 
 from db.records import CallEnded, CallStarted, EventRecord, TurnRecord
-from db.timeline import STAGES, TurnTimeline
+from db.schema import Turn
+from db.timeline import STAGES, STAMPS, TurnTimeline
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 
 
 def turn_from_timeline(call_id: str, index: int, tl: TurnTimeline, **extra) -> TurnRecord:
-    """Build a TurnRecord the way the session does: stage ms straight from the timeline."""
+    """Build a TurnRecord the way the session does: stage seconds straight from the timeline."""
     return TurnRecord(call_id=call_id, index=index, **tl.record_fields(), **extra)
 
 
@@ -36,9 +39,43 @@ def timeline(start: float, *stage_s: float) -> TurnTimeline:
     stamps = [start]
     for d in stage_s:
         stamps.append(stamps[-1] + d)
-    names = ("speech_end_at", "endpoint_at", "asr_done_at", "llm_first_token_at",
-             "first_chunk_text_at", "tts_first_audio_at", "first_frame_out_at")
-    return TurnTimeline(speech_start_at=start - 1.2, **dict(zip(names, stamps, strict=True)))
+    return TurnTimeline(speech_start_at=start - 1.2, **dict(zip(STAMPS, stamps, strict=True)))
+
+
+# Revision 0001 stored turn durations in ms; 0002 renames the columns to *_s and divides.
+MS_COLUMNS = ("endpoint_ms", "asr_ms", "llm_ttft_ms", "first_chunk_ms", "tts_first_audio_ms",
+              "playout_ms", "voice_to_voice_ms", "llm_total_ms", "tts_total_ms")
+MS_ROW = (500.0, 250.0, 330.0, 120.0, 700.0, 20.0, 1920.0, 900.0, None)
+
+
+def insert_ms_turn(engine) -> None:
+    """One call and one turn as an agent of revision 0001 wrote them (plain SQL: no models)."""
+    with engine.begin() as conn:
+        conn.execute(text(
+            "INSERT INTO calls (id, started_at, caller_uri, called_extension, profile, "
+            "asr_backend, asr_model, llm_model, tts_voice, end_reason, codec, source, turns, "
+            "barge_ins) VALUES ('c-ms', :at, '', '100', 'default', 'faster-whisper', "
+            "'tiny.en', '', '', 'caller-bye', 'PCMU', 'sip', 1, 0)"), {"at": T0})
+        cols = ", ".join(MS_COLUMNS)
+        marks = ", ".join(f":v{i}" for i in range(len(MS_COLUMNS)))
+        conn.execute(text(
+            f'INSERT INTO turns (call_id, "index", speech_end_s, transcript, reply_text, '
+            f"{cols}, llm_tokens, asr_backend, asr_model, barge_in) VALUES ('c-ms', 0, 4.5, "
+            f"'hello', 'hi there', {marks}, 12, 'faster-whisper', 'tiny.en', false)"),
+            {f"v{i}": v for i, v in enumerate(MS_ROW)})
+
+
+def check_turn_in_seconds(engine) -> None:
+    """The row of :func:`insert_ms_turn` after 0002: same turn, durations in seconds."""
+    with Session(engine) as s:
+        (turn,) = s.scalars(select(Turn)).all()
+        got = [getattr(turn, c.removesuffix("_ms") + "_s") for c in MS_COLUMNS]
+        assert got == [None if v is None else v / 1000 for v in MS_ROW]
+        assert (turn.voice_to_voice_s, turn.tts_total_s) == (1.92, None)
+        assert (turn.call_id, turn.index, turn.speech_end_s, turn.transcript, turn.llm_tokens,
+                turn.barge_in) == ("c-ms", 0, 4.5, "hello", 12, False)
+    names = {c["name"] for c in inspect(engine).get_columns("turns")}
+    assert not names & set(MS_COLUMNS)
 
 
 def call_started(call_id: str, at: datetime = T0, **kw) -> CallStarted:
@@ -165,11 +202,12 @@ def known_records(now: datetime):
         records.append(call_started(cid, start, asr_backend=backend, asr_model=model,
                                     profile=profile))
         for i, v in enumerate(v2vs, start=first_index):
-            # endpoint 50 ms, playout 10 ms, the rest in the LLM: stages sum to v2v.
+            # endpoint 50 ms, playout 10 ms, the rest in the LLM: stages sum to v2v (records
+            # hold seconds).
             records.append(TurnRecord(
-                call_id=cid, index=i, endpoint_ms=50.0, asr_ms=20.0, llm_ttft_ms=v - 100.0,
-                first_chunk_ms=10.0, tts_first_audio_ms=10.0, playout_ms=10.0,
-                voice_to_voice_ms=float(v), asr_rtf=v / 10000.0, tts_rtf=0.5,
+                call_id=cid, index=i, endpoint_s=0.05, asr_s=0.02, llm_ttft_s=(v - 100) / 1000,
+                first_chunk_s=0.01, tts_first_audio_s=0.01, playout_s=0.01,
+                voice_to_voice_s=v / 1000, asr_rtf=v / 10000.0, tts_rtf=0.5,
                 speech_start_s=4.0 * i, speech_end_s=4.0 * i + 1.5, audio_out_s=1.0,
                 asr_backend=backend, asr_model=model, transcript=f"{cid} turn {i}",
                 at=start + timedelta(seconds=5 * (i + 1))))

@@ -1,4 +1,4 @@
-"""Migrations from an empty database, and closing calls a crash left open."""
+"""Migrations from empty and of existing rows (ms -> s), and closing calls a crash left open."""
 
 from __future__ import annotations
 
@@ -8,13 +8,18 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from db_fixtures import (
+    MS_COLUMNS,
+    MS_ROW,
     T0,
     call_started,
+    check_turn_in_seconds,
+    insert_ms_turn,
     sqlite_url_fixture,  # noqa: F401 (fixtures)
 )
-from sqlalchemy import inspect, select
+from sqlalchemy import inspect, select, text
 
 from db.migrate import (
+    alembic_config,
     close_lost_calls,
     current_revision,
     head_revision,
@@ -33,12 +38,12 @@ pytestmark = pytest.mark.unit
 def test_upgrade_empty_sqlite_to_head(sqlite_url, tmp_path, monkeypatch):
     # No alembic.ini anywhere near: the config is built in code.
     monkeypatch.chdir(tmp_path)
-    assert upgrade(sqlite_url) == head_revision() == "0001"
+    assert upgrade(sqlite_url) == head_revision() == "0002"
     engine = make_engine(sqlite_url)
     try:
         assert {"calls", "turns", "events", "alembic_version"} <= set(
             inspect(engine).get_table_names())
-        assert current_revision(engine) == "0001"
+        assert current_revision(engine) == "0002"
         with engine.connect() as conn:
             assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
             assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 5000
@@ -51,7 +56,7 @@ def test_upgrade_empty_sqlite_to_head(sqlite_url, tmp_path, monkeypatch):
     finally:
         engine.dispose()
     # A second upgrade is a no-op.
-    assert upgrade(sqlite_url) == "0001"
+    assert upgrade(sqlite_url) == "0002"
 
 
 def test_db_upgrade_command(sqlite_url):
@@ -61,7 +66,7 @@ def test_db_upgrade_command(sqlite_url):
     args = parser.parse_args(["db", "upgrade", "--db", sqlite_url])
     assert args.func(args) == 0
     engine = make_engine(sqlite_url)
-    assert current_revision(engine) == "0001"
+    assert current_revision(engine) == head_revision()
     engine.dispose()
 
 
@@ -90,6 +95,29 @@ def test_writer_start_closes_lost_calls(sqlite_url, tmp_path):
     assert row.ended_at == T0 + timedelta(seconds=42)  # last known activity, not "now"
     assert close_lost_calls(engine) == 0
     engine.dispose()
+
+
+def test_upgrade_converts_ms_rows_to_seconds(sqlite_url):
+    from alembic import command
+
+    assert upgrade(sqlite_url, "0001") == "0001"
+    engine = make_engine(sqlite_url)
+    try:
+        insert_ms_turn(engine)
+        assert upgrade(engine) == "0002"
+        check_turn_in_seconds(engine)
+        with engine.connect() as conn:
+            # The table was rebuilt on SQLite: its constraints and index came along.
+            ctx = MigrationContext.configure(conn, opts={"compare_type": True})
+            assert compare_metadata(ctx, Base.metadata) == []
+        assert "ix_turns_call_id" in {i["name"] for i in inspect(engine).get_indexes("turns")}
+        # And back: downgrade restores the ms columns and values.
+        command.downgrade(alembic_config(sqlite_url), "0001")
+        with engine.connect() as conn:
+            row = conn.execute(text(f"SELECT {', '.join(MS_COLUMNS)} FROM turns")).one()
+        assert tuple(row) == MS_ROW
+    finally:
+        engine.dispose()
 
 
 def test_mask_url_hides_passwords():

@@ -9,6 +9,8 @@ import pytest
 from db_fixtures import (  # noqa: F401 (fixtures)
     call_ended,
     call_started,
+    check_turn_in_seconds,
+    insert_ms_turn,
     pg_clean_url_fixture,
     pg_cluster_fixture,
     pg_url_fixture,
@@ -18,7 +20,7 @@ from db_fixtures import (  # noqa: F401 (fixtures)
 from sqlalchemy import inspect, text
 
 from db import reports
-from db.migrate import current_revision, make_engine, upgrade
+from db.migrate import current_revision, head_revision, make_engine, upgrade
 from db.records import EventRecord
 from db.timeline import STAGES
 from db.writer import CallLogWriter, FaultInjected
@@ -30,7 +32,7 @@ pytestmark = pytest.mark.unit
 
 def test_migrate_write_and_report(pg_clean_url, tmp_path):
     assert pg_clean_url.startswith("postgresql+psycopg://")
-    assert upgrade(pg_clean_url) == "0001"
+    assert upgrade(pg_clean_url) == head_revision()
     engine = make_engine(pg_clean_url)
     try:
         assert {"calls", "turns", "events"} <= set(inspect(engine).get_table_names())
@@ -38,7 +40,7 @@ def test_migrate_write_and_report(pg_clean_url, tmp_path):
             kinds = dict(conn.execute(text(
                 "SELECT column_name, data_type FROM information_schema.columns "
                 "WHERE table_name = 'turns'")).all())
-        assert kinds["voice_to_voice_ms"] == "double precision"
+        assert kinds["voice_to_voice_s"] == "double precision"
         assert kinds["recorded_at"] == "timestamp with time zone"
 
         now = datetime.now(UTC)
@@ -71,14 +73,14 @@ def test_migrate_write_and_report(pg_clean_url, tmp_path):
         assert report.totals.calls == 1 and report.totals.turns == 4
         (group,) = report.groups
         assert group.key == "faster-whisper" and group.turns == 4
-        assert group.stages["asr"].p50 == pytest.approx(215.0)
+        assert group.stages["asr"].p50 == pytest.approx(0.215)
         tl = reports.call_timeline(engine, "pg-1")
         assert tl.call.end_reason == "caller-bye" and tl.call.started_at.tzinfo is not None
         assert [e.kind for e in tl.events] == ["barge-in"]
         for t, src in zip(tl.turns, tls, strict=True):
-            assert sum(t.stages_ms[s] for s in STAGES) == pytest.approx(t.voice_to_voice_ms,
-                                                                        abs=1e-6)
-            assert t.voice_to_voice_ms == src.voice_to_voice_s * 1000.0
+            assert sum(t.stages[s] for s in STAGES) == pytest.approx(t.voice_to_voice_s,
+                                                                     abs=1e-9)
+            assert t.voice_to_voice_s == src.voice_to_voice_s
     finally:
         engine.dispose()
 
@@ -89,10 +91,21 @@ def test_writer_migrates_empty_postgres(pg_clean_url, tmp_path):
         writer.put(call_started("pg-2", datetime.now(UTC)))
         assert writer.flush() and wait_until(lambda: writer.healthy)
     engine = make_engine(pg_clean_url)
-    assert current_revision(engine) == "0001"
+    assert current_revision(engine) == head_revision()
     with engine.connect() as conn:
         assert conn.execute(text("SELECT count(*) FROM calls")).scalar_one() == 1
     engine.dispose()
+
+
+def test_upgrade_converts_ms_rows_to_seconds(pg_clean_url):
+    assert upgrade(pg_clean_url, "0001") == "0001"
+    engine = make_engine(pg_clean_url)
+    try:
+        insert_ms_turn(engine)
+        assert upgrade(engine) == "0002"
+        check_turn_in_seconds(engine)
+    finally:
+        engine.dispose()
 
 
 def test_server_stopped_mid_call(pg_cluster, pg_clean_url, tmp_path):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import fields
 from datetime import timedelta
 
 import pytest
@@ -18,15 +19,15 @@ from db_fixtures import (
 from sqlalchemy import func, select
 
 from db.migrate import make_engine
-from db.records import CallStarted, EventRecord
-from db.schema import Call, Event, Turn
-from db.timeline import STAGES
+from db.records import CallStarted, EventRecord, TurnRecord, from_json_dict
+from db.schema import TURN_FIELDS, Call, Event, Turn
+from db.timeline import METRICS, STAGES, TIMING_COLUMNS, column
 from db.writer import CallLogWriter, FaultInjected
 from dialplan.options import DBOptions
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.unit
-STAGE_COLS = [f"{s}_ms" for s in STAGES]
+STAGE_COLS = [column(s) for s in STAGES]
 
 
 def _turns(url: str) -> list[Turn]:
@@ -68,12 +69,12 @@ def test_stage_sum_invariant_round_trip(sqlite_url, tmp_path):
     for row, rec, tl in zip(rows, records, stamps, strict=True):
         # Written and read back bit for bit ...
         assert [getattr(row, c) for c in STAGE_COLS] == [getattr(rec, c) for c in STAGE_COLS]
-        assert row.voice_to_voice_ms == rec.voice_to_voice_ms
+        assert row.voice_to_voice_s == rec.voice_to_voice_s
         # ... and the stages add up to voice-to-voice (up to float rounding of the differences).
         assert sum(getattr(row, c) for c in STAGE_COLS) == pytest.approx(
-            row.voice_to_voice_ms, abs=1e-6)
-        assert row.voice_to_voice_ms == pytest.approx(
-            (tl.first_frame_out_at - tl.speech_end_at) * 1000, abs=1e-9)
+            row.voice_to_voice_s, abs=1e-9)
+        assert row.voice_to_voice_s == pytest.approx(
+            tl.first_frame_out_at - tl.speech_end_at, abs=1e-12)
         assert row.recorded_at == rec.at
 
 
@@ -173,3 +174,32 @@ def test_spool_left_by_a_crash_is_replayed_at_start(sqlite_url, tmp_path):
     assert writer.stats.replayed == 1 and _count(sqlite_url, Call) == 1
     assert (spool_dir / "rejected.jsonl").read_text() == good[:25] + "\n"
     assert sorted(p.name for p in spool_dir.iterdir()) == ["rejected.jsonl"]
+
+
+def test_record_fields_are_the_turn_columns():
+    # One list of stages (db.timeline) names the record fields and the columns, all in seconds.
+    assert set(TURN_FIELDS) == {f.name for f in fields(TurnRecord)} - {"at"}
+    assert set(TIMING_COLUMNS) <= set(TURN_FIELDS)
+    assert not [f for f in TURN_FIELDS if f.endswith("_ms")]
+    assert set(timeline(1.0, *[0.1] * 6).record_fields()) == {column(m) for m in METRICS}
+
+
+def test_spool_from_before_the_unit_change_is_replayed_in_seconds(sqlite_url, tmp_path):
+    # An agent of revision 0001 spooled a turn in ms, then was upgraded while the DB was down.
+    old_turn = {"type": "TurnRecord", "data": {
+        "call_id": "c-old", "index": 0, "transcript": "hi", "endpoint_ms": 500.0,
+        "asr_ms": 250.0, "llm_ttft_ms": None, "voice_to_voice_ms": 1250.0,
+        "llm_total_ms": 900.0, "tts_total_ms": 300.0, "audio_in_s": 1.5,
+        "at": T0.isoformat()}}
+    rec = from_json_dict(old_turn)
+    assert (rec.endpoint_s, rec.asr_s, rec.llm_ttft_s, rec.voice_to_voice_s) == (
+        0.5, 0.25, None, 1.25)
+    assert (rec.llm_total_s, rec.tts_total_s, rec.audio_in_s) == (0.9, 0.3, 1.5)
+    spool_dir = tmp_path / "spool"
+    spool_dir.mkdir()
+    (spool_dir / "current.jsonl").write_text(json.dumps(old_turn) + "\n")
+    with CallLogWriter(DBOptions(url=sqlite_url, spool_dir=str(spool_dir))) as writer:
+        assert wait_until(lambda: writer.healthy)
+    assert writer.stats.replayed == 1 and writer.stats.rejected == 0
+    (row,) = _turns(sqlite_url)
+    assert (row.call_id, row.endpoint_s, row.voice_to_voice_s) == ("c-old", 0.5, 1.25)

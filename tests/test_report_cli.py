@@ -45,6 +45,7 @@ def test_table(db, capsys):
     out = capsys.readouterr().out
     assert "3 calls, 13 turns" in out
     assert "faster-whisper" in out and "voxtral" in out
+    # The log holds seconds; the table shows ms.
     line = next(x for x in out.splitlines() if "voice_to_voice" in x)
     assert "550" in line and "955" in line and "991" in line
     assert "fw-2" in out  # slowest turns and latest calls name their calls
@@ -58,17 +59,17 @@ def test_json_and_since(db, capsys):
     day = json.loads(capsys.readouterr().out)
     assert day["totals"]["calls"] == 3
     fw = next(g for g in day["groups"] if g["key"] == "faster-whisper")
-    assert fw["stages"]["voice_to_voice"]["p50"] == 550.0
+    assert fw["stages"]["voice_to_voice"]["p50"] == pytest.approx(0.55)  # JSON: seconds
 
 
 def test_csv_by_model(db, capsys):
     assert _main(["report", "--db", db, "--format", "csv", "--by", "model", "--since", "7d"]) == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     v2v = {r["group"]: r for r in rows if r["metric"] == "voice_to_voice"}
-    # 7 days include the 3-day-old 9999 ms turn: 11 tiny.en turns, median 600.
-    assert (v2v["tiny.en"]["n"], float(v2v["tiny.en"]["p50"])) == ("11", 600.0)
-    assert float(v2v["voxtral-mini"]["p50"]) == 200.0
-    assert {r["section"] for r in rows} == {"stage_ms", "rtf"}
+    # 7 days include the 3-day-old 9999 ms turn: 11 tiny.en turns, median 600 ms (CSV: s).
+    assert (v2v["tiny.en"]["n"], float(v2v["tiny.en"]["p50"])) == ("11", 0.6)
+    assert float(v2v["voxtral-mini"]["p50"]) == 0.2
+    assert {r["section"] for r in rows} == {"stage_s", "rtf"}
 
 
 def test_one_call(db, capsys):
@@ -77,7 +78,10 @@ def test_one_call(db, capsys):
     assert "Call vx-1" in out and "vx-1 turn 2" in out and "barge-in" in out
     assert _main(["report", "--db", db, "--call", "vx-1", "--format", "json"]) == 0
     tl = json.loads(capsys.readouterr().out)
-    assert [t["stages_ms"]["voice_to_voice"] for t in tl["turns"]] == [300.0, 100.0, 200.0]
+    assert [t["stages"]["voice_to_voice"] for t in tl["turns"]] == [0.3, 0.1, 0.2]
+    assert _main(["report", "--db", db, "--call", "vx-1", "--format", "csv"]) == 0
+    turns = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert [float(t["voice_to_voice_s"]) for t in turns] == [0.3, 0.1, 0.2]
     assert _main(["report", "--db", db, "--call", "nope"]) == 1
 
 

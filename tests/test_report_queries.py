@@ -1,4 +1,4 @@
-"""Report numbers come from the database: known rows in, exact percentiles out."""
+"""Report numbers come from the database: known rows in, known percentiles out (seconds)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from db_fixtures import (
 
 from db import reports
 from db.migrate import make_engine
+from db.stats import Percentiles, percentile
 
 pytestmark = pytest.mark.unit
 NOW = T0 + timedelta(days=10)
@@ -28,10 +29,14 @@ def engine(sqlite_url, tmp_path):
 
 
 def test_percentiles_interpolate_linearly():
-    p = reports.percentiles([None, 300.0, 100.0, 200.0])
+    p = Percentiles.of([None, 300.0, 100.0, float("nan"), 200.0])
     assert (p.n, p.p50, p.max) == (3, 200.0, 300.0)
     assert p.p95 == pytest.approx(290.0) and p.p99 == pytest.approx(298.0)
-    assert reports.percentiles([]) == reports.Percentiles(n=0)
+    assert Percentiles.of([]) == Percentiles.of([None]) == Percentiles(n=0)
+    # The one percentile helper, as the benchmarks and playout metrics use it.
+    assert percentile(iter([300.0, None, 100.0, 200.0]), 95) == pytest.approx(290.0)
+    assert percentile([7.0], 99) == 7.0
+    assert percentile([], 50) is None and percentile([None], 50) is None
 
 
 def test_parse_since():
@@ -50,17 +55,18 @@ def test_stage_percentiles_by_backend(engine):
     fw, vx = groups["faster-whisper"], groups["voxtral"]
     assert (fw.calls, fw.turns, vx.calls, vx.turns) == (2, 10, 1, 3)
     v2v = fw.stages["voice_to_voice"]
-    assert (v2v.n, v2v.p50, v2v.max) == (10, 550.0, 1000.0)
-    assert v2v.p95 == pytest.approx(955.0) and v2v.p99 == pytest.approx(991.0)
-    assert fw.stages["llm_ttft"].p50 == 450.0
-    assert fw.stages["endpoint"].p99 == 50.0
-    assert vx.stages["voice_to_voice"].p50 == 200.0
+    assert (v2v.n, v2v.max) == (10, 1.0)
+    assert v2v.p50 == pytest.approx(0.55)
+    assert v2v.p95 == pytest.approx(0.955) and v2v.p99 == pytest.approx(0.991)
+    assert fw.stages["llm_ttft"].p50 == pytest.approx(0.45)
+    assert fw.stages["endpoint"].p99 == pytest.approx(0.05)
+    assert vx.stages["voice_to_voice"].p50 == pytest.approx(0.2)
     # The 3-day-old call is outside the window; with no window it is in.
     assert r.totals.calls == 3 and r.totals.turns == 13
     everything = reports.build_report(engine, None, "backend", now=NOW)
     assert everything.totals.calls == 4
     assert {g.key: g.turns for g in everything.groups}["faster-whisper"] == 11
-    assert everything.slowest[0].voice_to_voice_ms == 9999.0
+    assert everything.slowest[0].voice_to_voice_s == 9.999
 
 
 def test_group_by_profile_and_model(engine):
@@ -69,7 +75,7 @@ def test_group_by_profile_and_model(engine):
     assert [(g.key, g.turns) for g in by_profile] == [("sales", 10), ("support", 3)]
     by_model = reports.build_report(engine, since, "model", now=NOW).groups
     assert [(g.key, g.stages["voice_to_voice"].p50) for g in by_model] == [
-        ("tiny.en", 550.0), ("voxtral-mini", 200.0)]
+        ("tiny.en", pytest.approx(0.55)), ("voxtral-mini", pytest.approx(0.2))]
 
 
 def test_rtf_counts_slowest_and_recent(engine):
@@ -77,18 +83,17 @@ def test_rtf_counts_slowest_and_recent(engine):
     rtf = {(x.backend, x.model): x for x in r.rtf}
     assert rtf[("faster-whisper", "tiny.en")].asr.p50 == pytest.approx(0.055)
     assert rtf[("voxtral", "voxtral-mini")].tts.p50 == 0.5
-    assert [(s.call_id, s.index, s.voice_to_voice_ms) for s in r.slowest] == [
-        ("fw-2", 4, 1000.0), ("fw-2", 3, 900.0), ("fw-2", 2, 800.0)]
+    assert [(s.call_id, s.index, s.voice_to_voice_s) for s in r.slowest] == [
+        ("fw-2", 4, 1.0), ("fw-2", 3, 0.9), ("fw-2", 2, 0.8)]
     assert [c.id for c in r.recent_calls] == ["vx-1", "fw-2"]
-    assert r.recent_calls[0].voice_to_voice.p50 == 200.0
+    assert r.recent_calls[0].voice_to_voice.p50 == pytest.approx(0.2)
     assert r.totals.end_reasons == {"caller-bye": 3}
 
 
 def test_call_timeline(engine):
     tl = reports.call_timeline(engine, "vx-1")
     assert tl is not None
-    assert [(t.index, t.voice_to_voice_ms) for t in tl.turns] == [
-        (0, 300.0), (1, 100.0), (2, 200.0)]
+    assert [(t.index, t.voice_to_voice_s) for t in tl.turns] == [(0, 0.3), (1, 0.1), (2, 0.2)]
     assert tl.turns[1].speech_end_s == 5.5 and tl.turns[1].transcript == "vx-1 turn 1"
     assert [(e.kind, e.detail) for e in tl.events] == [("barge-in", "turn 1")]
     assert tl.call.profile == "support" and tl.call.end_reason == "caller-bye"

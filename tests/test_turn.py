@@ -25,10 +25,10 @@ def timeline(**over) -> TurnTimeline:
 
 def test_stages_add_up_to_voice_to_voice():
     t = timeline()
-    ms = t.stages_ms()
-    assert ms["endpoint"] == pytest.approx(500) and ms["asr"] == pytest.approx(300)
-    assert ms["playout"] == pytest.approx(20)
-    assert sum(ms.values()) == pytest.approx(t.voice_to_voice_s * 1000)
+    s = t.stages_s()
+    assert s["endpoint"] == pytest.approx(0.5) and s["asr"] == pytest.approx(0.3)
+    assert s["playout"] == pytest.approx(0.02)
+    assert sum(s.values()) == pytest.approx(t.voice_to_voice_s)
     assert t.voice_to_voice_s == pytest.approx(1.92)
 
 
@@ -45,13 +45,14 @@ def test_turn_record_carries_the_same_numbers():
     t = timeline()
     rec = turn_record("c1", 0, t, TurnResult(transcript="hi", reply_text="hello"), call_t0=90.0)
     parts = [
-        rec.endpoint_ms,
-        rec.asr_ms,
-        rec.llm_ttft_ms,
-        rec.first_chunk_ms,
-        rec.tts_first_audio_ms,
-        rec.playout_ms,
+        rec.endpoint_s,
+        rec.asr_s,
+        rec.llm_ttft_s,
+        rec.first_chunk_s,
+        rec.tts_first_audio_s,
+        rec.playout_s,
     ]
     assert len(parts) == len(STAGES)
-    assert abs(sum(parts) - rec.voice_to_voice_ms) < 1e-6
+    assert abs(sum(parts) - rec.voice_to_voice_s) < 1e-9
+    assert rec.voice_to_voice_s == pytest.approx(1.92)  # seconds, like every duration field
     assert rec.speech_start_s == pytest.approx(9.0) and rec.speech_end_s == pytest.approx(10.0)

@@ -67,9 +67,9 @@ class CallRecorder:
                           barge_in=turn.barge_in)
         self._log.put(rec)
         log.event("turn", self.call_id, index=index, transcript=result.transcript,
-                  reply=result.reply_text, v2v_ms=_r(rec.voice_to_voice_ms),
-                  endpoint_ms=_r(rec.endpoint_ms), asr_ms=_r(rec.asr_ms),
-                  llm_ttft_ms=_r(rec.llm_ttft_ms), tts_first_ms=_r(rec.tts_first_audio_ms),
+                  reply=result.reply_text, v2v_ms=log.ms(rec.voice_to_voice_s),
+                  endpoint_ms=log.ms(rec.endpoint_s), asr_ms=log.ms(rec.asr_s),
+                  llm_ttft_ms=log.ms(rec.llm_ttft_s), tts_first_ms=log.ms(rec.tts_first_audio_s),
                   barge_in=turn.barge_in)
         return rec
 

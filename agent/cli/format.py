@@ -1,4 +1,4 @@
-"""Format turn records for people (rich table) and machines (JSON lines)."""
+"""Format turn records for people (rich table, ms) and machines (JSON lines, seconds)."""
 
 from __future__ import annotations
 
@@ -9,19 +9,14 @@ from datetime import datetime
 from rich.table import Table
 
 from db.records import TurnRecord
+from db.timeline import LABELS, column
 
-COLUMNS = (
-    ("endpoint", "endpoint_ms"),
-    ("ASR", "asr_ms"),
-    ("LLM 1st tok", "llm_ttft_ms"),
-    ("LLM total", "llm_total_ms"),
-    ("TTS 1st audio", "tts_first_audio_ms"),
-    ("voice-to-voice", "voice_to_voice_ms"),
-)
+SHOWN = ("endpoint", "asr", "llm_ttft", "llm_total", "tts_first_audio", "voice_to_voice")
+"""The durations a person looks at first, by :mod:`db.timeline` name."""
 
 
-def _ms(v: float | None) -> str:
-    return "-" if v is None else f"{v:.0f}"
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1000:.0f}"
 
 
 def turns_table(turns: list[TurnRecord], title: str = "turns") -> Table:
@@ -30,8 +25,8 @@ def turns_table(turns: list[TurnRecord], title: str = "turns") -> Table:
     table.add_column("#", justify="right")
     table.add_column("caller said", max_width=32)
     table.add_column("agent replied", max_width=40)
-    for head, _ in COLUMNS:
-        table.add_column(f"{head} ms", justify="right")
+    for name in SHOWN:
+        table.add_column(f"{LABELS[name]} ms", justify="right")
     table.add_column("ASR RTF", justify="right")
     table.add_column("TTS RTF", justify="right")
     for t in turns:
@@ -40,7 +35,7 @@ def turns_table(turns: list[TurnRecord], title: str = "turns") -> Table:
             str(t.index),
             t.transcript,
             t.reply_text,
-            *(_ms(getattr(t, f)) for _, f in COLUMNS),
+            *(_ms(getattr(t, column(name))) for name in SHOWN),
             "-" if t.asr_rtf is None else f"{t.asr_rtf:.2f}",
             "-" if t.tts_rtf is None else f"{t.tts_rtf:.2f}",
         )

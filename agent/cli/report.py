@@ -1,7 +1,8 @@
 """``callagent report``: latency and call-count reports from the call log.
 
 Formats what :mod:`db.reports` computes (rich tables, JSON or CSV) and writes the HTML page of
-:mod:`db.html`; holds no query logic of its own.
+:mod:`db.html`; holds no query logic of its own. JSON and CSV carry seconds, the call log's
+unit, for programs; the tables, for people, show ms.
 
     callagent report [--since 24h] [--by backend|profile|model] [--calls N] [--slowest N]
                      [--call ID] [--format table|json|csv] [--html FILE] [--db URL]
@@ -106,22 +107,22 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _csv(report, timeline) -> None:
-    from db.reports import METRICS
+    from db.timeline import METRICS, column
 
     w = csv.writer(sys.stdout, lineterminator="\n")
     if timeline is not None:
         w.writerow(["call_id", "index", "speech_start_s", "speech_end_s",
-                    *[f"{m}_ms" for m in METRICS], "asr_rtf", "tts_rtf", "barge_in",
+                    *[column(m) for m in METRICS], "asr_rtf", "tts_rtf", "barge_in",
                     "transcript", "reply_text"])
         for t in timeline.turns:
             w.writerow([t.call_id, t.index, t.speech_start_s, t.speech_end_s,
-                        *[t.stages_ms[m] for m in METRICS], t.asr_rtf, t.tts_rtf,
+                        *[t.stages[m] for m in METRICS], t.asr_rtf, t.tts_rtf,
                         int(t.barge_in), t.transcript, t.reply_text])
         return
     w.writerow(["section", "group", "metric", "n", "p50", "p95", "p99", "max"])
     for g in report.groups:
         for m, p in g.stages.items():
-            w.writerow(["stage_ms", g.key, m, p.n, *_r(p.p50, p.p95, p.p99, p.max)])
+            w.writerow(["stage_s", g.key, m, p.n, *_r(p.p50, p.p95, p.p99, p.max)])
     for r in report.rtf:
         for m, p in (("asr_rtf", r.asr), ("tts_rtf", r.tts)):
             w.writerow(["rtf", f"{r.backend}/{r.model}", m, p.n, *_r(p.p50, p.p95, p.p99, p.max)])
@@ -142,8 +143,9 @@ def _console():
     return Console(width=None if sys.stdout.isatty() else 160, highlight=False)
 
 
-def _ms(v: float | None) -> str:
-    return "-" if v is None else f"{v:,.0f}"
+def _ms(seconds: float | None) -> str:
+    """A duration from the call log (s) as people read it (ms)."""
+    return "-" if seconds is None else f"{seconds * 1000:,.0f}"
 
 
 def _rtf(v: float | None) -> str:
@@ -157,7 +159,7 @@ def _when(dt) -> str:
 def _print_report(report) -> None:
     from rich.table import Table
 
-    from db.reports import METRICS
+    from db.timeline import METRICS, STAGES
 
     con = _console()
     t = report.totals
@@ -196,9 +198,9 @@ def _print_report(report) -> None:
             slow.add_column(col, justify="right" if col in ("turn", "voice-to-voice ms")
                             else "left")
         for s in report.slowest:
-            stage = max(METRICS[:-1], key=lambda m: s.stages_ms[m] or 0.0)
-            slow.add_row(s.call_id, str(s.index), _ms(s.voice_to_voice_ms),
-                         f"{stage} {_ms(s.stages_ms[stage])}", s.asr_backend,
+            stage = max(STAGES, key=lambda m: s.stages[m] or 0.0)
+            slow.add_row(s.call_id, str(s.index), _ms(s.voice_to_voice_s),
+                         f"{stage} {_ms(s.stages[stage])}", s.asr_backend,
                          _clip(s.transcript))
         con.print(slow)
 
@@ -217,7 +219,7 @@ def _print_report(report) -> None:
 def _print_timeline(tl) -> None:
     from rich.table import Table
 
-    from db.reports import METRICS
+    from db.timeline import METRICS
 
     con = _console()
     c = tl.call
@@ -237,7 +239,7 @@ def _print_timeline(tl) -> None:
             else f"{t.speech_start_s:.1f}")
         said = f"{_clip(t.transcript, 30)} -> {_clip(t.reply_text, 30)}"
         table.add_row(str(t.index) + (" [barge-in]" if t.barge_in else ""), span,
-                      *[_ms(t.stages_ms[m]) for m in METRICS], _rtf(t.asr_rtf), said)
+                      *[_ms(t.stages[m]) for m in METRICS], _rtf(t.asr_rtf), said)
     con.print(table)
     for e in tl.events:
         con.print(f"  {_when(e.at)}  {e.kind}  {e.detail}")

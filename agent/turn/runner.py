@@ -260,10 +260,10 @@ def turn_record(
     call_t0: float,
     barge_in: bool = False,
 ) -> TurnRecord:
-    """Flatten a turn's timeline and metrics into a call-log record (ms)."""
+    """Flatten a turn's timeline and metrics into a call-log record (durations in s)."""
     from datetime import UTC, datetime
 
-    tts_total = sum(m.duration_s for m in result.tts) * 1000 if result.tts else None
+    tts_total = sum(m.duration_s for m in result.tts) if result.tts else None
     tts_audio = sum(m.audio_s for m in result.tts)
 
     def rel(t: float | None) -> float | None:
@@ -277,13 +277,13 @@ def turn_record(
         transcript=result.transcript,
         reply_text=result.reply_text,
         **timeline.record_fields(),
-        llm_total_ms=None if result.llm is None else result.llm.duration_s * 1000,
+        llm_total_s=None if result.llm is None else result.llm.duration_s,
         llm_tokens=None if result.llm is None else result.llm.tokens,
-        tts_total_ms=tts_total,
+        tts_total_s=tts_total,
         audio_in_s=result.audio_in_s,
         audio_out_s=result.audio_out_s,
         asr_rtf=None if result.asr is None else result.asr.rtf,
-        tts_rtf=(tts_total / 1000 / tts_audio) if tts_total and tts_audio else None,
+        tts_rtf=(tts_total / tts_audio) if tts_total and tts_audio else None,
         asr_backend=result.asr.backend if result.asr else "",
         asr_model=result.asr.model if result.asr else "",
         barge_in=barge_in or result.cancelled,
