@@ -37,6 +37,12 @@ class AudioOptions:
     """While the agent speaks, caller speech must last this long to interrupt it."""
     barge_in_echo_ratio: float = 0.5
     """While the agent speaks, caller RMS must exceed this fraction of the agent's outbound RMS."""
+    end_of_turn: str = "smart-turn-v3.2"
+    """End-of-turn model scored at ``speculate_ms`` of silence (bundled name or an ONNX path;
+    "off" = VAD hangover only). When it says the caller has finished, the turn ends there
+    instead of after ``endpoint_silence_ms``."""
+    end_of_turn_threshold: float = 0.5
+    """Probability at or above which the end-of-turn model ends the turn early."""
 
 
 @dataclass(frozen=True)

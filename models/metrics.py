@@ -1,4 +1,4 @@
-"""One metrics record per stage (VAD, ASR, LLM, TTS), stamped on the monotonic clock.
+"""One metrics record per stage (VAD, end of turn, ASR, LLM, TTS), stamped on the monotonic clock.
 
 Stage base classes fill these in, so no backend can skip them. Durations are seconds with an
 ``_s`` suffix; stamps end in ``_at`` and come from :func:`time.monotonic`.
@@ -98,4 +98,22 @@ class VADMetrics:
     stage: Literal["vad"] = "vad"
 
 
-StageMetrics = ASRMetrics | LLMMetrics | TTSMetrics | VADMetrics
+@dataclass(frozen=True)
+class EOTMetrics:
+    """One end-of-turn decision."""
+
+    model: str
+    started_at: float
+    ended_at: float
+    audio_s: float
+    """Seconds of turn audio scored (the model sees at most its window)."""
+    probability: float
+    """The model's probability that the turn was complete."""
+    stage: Literal["eot"] = "eot"
+
+    @property
+    def duration_s(self) -> float:
+        return self.ended_at - self.started_at
+
+
+StageMetrics = ASRMetrics | LLMMetrics | TTSMetrics | VADMetrics | EOTMetrics

@@ -19,6 +19,7 @@ BACKENDS = {
     ("tts", "kokoro-onnx"): "models.tts.kokoro_onnx:KokoroOnnxTTS",
     ("tts", "kokoro-torch"): "models.tts.kokoro_torch:KokoroTorchTTS",
     ("vad", "silero"): "models.vad.silero:SileroVAD",
+    ("eot", "smart-turn"): "models.eot.smart_turn:SmartTurn",
 }
 
 
@@ -63,6 +64,10 @@ class ModelCache:
 
     def vad(self):
         return self.get("vad", "silero")
+
+    def eot(self, model: str):
+        """The end-of-turn model named by ``audio.end_of_turn`` (a bundled name or a path)."""
+        return self.get("eot", "smart-turn", model)
 
     def loaded(self) -> list[tuple[str, str]]:
         return [(stage, backend) for stage, backend, _ in self._models]

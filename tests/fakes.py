@@ -17,6 +17,7 @@ import numpy as np
 from agent.simulate import SimulatedLine
 from agent.turn.runner import Stages
 from models.asr.base import ASR
+from models.eot.base import EndOfTurn
 from models.llm.base import LLM, Message, Piece
 from models.tts.base import TTS
 from models.vad.base import VAD, VADStream
@@ -119,10 +120,26 @@ class FakeTTS(TTS, _Knobs):
             np.float32)
 
 
+class FakeEOT(EndOfTurn, _Knobs):
+    """Scripted end-of-turn probabilities in order (the last one repeats)."""
+
+    model_name = "fake-eot"
+
+    def __init__(self, probabilities: list[float] | None = None, **knobs):
+        _Knobs.__init__(self, **knobs)
+        self.probabilities = list(probabilities or [0.9])
+
+    def _probability(self, audio: np.ndarray) -> float:
+        self._work()
+        ps = self.probabilities
+        return ps.pop(0) if len(ps) > 1 else ps[0]
+
+
 def fake_stages(**kw) -> Stages:
-    """Stages built from fakes; pass ``asr=FakeASR(...)`` etc. to script them."""
+    """Stages built from fakes; pass ``asr=FakeASR(...)``, ``eot=FakeEOT(...)`` to script them."""
     return Stages(vad=kw.get("vad") or FakeVAD(), asr=kw.get("asr") or FakeASR(),
-                  llm=kw.get("llm") or FakeLLM(), tts=kw.get("tts") or FakeTTS())
+                  llm=kw.get("llm") or FakeLLM(), tts=kw.get("tts") or FakeTTS(),
+                  eot=kw.get("eot"))
 
 
 def tone(seconds: float, level: float = 0.3, rate: int = 8000, hz: float = 220.0) -> np.ndarray:

@@ -60,6 +60,13 @@ class Shutdown:
 
 
 @dataclass(frozen=True, slots=True)
+class EndOfTurnScored:
+    """The end-of-turn model has scored a speculative turn (``turn.end_probability``)."""
+
+    turn: Turn
+
+
+@dataclass(frozen=True, slots=True)
 class Transcribed:
     """A turn's transcript is known (before its reply)."""
 
@@ -80,5 +87,5 @@ class TurnDone:
     turn: Turn
 
 
-Message = (Frame | MediaActive | Dtmf | Disconnected | LineDead | Shutdown | Transcribed
-           | ReplyAudio | TurnDone)
+Message = (Frame | MediaActive | Dtmf | Disconnected | LineDead | Shutdown | EndOfTurnScored
+           | Transcribed | ReplyAudio | TurnDone)

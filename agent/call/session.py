@@ -33,6 +33,7 @@ from agent.call.clock import REAL_TIME, Clock
 from agent.call.messages import (
     Disconnected,
     Dtmf,
+    EndOfTurnScored,
     Frame,
     LineDead,
     MediaActive,
@@ -235,6 +236,8 @@ class CallSession:
                 self._request_hangup()
             case ReplyAudio(turn):
                 self.turntaking.reply_audio(turn)
+            case EndOfTurnScored(turn):
+                self.turntaking.end_scored(turn, self.clock.now())
             case Transcribed(turn):
                 self.turntaking.transcribed(turn, self.clock.now())
             case TurnDone(turn):

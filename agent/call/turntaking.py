@@ -2,8 +2,9 @@
 
 * At ``speculate_ms`` of silence (:class:`SpeechPaused`) a turn starts at once, its audio held
   behind a gate; if the caller goes on (:class:`SpeechResumed`) it is dropped unheard.
-* At the VAD endpoint (:class:`Utterance`) the turn commits; the gate opens unless the
-  transcript sounds unfinished, in which case it waits up to the pause tolerance (capped by
+* When the end-of-turn model (scored on the speculative turn) says the caller has finished,
+  the turn ends there; otherwise at the VAD endpoint (:class:`Utterance`). The gate opens unless
+  the transcript sounds unfinished, in which case it waits up to the pause tolerance (capped by
   ``max_endpoint_wait_ms`` after speech ended) for more speech.
 * If the caller speaks again before hearing anything, the pending turn is cancelled and its
   utterance merged into the next one: one turn, one answer.
@@ -65,6 +66,7 @@ class TurnTaking:
         self._speech_start_at: float | None = None
         self._echo_suspect = False  # speech began while the agent was talking
         self._agent_quiet_at: float | None = None  # ...and the agent stopped talking here
+        self._ended_early: Turn | None = None  # ended by the model, its Utterance not yet in
 
     # ---- segmenter events ------------------------------------------------------------------
 
@@ -101,9 +103,35 @@ class TurnTaking:
     def speech_resumed(self) -> None:
         """The caller went on within the hangover: the speculation is dropped unheard."""
         turn = self.turn
-        if turn is not None and not turn.endpointed:
+        if turn is None:
+            return
+        if not turn.endpointed:
             turn.cancel.set()  # the runner leaves the history alone: its gate never opened
             self.held, self.turn = turn.merged_from, None
+        elif turn.early_end and not turn.audible and not turn.cancel.is_set():
+            # The end-of-turn model ended it too soon. The segmenter's utterance goes on (it
+            # will hold this audio too), so only earlier held pieces stay held.
+            turn.merged = True
+            turn.cancel.set()
+            self.held, self.turn = turn.merged_from, None
+            log.event("turn-resumed", self.call_id, after="end-of-turn")
+            self._set_state("listening")
+
+    def end_scored(self, turn: Turn, now: float) -> None:
+        """The end-of-turn model scored a speculative turn: a finished one ends here."""
+        p = turn.end_probability
+        if (turn is not self.turn or turn.endpointed or turn.cancel.is_set() or p is None
+                or p < self.audio.end_of_turn_threshold or self._state() != "listening"):
+            return
+        turn.endpointed = turn.early_end = True
+        turn.timeline.endpoint_at = now
+        self._ended_early = turn  # its segment's Utterance is still to come: not a new turn
+        log.event("end-of-turn", self.call_id, probability=round(p, 3),
+                  silence_ms=round((now - (turn.timeline.speech_end_at or now)) * 1000))
+        self._set_state("thinking")
+        self._open_gate(turn, now)
+        if turn.done:
+            self._settle(turn)
 
     def utterance(self, utt: Utterance, end_at: float, at: float, closing: bool) -> None:
         """The VAD endpoint at ``at`` (speech ended at ``end_at``): commit the turn."""
@@ -119,14 +147,19 @@ class TurnTaking:
                 return
             log.event("overlap-kept", self.call_id, duration_s=round(utt.duration_s, 2),
                       after_agent_ms=round((end_at - self._agent_quiet_at) * 1000))
-        if self._state() not in ("listening", "thinking") or closing:
-            return
+        early, self._ended_early = self._ended_early, None
+        if early is not None and not early.cancel.is_set() and _same_speech(early, utt):
+            return  # the end-of-turn model ended this turn already; the hangover agrees
         turn = self.turn
+        if self._state() not in ("listening", "thinking") or closing:
+            if not closing:
+                self._rec.event("speech-ignored", f"state={self._state()} "
+                                f"duration_s={utt.duration_s:.2f}")
+            return
         if turn is not None and (turn.endpointed or turn.cancel.is_set()):
             turn = None  # an earlier turn (answered or cut): this utterance starts a new one
         if turn is not None:
-            held = turn.merged_from.utterance.audio if turn.merged_from else ()
-            if len(turn.utterance.audio) == len(held) + len(utt.audio):
+            if _same_speech(turn, utt):
                 turn.timeline.endpoint_at = at  # the speculation holds: same audio
             else:  # cut by max_utterance_s or similar: start over on the real utterance
                 self.speech_resumed()
@@ -242,3 +275,9 @@ class TurnTaking:
         if turn is self.turn and self._state() == "thinking":
             self.turn = None if not turn.audible else turn
             self._set_state("speaking" if turn.audible else "listening")
+
+
+def _same_speech(turn: Turn, utt: Utterance) -> bool:
+    """The turn (speculated at a pause) holds exactly the audio the endpointed utterance has."""
+    held = turn.merged_from.utterance.audio if turn.merged_from else ()
+    return len(turn.utterance.audio) == len(held) + len(utt.audio)

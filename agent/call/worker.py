@@ -1,8 +1,9 @@
 """Turns in flight inside a call: their data, and the worker thread that answers each one.
 
 The call's turn-taking (:mod:`agent.call.turntaking`) decides *when* a turn runs and when its
-audio may be heard (the gate); this module runs it: ASR first (the transcript goes back to the
-session at once, which decides from the words whether the caller has finished), then
+audio may be heard (the gate); this module runs it: the end-of-turn model on a speculative turn,
+then ASR (each result goes back to the session at once: it decides from them whether the caller
+has finished), then
 :class:`~agent.turn.runner.TurnRunner` with that transcript, on a worker thread. Imports no SIP
 and no database code.
 """
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from agent.call.clock import Clock
-from agent.call.messages import Message, ReplyAudio, Transcribed, TurnDone
+from agent.call.messages import EndOfTurnScored, Message, ReplyAudio, Transcribed, TurnDone
 from agent.call.playout import Playout
 from agent.turn.runner import TurnResult, TurnRunner
 from db.timeline import TurnTimeline
@@ -55,7 +56,11 @@ class Turn:
     cancel: threading.Event = field(default_factory=threading.Event)
     gate: threading.Event = field(default_factory=threading.Event)
     """Opened by the session once the turn is endpointed and does not sound unfinished."""
+    early_end: bool = False
+    """Endpointed by the end-of-turn model, before the VAD hangover ran out."""
     # -- worker thread
+    end_probability: float | None = None
+    """The end-of-turn model's verdict on a speculative turn."""
     transcript: str | None = None
     """Known right after ASR, before the LLM starts."""
     result: TurnResult | None = None
@@ -106,6 +111,10 @@ class TurnWorker:
                 turn.after.join()  # it may still append to (or roll back) the history
             if turn.cancel.is_set():
                 return
+            eot = self.runner.stages.eot
+            if eot is not None and isinstance(turn.utterance, SpeechPaused):
+                turn.end_probability = eot.score(turn.utterance.audio).probability
+                self.post(EndOfTurnScored(turn))
             transcript = self.runner.transcribe(turn.utterance, turn.timeline)
             turn.transcript = transcript.text
             self.post(Transcribed(turn))

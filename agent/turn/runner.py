@@ -21,6 +21,7 @@ from db.timeline import TurnTimeline
 from dialplan.options import Profile
 from models.asr.base import ASR, Transcript
 from models.audio import StreamResampler, float_to_pcm16
+from models.eot.base import EndOfTurn
 from models.llm.base import LLM, Message
 from models.metrics import ASRMetrics, LLMMetrics, TTSMetrics
 from models.registry import ModelCache
@@ -39,6 +40,8 @@ class Stages:
     asr: ASR
     llm: LLM
     tts: TTS
+    eot: EndOfTurn | None = None
+    """End-of-turn model, if the profile uses one."""
 
 
 class StageCache:
@@ -49,8 +52,10 @@ class StageCache:
 
     def stages(self, profile: Profile) -> Stages:
         m = self.models
+        eot = profile.audio.end_of_turn
         return Stages(
-            vad=m.vad(), asr=m.asr(profile.asr), llm=m.llm(profile.llm), tts=m.tts(profile.tts)
+            vad=m.vad(), asr=m.asr(profile.asr), llm=m.llm(profile.llm), tts=m.tts(profile.tts),
+            eot=None if eot in ("", "off") else m.eot(eot),
         )
 
 

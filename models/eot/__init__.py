@@ -1,0 +1,1 @@
+"""End-of-turn detection: has the caller finished speaking? (Smart Turn)."""

@@ -1,0 +1,59 @@
+"""The end-of-turn model in the call's turn-taking, on fake stages in real time.
+
+A scripted :class:`fakes.FakeEOT` says whether the caller has finished at the speculative
+pause; the session must end the turn there when it says so, fall back to the VAD hangover when
+it does not, and make one turn of a pause it got wrong.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from fakes import FakeASR, FakeEOT, FakeLLM, fake_stages, silence, tone
+from test_session import close, make
+
+from db.records import TurnRecord
+from tests.waiting import wait_until
+
+pytestmark = pytest.mark.unit
+
+
+def test_a_finished_turn_ends_at_the_pause_not_the_hangover():
+    stages = fake_stages(asr=FakeASR(["what time do you open?"]), eot=FakeEOT([0.95]))
+    session, line, calllog, _ = make(stages, speculate_ms=200, endpoint_silence_ms=600)
+    assert wait_until(lambda: session.state == "listening")
+    line.say(tone(0.8))
+    assert wait_until(lambda: calllog.of(TurnRecord))
+    turn = calllog.of(TurnRecord)[0]
+    # 200 ms of silence (+ one 32 ms VAD chunk and the resampler's release), not 600.
+    assert 0.18 <= turn.endpoint_s <= 0.40, turn
+    close(session, line)
+
+
+def test_not_finished_falls_back_to_the_hangover():
+    stages = fake_stages(asr=FakeASR(["what time do you open?"]), eot=FakeEOT([0.1]))
+    session, line, calllog, _ = make(stages, speculate_ms=200, endpoint_silence_ms=600)
+    assert wait_until(lambda: session.state == "listening")
+    line.say(tone(0.8))
+    assert wait_until(lambda: calllog.of(TurnRecord))
+    assert 0.55 <= calllog.of(TurnRecord)[0].endpoint_s <= 0.9
+    close(session, line)
+
+
+def test_a_pause_the_model_took_for_an_end_is_still_one_turn():
+    # The model says "finished" at the pause, the words do not ("...for"), the caller goes on.
+    asr = FakeASR(["I would like to book a room for", "I would like to book a room for two."])
+    llm = FakeLLM("Sure.")
+    stages = fake_stages(asr=asr, llm=llm, eot=FakeEOT([0.95]))
+    session, line, calllog, _ = make(stages, speculate_ms=200, endpoint_silence_ms=500)
+    assert wait_until(lambda: session.state == "listening")
+    line.say(tone(0.8))
+    line.say(silence(0.45))  # past the model's verdict, inside the pause tolerance
+    line.say(tone(0.6))
+    assert wait_until(lambda: calllog.of(TurnRecord))
+    time.sleep(0.5)
+    whole = "I would like to book a room for two."
+    assert [t.transcript for t in calllog.of(TurnRecord)] == [whole]
+    assert [m.content for m in session.history] == [whole, "Sure."]
+    close(session, line)
