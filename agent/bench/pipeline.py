@@ -1,59 +1,53 @@
-"""``callagent bench pipeline``: the speech loop on 5 fixed spoken questions, p50/p95 per stage.
+"""``callagent bench pipeline``: the call session on spoken questions, 1 and N calls at once.
 
-Each question is one simulated call through an 8 kHz μ-law line (faster than real time: stage
-timings are wall-clock, the endpoint hangover is audio time). Targets on 2 cores:
-voice-to-voice p50 <= 1.2 s, ASR RTF <= 0.15, TTS RTF <= 0.35.
+Every question is a simulated call (:func:`agent.simulate.simulate`, no greeting, virtual clock
+over the caller's audio): the same session, turn-taking, playout and records as ``serve``, so
+these are the figures a call gets, minus the network and the phone's jitter buffer
+(``bench call`` measures those on the wire). With ``--calls 1,4`` the questions are also asked
+by 4 simultaneous calls sharing the process's models. The naive serial pipeline on the same
+models and questions (:mod:`agent.bench.baseline`) runs in the same process, and the table
+prints the ratio against it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import threading
 import time
+from dataclasses import asdict
 
-import numpy as np
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
 from agent.bench import scoring
+from agent.bench.baseline import serial_turn
 from agent.bench.samples import QUESTIONS, spoken
-from agent.simulate import simulate
-from agent.turn.runner import StageCache
+from agent.simulate import SimulatedCall, simulate
+from agent.turn.runner import StageCache, TurnRunner
 from db.records import TurnRecord
+from db.stats import percentile
 from dialplan import Config
 
-STAGES = (
-    ("endpoint", "endpoint_ms"),
-    ("ASR", "asr_ms"),
-    ("LLM first token", "llm_ttft_ms"),
-    ("first clause", "first_chunk_ms"),
-    ("TTS first audio", "tts_first_audio_ms"),
-    ("playout", "playout_ms"),
-    ("LLM total", "llm_total_ms"),
-    ("voice-to-voice", "voice_to_voice_ms"),
-)
 USES_CONFIG = True
-TARGETS = {"voice_to_voice_ms": 1200.0, "asr_rtf": 0.15, "tts_rtf": 0.35}
+STAGES = (
+    ("endpoint", "endpoint_s"),
+    ("ASR after endpoint", "asr_s"),
+    ("LLM first token", "llm_ttft_s"),
+    ("first clause", "first_chunk_s"),
+    ("TTS first audio", "tts_first_audio_s"),
+    ("playout", "playout_s"),
+    ("voice-to-voice", "voice_to_voice_s"),
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", default="default")
-    p.add_argument("--rounds", type=int, default=1, help="times to run the 5 questions")
+    p.add_argument("--rounds", type=int, default=1, help="times to ask the questions")
+    p.add_argument("--calls", default="1,4",
+                   help="comma-separated numbers of simultaneous calls (default 1,4)")
     p.add_argument("--format", choices=("table", "json"), default="table")
-
-
-def percentile(values: list[float], q: float) -> float | None:
-    return float(np.percentile(values, q)) if values else None
-
-
-def summarize(turns: list[TurnRecord]) -> dict[str, dict[str, float | None]]:
-    """p50/p95 of every stage and RTF over the turns."""
-    out = {}
-    for _, field in (*STAGES, ("", "asr_rtf"), ("", "tts_rtf")):
-        vals = [getattr(t, field) for t in turns if getattr(t, field) is not None]
-        out[field] = {"p50": percentile(vals, 50), "p95": percentile(vals, 95), "n": len(vals)}
-    return out
 
 
 def run(args: argparse.Namespace, config: Config) -> int:
@@ -61,54 +55,103 @@ def run(args: argparse.Namespace, config: Config) -> int:
     console = Console(stderr=True)
     t0 = time.monotonic()
     stages = StageCache().stages(profile)
+    phrase = TurnRunner(stages, profile).speak
     load_s = time.monotonic() - t0
     clips = [(q, *spoken(q)) for q in QUESTIONS]
-    # Warm-up call: first inference allocates buffers; not counted.
-    simulate(clips[0][1], clips[0][2], profile, stages, fast=True, source="bench")
-    turns: list[TurnRecord] = []
-    refs, hyps = [], []
+    levels = [int(x) for x in args.calls.split(",") if x.strip()]
+    # Warm-up: first inference allocates buffers; not counted.
+    simulate(clips[0][1], clips[0][2], profile, stages, fast=True, greeting=False, phrase=phrase)
+    results: dict[str, dict] = {}
     with Progress(console=console) as bar:
-        task = bar.add_task("bench pipeline", total=len(clips) * args.rounds)
+        task = bar.add_task("serial baseline", total=len(clips) * args.rounds)
+        serial = []
         for _ in range(args.rounds):
-            for text, audio, rate in clips:
-                call = simulate(audio, rate, profile, stages, fast=True, source="bench")
-                turns.extend(call.turns)
-                refs.append(text)
-                hyps.append(" ".join(t.transcript for t in call.turns))
+            for _, audio, rate in clips:
+                serial.append(serial_turn(audio, rate, profile, stages))
                 bar.advance(task)
-    summary = summarize(turns)
-    wer = scoring.wer(refs, hyps)
+        for n in levels:
+            task = bar.add_task(f"{n} call(s) at once", total=len(clips) * args.rounds)
+            calls: list[tuple[str, SimulatedCall]] = []
+            for _ in range(args.rounds):
+                for i in range(0, len(clips), n):
+                    batch = [clips[(i + k) % len(clips)] for k in range(n)]
+                    calls.extend(_at_once(batch, profile, stages, phrase))
+                    bar.advance(task, len(batch))
+            results[str(n)] = _summary(calls)
+    base = [t.voice_to_voice_s for t in serial]
+    baseline = {"voice_to_voice_s": {"p50": percentile(base, 50), "p95": percentile(base, 95)},
+                "compute_s_p50": percentile([t.compute_s for t in serial], 50),
+                "turns": [asdict(t) for t in serial]}
     if args.format == "json":
-        print(
-            json.dumps(
-                {
-                    "profile": profile.name,
-                    "load_s": load_s,
-                    "wer": wer,
-                    "turns": len(turns),
-                    "stages": summary,
-                }
-            )
-        )
+        print(json.dumps({"profile": profile.name, "load_s": load_s, "baseline": baseline,
+                          "calls": results}))
         return 0
-    table = Table(
-        title=f"bench pipeline: profile {profile.name}, {len(turns)} turns, "
-        f"asr {profile.asr.model}, llm {profile.llm.model}"
-    )
-    for col in ("stage", "p50", "p95", "target"):
-        table.add_column(col, justify="right" if col != "stage" else "left")
-    for name, field in STAGES:
-        s = summary[field]
-        table.add_row(
-            f"{name} ms", _fmt(s["p50"], 0), _fmt(s["p95"], 0), _fmt(TARGETS.get(field), 0)
-        )
-    for name, field in (("ASR RTF", "asr_rtf"), ("TTS RTF", "tts_rtf")):
-        s = summary[field]
-        table.add_row(name, _fmt(s["p50"], 2), _fmt(s["p95"], 2), _fmt(TARGETS[field], 2))
-    Console().print(table)
-    Console().print(f"models loaded in {load_s:.1f} s; ASR WER on 8 kHz μ-law: {wer:.1%}")
+    Console().print(_table(profile, results, baseline))
+    for n, r in results.items():
+        Console().print(f"{n} call(s): {r['turns']} turns, {r['unanswered']} unanswered, "
+                        f"ASR WER {r['wer']:.1%}")
+    Console().print(f"models loaded in {load_s:.1f} s; serial baseline = hangover "
+                    f"{profile.audio.endpoint_silence_ms} ms + ASR + LLM to first clause + TTS")
     return 0
 
 
-def _fmt(v: float | None, digits: int) -> str:
-    return "-" if v is None else f"{v:.{digits}f}"
+def _at_once(batch, profile, stages, phrase) -> list[tuple[str, SimulatedCall]]:
+    """Simulate one call per question, all started together."""
+    out: list[tuple[str, SimulatedCall] | None] = [None] * len(batch)
+
+    def one(k: int) -> None:
+        text, audio, rate = batch[k]
+        out[k] = (text, simulate(audio, rate, profile, stages, fast=True, greeting=False,
+                                 phrase=phrase, source="bench"))
+
+    threads = [threading.Thread(target=one, args=(k,)) for k in range(len(batch))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return [x for x in out if x is not None]
+
+
+def _summary(calls: list[tuple[str, SimulatedCall]]) -> dict:
+    turns: list[TurnRecord] = [t for _, c in calls for t in c.turns]
+    stages = {}
+    for _, field in (*STAGES, ("", "asr_rtf"), ("", "tts_rtf")):
+        vals = [getattr(t, field) for t in turns if getattr(t, field) is not None]
+        stages[field] = {"p50": percentile(vals, 50), "p95": percentile(vals, 95), "n": len(vals)}
+    answered = sum(1 for _, c in calls if any(t.voice_to_voice_s is not None for t in c.turns))
+    return {
+        "calls": len(calls),
+        "turns": len(turns),
+        "unanswered": len(calls) - answered,
+        "wer": scoring.wer([q for q, _ in calls],
+                           [" ".join(t.transcript for t in c.turns) for _, c in calls]),
+        "stages": stages,
+    }
+
+
+def _table(profile, results: dict, baseline: dict) -> Table:
+    table = Table(title=f"bench pipeline: profile {profile.name} (asr {profile.asr.model}, "
+                        f"llm {profile.llm.model}), ms p50 / p95")
+    table.add_column("stage")
+    for n in results:
+        table.add_column(f"{n} call(s)", justify="right")
+    for name, field in STAGES:
+        table.add_row(name, *(_pair(r["stages"][field], scale=1000) for r in results.values()))
+    for name, field in (("ASR RTF", "asr_rtf"), ("TTS RTF", "tts_rtf")):
+        table.add_row(name, *(_pair(r["stages"][field], 2) for r in results.values()))
+    b = baseline["voice_to_voice_s"]
+    table.add_row("serial baseline v2v", *([_pair(b, scale=1000)] * len(results)))
+    table.add_row("v2v p50 / baseline p50", *(
+        _ratio(r["stages"]["voice_to_voice_s"]["p50"], b["p50"]) for r in results.values()))
+    return table
+
+
+def _pair(s: dict, digits: int = 0, scale: float = 1.0) -> str:
+    def f(v):
+        return "-" if v is None else f"{v * scale:.{digits}f}"
+
+    return f"{f(s['p50'])} / {f(s['p95'])}"
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return "-" if a is None or not b else f"{a / b:.2f}x"
