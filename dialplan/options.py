@@ -147,6 +147,11 @@ class LimitOptions:
     """The agent says goodbye and hangs up after this long."""
     max_silence_s: float = 30.0
     """Caller silence after which the agent says goodbye and hangs up."""
+    rtp_timeout_s: float = 10.0
+    """No inbound RTP packet for this long (comfort noise and silent packets count) means the
+    line is dead without a BYE: the agent hangs up at once, says no goodbye, and records end
+    reason ``rtp-timeout``. Suspended while the caller holds the call (a=sendonly or
+    a=inactive). 0 = never."""
 
 
 @dataclass(frozen=True)

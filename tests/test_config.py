@@ -29,6 +29,8 @@ def test_shipped_config_loads_and_routes():
         ({"profiles": {"p": {}}, "dialplan": {"100": "nope"}}, "dialplan.100"),
         ({"colour": "blue"}, "colour"),
         ({"audio": {"codecs": 3}}, "audio.codecs"),
+        ({"profiles": {"p": {"limits": {"rtp_timeout_s": "10s"}}}},
+         "profiles.p.limits.rtp_timeout_s"),
     ],
 )
 def test_bad_values_name_the_key(data, key):
@@ -70,3 +72,14 @@ def test_profile_overrides_merge_key_by_key():
     assert b.asr.backend == "voxtral" and b.asr.model == "base" and b.asr.voxtral.max_batch == 2
     assert a.asr.backend == "faster-whisper"
     assert isinstance(a.llm.temperature, float)
+
+
+def test_rtp_timeout_is_a_per_profile_limit():
+    shipped = load_config("config.toml")
+    assert {p.limits.rtp_timeout_s for p in shipped.profiles.values()} == {10.0}
+    config = parse_config({"limits": {"rtp_timeout_s": 5},
+                           "profiles": {"a": {}, "b": {"limits": {"rtp_timeout_s": 0}}}})
+    a, b = config.profiles["a"].limits, config.profiles["b"].limits
+    assert a.rtp_timeout_s == 5.0 and isinstance(a.rtp_timeout_s, float)
+    assert b.rtp_timeout_s == 0.0  # never
+    assert b.max_silence_s == a.max_silence_s == 30.0  # the other limits keep their defaults
