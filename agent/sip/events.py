@@ -31,6 +31,34 @@ class MediaActive:
 
 
 @dataclass(frozen=True)
+class MediaHold:
+    """The caller put the call on hold, or took it off hold.
+
+    Hold is a re-INVITE with a=sendonly or a=inactive (or a=recvonly: a caller that only
+    listens); no inbound RTP is due while held, so the RTP watch is suspended.
+    """
+
+    key: int
+    held: bool
+    at: float
+
+
+@dataclass(frozen=True)
+class RtpTimeout:
+    """No RTP for ``rtp_timeout_s``: the line is dead without a BYE.
+
+    An answered call received no packet (comfort noise and silence count) for that long while not
+    on hold. Sent once per call; the call stays up until someone hangs it up.
+    """
+
+    key: int
+    silent_s: float
+    """Seconds since the poll that last saw a new packet (the line was silent up to one poll
+    interval longer)."""
+    at: float
+
+
+@dataclass(frozen=True)
 class CallConnected:
     """An outgoing call was answered (200 OK)."""
 
@@ -79,5 +107,5 @@ class SipError:
     at: float
 
 
-SipEvent = (IncomingCall | MediaActive | CallConnected | DtmfReceived | CallDisconnected
-            | RegistrationChanged | SipError)
+SipEvent = (IncomingCall | MediaActive | MediaHold | RtpTimeout | CallConnected | DtmfReceived
+            | CallDisconnected | RegistrationChanged | SipError)

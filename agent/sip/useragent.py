@@ -10,6 +10,9 @@ after ``libDestroy`` aborts the process; see /work/shared/SIP.md).
 Threads:
   * one Python thread (``sip``) creates the library, polls it with ``libHandleEvents`` and runs
     every pj API call; other threads send it commands (answer, hangup, dial) through a queue;
+  * the ``sip`` thread also watches each answered call's inbound RTP (:meth:`SipAgent._watch_rtp`):
+    a call that receives no packet for its ``rtp_timeout_s`` while its media is active (not on
+    hold) gets one :class:`~agent.sip.events.RtpTimeout`; what to do about it is the consumer's;
   * pjmedia's native clock thread calls the port's ``onFrameReceived``/``onFrameRequested``:
     those only copy bytes to/from the :class:`AudioLink` (no logging, no models, no locks held
     long), because anything slow there delays every call's audio.
@@ -35,7 +38,9 @@ from agent.sip.events import (
     DtmfReceived,
     IncomingCall,
     MediaActive,
+    MediaHold,
     RegistrationChanged,
+    RtpTimeout,
     SipError,
     SipEvent,
 )
@@ -45,6 +50,9 @@ FRAME_MS = 20
 RTP_PORT_RANGE = 100
 """RTP (and RTCP) ports used from ``sip.rtp_port`` on: pjsua2 moves to fresh ports for later
 calls, so captures and firewalls should allow this many."""
+RTP_POLL_S = 0.2
+"""How often the ``sip`` thread reads each watched call's received-packet count: an RTP timeout
+is reported at most two polls (0.4 s) after ``rtp_timeout_s`` has passed since the last packet."""
 
 
 class _Port(pj.AudioMediaPort):
@@ -86,6 +94,14 @@ class _Call(pj.Call):
         self.port: _Port | None = None
         self.local_hangup = False
         self.connected = False
+        self.media_announced = False  # MediaActive is sent once; a re-INVITE only rewires
+        self.receiving: bool | None = None  # inbound audio active (None: no media yet)
+        self.audio_index = -1
+        # RTP watch, read and written on the sip thread only (see SipAgent._watch_rtp).
+        self.rtp_timeout_s = 0.0  # 0: not watched
+        self.rx_count: int | None = None  # packets pjmedia counted at the last poll
+        self.rx_at: float | None = None  # monotonic stamp of the last change; None: suspended
+        self.rtp_timed_out = False
 
     def onCallState(self, prm):  # noqa: N802
         try:
@@ -101,20 +117,45 @@ class _Call(pj.Call):
     def onCallMediaState(self, prm):  # noqa: N802
         try:
             ci = self.getInfo()
+            receiving = False
             for mi in ci.media:
-                if mi.type != pj.PJMEDIA_TYPE_AUDIO or mi.status != pj.PJSUA_CALL_MEDIA_ACTIVE:
+                if mi.type != pj.PJMEDIA_TYPE_AUDIO:
+                    continue
+                # Remote hold (a=sendonly or a=inactive from the caller) is REMOTE_HOLD; a=recvonly
+                # from the caller leaves us sending only. Either way no RTP is due to us.
+                if (mi.status == pj.PJSUA_CALL_MEDIA_ACTIVE
+                        and mi.dir & pj.PJMEDIA_DIR_DECODING):
+                    receiving = True
+                    self.audio_index = mi.index
+                if mi.status != pj.PJSUA_CALL_MEDIA_ACTIVE:
                     continue
                 if self.port is None and self.link is not None:
                     self.port = self.agent._make_port(self.link, f"call{self.key}")
                 if self.port is None:
                     continue
-                media = self.getAudioMedia(mi.index)
+                media = self.getAudioMedia(mi.index)  # a re-INVITE may have made a new stream
                 media.startTransmit(self.port)
                 self.port.startTransmit(media)
-                codec = self.getStreamInfo(mi.index).codecName
-                self.agent._emit(MediaActive(self.key, codec, time.monotonic()))
+                if not self.media_announced:
+                    self.media_announced = True
+                    codec = self.getStreamInfo(mi.index).codecName
+                    self.agent._emit(MediaActive(self.key, codec, time.monotonic()))
+            self.agent._media_direction(self, receiving)
         except Exception as e:
             self.agent._error(self.key, e)
+
+    def rx_packets(self) -> int | None:
+        """RTP packets the audio stream has received; None while there is no stream.
+
+        Any payload type counts (comfort noise, telephone-events, packets pjmedia discards).
+        """
+        if self.audio_index < 0:
+            return None
+        try:
+            rx = self.getStreamStat(self.audio_index).rtcp.rxStat
+        except pj.Error:
+            return None
+        return int(rx.pkt) + int(rx.discard)
 
     def onDtmfDigit(self, prm):  # noqa: N802
         try:
@@ -206,14 +247,21 @@ class SipAgent:
         self._thread.join(timeout)
         self._thread = None
 
-    def answer(self, key: int, code: int = 200, link: AudioLink | None = None) -> None:
-        """Answer an incoming call; ``link`` carries its audio once media is active."""
+    def answer(self, key: int, code: int = 200, link: AudioLink | None = None,
+               rtp_timeout_s: float = 0.0) -> None:
+        """Answer an incoming call; ``link`` carries its audio once media is active.
+
+        ``rtp_timeout_s`` > 0 watches the call's inbound RTP: after that long without a packet
+        while its media is active (not on hold), one :class:`RtpTimeout` is queued (the call is
+        left up: the consumer decides, usually to hang up).
+        """
         def do() -> None:
             call = self._calls.get(key)
             if call is None:
                 return
             if link is not None:
                 call.link = link
+            call.rtp_timeout_s = rtp_timeout_s
             op = pj.CallOpParam()
             op.statusCode = code
             call.answer(op)
@@ -271,10 +319,18 @@ class SipAgent:
             self._destroy()
             return
         self._started.set()
+        next_watch = time.monotonic()
         try:
             while not self._stop.is_set():
                 self._ep.libHandleEvents(10)
                 self._drain()
+                now = time.monotonic()
+                if now >= next_watch:
+                    next_watch = now + RTP_POLL_S
+                    try:
+                        self._watch_rtp(now)
+                    except Exception as e:  # its traceback must not keep a Call alive
+                        self._error(-1, e)
         finally:
             self._shutdown()
 
@@ -419,6 +475,34 @@ class SipAgent:
         ci = call.getInfo()
         self._emit(IncomingCall(key=key, extension=request_user(msg), remote_uri=ci.remoteUri,
                                 sip_call_id=ci.callIdString, at=time.monotonic()))
+
+    def _media_direction(self, call: _Call, receiving: bool) -> None:
+        """Media (re)negotiated: restart the call's RTP watch, or suspend it while held."""
+        if receiving:
+            call.rx_count = None  # a re-INVITE may have made a new stream (counts from 0)
+            call.rx_at = time.monotonic()
+        else:
+            call.rx_at = None
+        if call.receiving is not None and receiving != call.receiving:
+            self._emit(MediaHold(call.key, not receiving, time.monotonic()))
+        call.receiving = receiving
+
+    def _watch_rtp(self, now: float) -> None:
+        # Its own method, so no loop variable keeps a Call alive (see _hangup_all).
+        for call in self._calls.values():
+            if call.rtp_timeout_s <= 0 or call.rx_at is None or call.rtp_timed_out:
+                continue
+            count = call.rx_packets()
+            if count is None:
+                continue
+            if count != call.rx_count:
+                # A packet arrived since the last poll: the newest came at most one poll ago,
+                # so stamping it now can only make the timeout late, never early.
+                call.rx_count = count
+                call.rx_at = now
+            elif now - call.rx_at >= call.rtp_timeout_s:
+                call.rtp_timed_out = True  # reported once; a hang-up follows from the consumer
+                self._emit(RtpTimeout(call.key, now - call.rx_at, now))
 
     def _disconnected(self, call: _Call, code: int, reason: str) -> None:
         self._calls.pop(call.key, None)
