@@ -28,7 +28,9 @@ from agent.sip.events import (
     DtmfReceived,
     IncomingCall,
     MediaActive,
+    MediaHold,
     RegistrationChanged,
+    RtpTimeout,
     SipError,
 )
 from agent.sip.useragent import SipAgent
@@ -130,6 +132,13 @@ class Server:
         elif isinstance(ev, DtmfReceived):
             if (s := self.sessions.get(ev.key)) is not None:
                 s.dtmf(ev.digit)
+        elif isinstance(ev, MediaHold):
+            if (s := self.sessions.get(ev.key)) is not None:
+                log.event("hold" if ev.held else "resume", s.call_id)
+        elif isinstance(ev, RtpTimeout):
+            if (s := self.sessions.get(ev.key)) is not None:
+                log.event("rtp-timeout", s.call_id, silent_s=round(ev.silent_s, 2))
+                s.line_dead("rtp-timeout")
         elif isinstance(ev, CallDisconnected):
             s = self.sessions.pop(ev.key, None)
             if s is not None:
@@ -160,7 +169,7 @@ class Server:
             return
         self.sessions[ev.key] = session
         self.calls_total += 1
-        self.sip.answer(ev.key, 200, session.link)
+        self.sip.answer(ev.key, 200, session.link, rtp_timeout_s=profile.limits.rtp_timeout_s)
         session.start()
 
     def _session(self, ev: IncomingCall, profile: Profile) -> CallSession:
