@@ -114,6 +114,11 @@ class LLMOptions:
     """Sampling temperature (0 = greedy)."""
     seed: int = 0
     """Sampling seed, so replies are reproducible."""
+    contexts: int = 4
+    """llama.cpp contexts (KV caches) over the one loaded model, one per concurrent call (the
+    pjsua2 cap is 4): a call's next turn finds its history still cached instead of re-reading
+    it after another call's turn, and calls generate step by step in turn, not one whole reply
+    after another."""
 
 
 @dataclass(frozen=True)

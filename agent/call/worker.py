@@ -22,6 +22,7 @@ from agent.call.playout import Playout
 from agent.turn.runner import TurnResult, TurnRunner
 from db.timeline import TurnTimeline
 from models.llm.base import Message as ChatMessage
+from models.scheduler import Priority, priority
 from models.vad.segmenter import SpeechPaused, Utterance
 
 
@@ -115,7 +116,11 @@ class TurnWorker:
             if eot is not None and isinstance(turn.utterance, SpeechPaused):
                 turn.end_probability = eot.score(turn.utterance.audio).probability
                 self.post(EndOfTurnScored(turn))
-            transcript = self.runner.transcribe(turn.utterance, turn.timeline)
+            # Speculative until the endpoint; the caller's critical path from then on (the
+            # scheduler re-reads this while the job waits for a slot).
+            with priority(lambda: Priority.FIRST_AUDIO if turn.endpointed
+                          else Priority.SPECULATIVE):
+                transcript = self.runner.transcribe(turn.utterance, turn.timeline)
             turn.transcript = transcript.text
             self.post(Transcribed(turn))
             turn.result = self.runner.run(turn.utterance, turn.timeline, self.history,

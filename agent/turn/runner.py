@@ -2,7 +2,9 @@
 
 The runner wires stages; it implements none. The LLM streams in a worker thread while this
 thread synthesises: the first clause is spoken while the rest of the reply is still being
-generated (measured: first clause 0.65 s of TTS vs 1.3 s for a whole first sentence).
+generated (measured: first clause 0.65 s of TTS vs 1.3 s for a whole first sentence). Every
+model call runs as a job of the process scheduler (:mod:`models.scheduler`) at a priority the
+runner sets from what the caller is waiting for (:class:`_Urgency`).
 """
 
 from __future__ import annotations
@@ -25,11 +27,14 @@ from models.eot.base import EndOfTurn
 from models.llm.base import LLM, Message
 from models.metrics import ASRMetrics, LLMMetrics, TTSMetrics
 from models.registry import ModelCache
+from models.scheduler import Priority, priority
 from models.tts.base import TTS
 from models.vad.base import VAD
 from models.vad.segmenter import SpeechPaused, Utterance
 
 _DONE = object()
+LOW_WATER_S = 1.0
+"""A reply with less audio than this queued ahead of playout is urgent again (no gap)."""
 
 
 @dataclass
@@ -94,7 +99,8 @@ class TurnRunner:
 
     def prime(self) -> None:
         """Put this profile's system prompt in the LLM's KV cache before the first turn."""
-        self.stages.llm.prime(self.profile.system_prompt)
+        with priority(Priority.BACKGROUND):
+            self.stages.llm.prime(self.profile.system_prompt)
 
     def speak(self, text: str) -> np.ndarray:
         """Synthesise a fixed phrase (greeting, goodbye) once; int16 at ``out_rate``."""
@@ -151,11 +157,11 @@ class TurnRunner:
             Message("user", tr.text),
         ]
         chunks: queue.Queue = queue.Queue()
-        first_audio = threading.Event()
+        urgency = _Urgency(timeline, result, gate, self.now)
         stream = self.stages.llm.stream(messages)
         producer = threading.Thread(
             target=self._produce,
-            args=(stream, chunks, timeline, cancel, first_audio),
+            args=(stream, chunks, timeline, cancel, urgency.llm),
             daemon=True,
             name="llm-stream",
         )
@@ -178,8 +184,8 @@ class TurnRunner:
                     raise item
                 if item is _DONE or cancel.is_set():
                     break
-                speech = self.stages.tts.synthesize(item)
-                first_audio.set()
+                with priority(urgency.tts):
+                    speech = self.stages.tts.synthesize(item)
                 if timeline.tts_first_audio_at is None and len(speech.audio):
                     timeline.tts_first_audio_at = self.now()
                 result.tts.append(speech.metrics)
@@ -196,7 +202,6 @@ class TurnRunner:
                 result.audio_out_s += len(tail) / self.out_rate
                 emit(tail)
         finally:
-            first_audio.set()
             producer.join(timeout=30)
         # A speculative turn with nothing to say still waits for its verdict: the caller's
         # words join the history only if the endpoint confirms the turn.
@@ -219,22 +224,20 @@ class TurnRunner:
         chunks: queue.Queue,
         timeline: TurnTimeline,
         cancel: threading.Event,
-        first_audio: threading.Event,
+        urgency: Callable[[], int],
     ) -> None:
         splitter = ClauseSplitter(first_words=self.profile.tts.first_chunk_words)
         try:
-            for piece in stream:
-                if timeline.llm_first_token_at is None:
-                    timeline.llm_first_token_at = self.now()
-                if cancel.is_set():
-                    break
-                for chunk in splitter.push(piece):
-                    self._put(chunks, chunk, timeline, self.now)
-                if timeline.first_chunk_text_at is not None:
-                    # The first clause's synthesis is the critical path: let TTS have both
-                    # cores for it; the rest of the reply is generated while it plays.
-                    while not first_audio.wait(0.005) and not cancel.is_set():
-                        pass
+            # Each decode step is a scheduler job at this priority: once the first clause is
+            # out, TTS of it goes first and the rest of the reply only keeps ahead of playout.
+            with priority(urgency):
+                for piece in stream:
+                    if timeline.llm_first_token_at is None:
+                        timeline.llm_first_token_at = self.now()
+                    if cancel.is_set():
+                        break
+                    for chunk in splitter.push(piece):
+                        self._put(chunks, chunk, timeline, self.now)
             if not cancel.is_set():
                 for chunk in splitter.flush():
                     self._put(chunks, chunk, timeline, self.now)
@@ -255,6 +258,38 @@ class TurnRunner:
         if timeline.first_chunk_text_at is None:
             timeline.first_chunk_text_at = now()
         chunks.put(text)
+
+
+class _Urgency:
+    """How soon the caller needs this turn's next LLM step or TTS chunk (scheduler priority).
+
+    Before the endpoint the work is speculative; up to the first audio it is what the caller
+    waits for; after that, the reply is spoken in real time, so it may lag until less than
+    :data:`LOW_WATER_S` of audio is left queued ahead of playout.
+    """
+
+    def __init__(self, timeline: TurnTimeline, result: TurnResult,
+                 gate: threading.Event | None, now: Callable[[], float]):
+        self.t, self.result, self.gate, self.now = timeline, result, gate, now
+
+    def _later(self) -> int:
+        t = self.t
+        played = 0.0 if t.first_frame_out_at is None else self.now() - t.first_frame_out_at
+        ahead = self.result.audio_out_s - played
+        return Priority.FIRST_AUDIO if ahead < LOW_WATER_S else Priority.PLAYOUT
+
+    def llm(self) -> int:
+        if self.gate is not None and not self.gate.is_set():
+            return Priority.SPECULATIVE
+        if self.t.first_chunk_text_at is None:
+            return Priority.FIRST_AUDIO
+        # Text for the first clause exists: its TTS comes first, then keep ahead of playout.
+        return Priority.PLAYOUT if self.t.tts_first_audio_at is None else self._later()
+
+    def tts(self) -> int:
+        if self.gate is not None and not self.gate.is_set():
+            return Priority.SPECULATIVE
+        return Priority.FIRST_AUDIO if self.t.tts_first_audio_at is None else self._later()
 
 
 def turn_record(

@@ -1,7 +1,9 @@
 """The ASR stage interface: 16 kHz mono float32 utterance in, text out, timing recorded.
 
 Backends implement ``_transcribe_impl`` (and optionally ``_transcribe_batch_impl``); the public
-methods here time them, so every backend reports :class:`~models.metrics.ASRMetrics`.
+methods here time them, so every backend reports :class:`~models.metrics.ASRMetrics`, and run
+them as jobs of the process's :data:`~models.scheduler.SCHEDULER` (metrics time the compute,
+not the wait for a slot).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from models.metrics import ASRMetrics
+from models.scheduler import SCHEDULER
 
 SAMPLE_RATE = 16000
 
@@ -39,9 +42,10 @@ class ASR(ABC):
     def transcribe_batch(self, audios: list[np.ndarray]) -> list[Transcript]:
         """Transcribe several utterances; backends that batch do it in one pass."""
         audios = [np.ascontiguousarray(a, dtype=np.float32).reshape(-1) for a in audios]
-        started = time.monotonic()
-        texts = self._transcribe_batch_impl(audios)
-        ended = time.monotonic()
+        with SCHEDULER.job("asr"):
+            started = time.monotonic()
+            texts = self._transcribe_batch_impl(audios)
+            ended = time.monotonic()
         out = []
         for audio, text in zip(audios, texts, strict=True):
             m = ASRMetrics(

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from models.metrics import EOTMetrics
+from models.scheduler import SCHEDULER, Priority
 
 SAMPLE_RATE = 16000
 
@@ -36,9 +37,11 @@ class EndOfTurn(ABC):
 
     def score(self, audio: np.ndarray) -> TurnEnd:
         """Score 16 kHz float32 audio of the turn so far (its end is the caller's last words)."""
-        t0 = time.monotonic()
-        p = float(self._probability(np.asarray(audio, np.float32).reshape(-1)))
-        metrics = EOTMetrics(model=self.model_name, started_at=t0, ended_at=time.monotonic(),
+        with SCHEDULER.job("eot", Priority.END_OF_TURN):
+            t0 = time.monotonic()
+            p = float(self._probability(np.asarray(audio, np.float32).reshape(-1)))
+            t1 = time.monotonic()
+        metrics = EOTMetrics(model=self.model_name, started_at=t0, ended_at=t1,
                              audio_s=len(audio) / SAMPLE_RATE, probability=p)
         return TurnEnd(p, metrics)
 

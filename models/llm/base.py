@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from models.metrics import LLMMetrics
+from models.scheduler import SCHEDULER
 
 
 @dataclass(frozen=True)
@@ -45,8 +46,15 @@ class LLMStream:
         self.text = ""
 
     def __iter__(self) -> Iterator[str]:
+        pieces = iter(self._pieces)
         try:
-            for piece in self._pieces:
+            while True:
+                # One scheduler job per step (the prefill, then each decode step), so the
+                # slot is free between tokens for work a caller is waiting on.
+                with SCHEDULER.job("llm"):
+                    piece = next(pieces, None)
+                if piece is None:
+                    break
                 if self._first is None:
                     self._first = time.monotonic()
                     self._prompt, self._cached = piece.prompt_tokens, piece.cached_tokens

@@ -1,23 +1,42 @@
 """llama.cpp LLM backend (llama-cpp-python), streamed, chat template taken from the GGUF.
 
-One ``Llama`` per model per process, shared by calls under a lock. llama-cpp-python keeps the
-evaluated tokens and re-uses the longest common prefix on the next request, so the system
-prompt (identical for every turn and call of a profile) is evaluated once: measured 0.35 s to
-first token instead of 0.89 s with re-evaluation (MODELS.md).
+One model per process, with ``llm.contexts`` llama.cpp contexts over it (one ``Llama`` each,
+the GGUF memory-mapped once). llama-cpp-python keeps a context's evaluated tokens and re-uses
+the longest common prefix on its next request, so the system prompt and a call's history are
+evaluated once: measured 0.35 s to first token instead of 0.89 s with re-evaluation
+(MODELS.md). A request takes the free context whose cached conversation shares the most
+messages with it (a call's next turn finds its own history), preferring, among equals, the one
+holding the least (a primed or idle context before another call's history). Each step of the
+stream is a job of the process scheduler (see :class:`~models.llm.base.LLMStream`), so
+concurrent calls decode in turn, token by token.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from dialplan.options import LLMOptions
 from models import catalog
 from models.errors import ModelMissingError
 from models.llm.base import LLM, Message, Piece
+from models.scheduler import Priority, priority
 
 CONTEXT_MARGIN = 32  # tokens kept free besides max_tokens for the template's own tokens
+
+
+@dataclass(eq=False)
+class _Context:
+    """One llama.cpp context and the conversation its KV cache holds."""
+
+    llm: Any
+    holds: tuple[Message, ...] = ()
+    busy: bool = False
+    used_at: float = field(default_factory=time.monotonic)
 
 
 class LlamaCppLLM(LLM):
@@ -35,32 +54,27 @@ class LlamaCppLLM(LLM):
         path = catalog.resolve(options.model, "llm")
         if Path(path).is_dir():
             raise ModelMissingError(f"llm.model must be a .gguf file, got directory {path}")
-        self._llm = Llama(
-            model_path=str(path),
-            n_ctx=options.n_ctx,
-            n_threads=options.threads,
-            n_threads_batch=options.threads,
-            seed=options.seed,
-            verbose=False,
-        )
-        self._lock = threading.Lock()
+
+        def load() -> Any:
+            return Llama(model_path=str(path), n_ctx=options.n_ctx, n_threads=options.threads,
+                         n_threads_batch=options.threads, seed=options.seed, verbose=False)
+
+        self._contexts = [_Context(load()) for _ in range(max(1, options.contexts))]
+        self._llm = self._contexts[0].llm  # tokenizer and template (the same in every context)
+        self._free = threading.Condition()
 
     def prime(self, system_prompt: str) -> None:
-        """Fill the KV cache with the system prompt so the first turn's first token is fast.
+        """Fill a context's KV cache with the system prompt so the first turn starts fast.
 
         One token is generated; the cache keeps the prompt's prefix for the next request.
         Measured on Qwen 1.5B: first-turn time to first token 1.1 s cold, ~0.35 s primed.
         """
         messages = [Message("system", system_prompt), Message("user", "Hello")]
-        stream = self.stream(messages)
-        for _ in stream:
-            break
-        stream.close()  # releases the model lock now
-
-    def _prompt_tokens_evaluated(self) -> int:
-        import llama_cpp
-
-        return int(llama_cpp.llama_perf_context(self._llm._ctx.ctx).n_p_eval)
+        with priority(Priority.BACKGROUND):
+            stream = self.stream(messages)
+            for _ in stream:
+                break
+            stream.close()  # gives the context back now
 
     def count_tokens(self, text: str) -> int:
         return len(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
@@ -74,33 +88,98 @@ class LlamaCppLLM(LLM):
         return msgs
 
     def _stream_impl(self, messages: list[Message]) -> Iterator[Piece]:
-        o = self.options
-        with self._lock:
-            msgs = self.fit(messages)
-            chunks = self._llm.create_chat_completion(
-                messages=[{"role": m.role, "content": m.content} for m in msgs],
-                stream=True,
-                max_tokens=o.max_tokens,
-                temperature=o.temperature,
-                seed=o.seed,
-            )
-            evaluated_before = self._prompt_tokens_evaluated()
-            first = True
-            try:
-                for chunk in chunks:
-                    delta = chunk["choices"][0].get("delta", {}).get("content")
-                    if delta:
-                        if first:
-                            first = False
-                            # Prompt tokens actually evaluated vs. reused from the KV cache.
-                            evaluated = self._prompt_tokens_evaluated() - evaluated_before
-                            prompt = max(self._llm.n_tokens - 1, evaluated)
-                            yield Piece(
-                                delta, prompt_tokens=prompt, cached_tokens=prompt - evaluated
-                            )
-                        else:
-                            yield Piece(delta)
-            finally:
-                close = getattr(chunks, "close", None)
-                if close:
-                    close()
+        # Taken now, not on the first step: the steps run inside scheduler slots, and waiting
+        # for a context while holding a slot would stall every other call.
+        msgs = tuple(self.fit(messages))
+        return _Generation(self, self._lease(msgs), msgs)
+
+    def _lease(self, msgs: tuple[Message, ...]) -> _Context:
+        with self._free:
+            while True:
+                free = [c for c in self._contexts if not c.busy]
+                if free:
+                    ctx = max(free, key=lambda c: (_shared(c.holds, msgs), -len(c.holds),
+                                                   -c.used_at))
+                    ctx.busy = True
+                    return ctx
+                self._free.wait()
+
+    def _release(self, ctx: _Context, holds: tuple[Message, ...]) -> None:
+        with self._free:
+            ctx.holds, ctx.busy, ctx.used_at = holds, False, time.monotonic()
+            self._free.notify()
+
+
+class _Generation:
+    """One streamed reply on a leased context; closing it (or running out) gives it back."""
+
+    def __init__(self, owner: LlamaCppLLM, ctx: _Context, msgs: tuple[Message, ...]):
+        self._owner = owner
+        self._ctx = ctx
+        self._msgs = msgs
+        self._text = ""
+        self._done = False
+        self._it = self._generate()
+
+    def __iter__(self) -> Iterator[Piece]:
+        return self
+
+    def __next__(self) -> Piece:
+        if self._done:
+            raise StopIteration
+        try:
+            return next(self._it)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        if not self._done:
+            self._done = True
+            self._it.close()
+            text = self._text.strip()
+            reply = (Message("assistant", text),) if text else ()
+            self._owner._release(self._ctx, self._msgs + reply)
+
+    def _generate(self) -> Iterator[Piece]:
+        o = self._owner.options
+        llm = self._ctx.llm
+        chunks = llm.create_chat_completion(
+            messages=[{"role": m.role, "content": m.content} for m in self._msgs],
+            stream=True, max_tokens=o.max_tokens, temperature=o.temperature, seed=o.seed)
+        evaluated_before = _prompt_tokens_evaluated(llm)
+        first = True
+        try:
+            for chunk in chunks:
+                delta = chunk["choices"][0].get("delta", {}).get("content")
+                if not delta:
+                    continue
+                self._text += delta
+                if first:
+                    first = False
+                    # Prompt tokens actually evaluated vs. reused from the KV cache.
+                    evaluated = _prompt_tokens_evaluated(llm) - evaluated_before
+                    prompt = max(llm.n_tokens - 1, evaluated)
+                    yield Piece(delta, prompt_tokens=prompt, cached_tokens=prompt - evaluated)
+                else:
+                    yield Piece(delta)
+        finally:
+            close = getattr(chunks, "close", None)
+            if close:
+                close()
+
+
+def _prompt_tokens_evaluated(llm: Any) -> int:
+    import llama_cpp
+
+    return int(llama_cpp.llama_perf_context(llm._ctx.ctx).n_p_eval)
+
+
+def _shared(held: tuple[Message, ...], msgs: tuple[Message, ...]) -> int:
+    """Leading messages two conversations share."""
+    n = 0
+    for a, b in zip(held, msgs, strict=False):
+        if a != b:
+            break
+        n += 1
+    return n

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from models.metrics import TTSMetrics
+from models.scheduler import SCHEDULER
 
 
 @dataclass(frozen=True)
@@ -29,13 +30,15 @@ class TTS(ABC):
 
     def synthesize(self, text: str) -> Speech:
         """Speak ``text``; empty or unpronounceable text gives empty audio."""
-        started = time.monotonic()
-        audio = self._synthesize_impl(text) if text.strip() else np.zeros(0, np.float32)
+        with SCHEDULER.job("tts"):
+            started = time.monotonic()
+            audio = self._synthesize_impl(text) if text.strip() else np.zeros(0, np.float32)
+            ended = time.monotonic()
         audio = np.ascontiguousarray(audio, dtype=np.float32).reshape(-1)
         m = TTSMetrics(
             model=self.model_name,
             started_at=started,
-            ended_at=time.monotonic(),
+            ended_at=ended,
             audio_s=len(audio) / self.sample_rate,
             chars=len(text),
             voice=self.voice,

@@ -1,0 +1,160 @@
+"""One scheduler per process owns the CPU: every piece of model work is a job with a priority.
+
+On 2 cores, two heavy stages running at once (ASR of one call, TTS of another, an LLM decode)
+each get half the machine and all of them finish late; measured with 4 calls, ASR of an ended
+utterance took 2.1 s instead of 0.3 s. Here each model call (an ASR pass, an LLM prefill or
+one decode step, a TTS chunk, an end-of-turn decision) first takes one of ``slots`` run slots
+(1 by default: each model already uses every core it is given), and waiting jobs get the slot
+in priority order, so the work a caller is waiting to hear goes first:
+
+* ``END_OF_TURN``: is the caller done? (tens of ms, decides when everything else starts);
+* ``FIRST_AUDIO``: ASR of an ended utterance, the LLM up to the first clause, TTS of the
+  first clause, and any reply whose queued audio is about to run out;
+* ``SPECULATIVE``: work started before the endpoint (it may be thrown away);
+* ``PLAYOUT``: the rest of a reply while enough of it is queued (it is spoken in real time);
+* ``BACKGROUND``: priming a KV cache, warm-ups.
+
+The priority of a job is read from a context variable that the caller sets (the turn runner
+knows what the caller is waiting for; the models do not), and may be a callable evaluated each
+time the slot is handed out, so a speculative ASR pass that becomes the real one moves up.
+Imports nothing from the project: models call it, the agent sets priorities.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import itertools
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from enum import IntEnum
+
+
+class Priority(IntEnum):
+    """Lower runs first."""
+
+    END_OF_TURN = 0
+    FIRST_AUDIO = 1
+    SPECULATIVE = 2
+    PLAYOUT = 3
+    BACKGROUND = 4
+
+
+PriorityLike = Priority | int | Callable[[], int]
+_current: contextvars.ContextVar[PriorityLike] = contextvars.ContextVar(
+    "callagent_priority", default=Priority.FIRST_AUDIO)
+
+
+@dataclass(frozen=True)
+class SchedulerStats:
+    """What the scheduler has seen since it started."""
+
+    jobs: int
+    running: int
+    waiting: int
+    """Jobs queued for a slot right now (the queue depth)."""
+    waited_s: dict[str, float]
+    """Total seconds jobs of each stage spent waiting for a slot."""
+    max_waiting: int
+
+
+class _Waiter:
+    __slots__ = ("event", "priority", "seq", "stage")
+
+    def __init__(self, priority: PriorityLike, seq: int, stage: str):
+        self.priority = priority
+        self.seq = seq
+        self.stage = stage
+        self.event = threading.Event()
+
+    def rank(self) -> tuple[int, int]:
+        p = self.priority() if callable(self.priority) else self.priority
+        return int(p), self.seq
+
+
+class Scheduler:
+    """Hands ``slots`` run slots to model jobs in priority order (FIFO within a priority).
+
+    Args:
+        slots: jobs that may compute at once (1: each model uses all cores it is given).
+    """
+
+    def __init__(self, slots: int = 1):
+        self.slots = slots
+        self._lock = threading.Lock()
+        self._running = 0
+        self._waiting: list[_Waiter] = []
+        self._seq = itertools.count()
+        self._jobs = 0
+        self._max_waiting = 0
+        self._waited: dict[str, float] = {}
+        self._local = threading.local()  # re-entrant: a job inside a job runs at once
+
+    @contextmanager
+    def job(self, stage: str, priority: PriorityLike | None = None) -> Iterator[None]:
+        """Run the enclosed model work when a slot is free and no better job waits.
+
+        Args:
+            stage: for the statistics (asr, llm, tts, eot).
+            priority: overrides the context's priority (see :func:`priority`).
+        """
+        if getattr(self._local, "depth", 0):
+            self._local.depth += 1
+            try:
+                yield
+            finally:
+                self._local.depth -= 1
+            return
+        prio = priority if priority is not None else _current.get()
+        t0 = time.monotonic()
+        with self._lock:
+            self._jobs += 1
+            waiter = _Waiter(prio, next(self._seq), stage)
+            self._waiting.append(waiter)
+            self._max_waiting = max(self._max_waiting, len(self._waiting))
+            self._grant_locked()
+        waiter.event.wait()
+        waited = time.monotonic() - t0
+        self._local.depth = 1
+        try:
+            yield
+        finally:
+            self._local.depth = 0
+            with self._lock:
+                self._waited[stage] = self._waited.get(stage, 0.0) + waited
+                self._running -= 1
+                self._grant_locked()
+
+    def _grant_locked(self) -> None:
+        while self._running < self.slots and self._waiting:
+            best = min(self._waiting, key=_Waiter.rank)
+            self._waiting.remove(best)
+            self._running += 1
+            best.event.set()
+
+    def stats(self) -> SchedulerStats:
+        with self._lock:
+            return SchedulerStats(jobs=self._jobs, running=self._running,
+                                  waiting=len(self._waiting), waited_s=dict(self._waited),
+                                  max_waiting=self._max_waiting)
+
+
+@contextmanager
+def priority(value: PriorityLike) -> Iterator[None]:
+    """Model jobs started by this thread (in this context) get ``value``."""
+    token = _current.set(value)
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
+def current_priority() -> PriorityLike:
+    """The priority this context's model jobs get (for threads the caller starts)."""
+    return _current.get()
+
+
+SCHEDULER = Scheduler()
+"""The process's scheduler: every model stage runs its work through it."""

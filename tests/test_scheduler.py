@@ -1,0 +1,94 @@
+"""The process scheduler hands its slot to waiting model jobs in priority order."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from models.scheduler import Priority, Scheduler, priority
+
+pytestmark = pytest.mark.unit
+
+
+def _job(sched: Scheduler, order: list[str], name: str, prio, hold: threading.Event | None = None):
+    def run():
+        with priority(prio), sched.job("tts"):
+            order.append(name)
+            if hold is not None:
+                hold.wait(5)
+
+    t = threading.Thread(target=run)
+    t.start()
+    return t
+
+
+def _wait_queued(sched: Scheduler, n: int) -> None:
+    deadline = time.monotonic() + 5
+    while sched.stats().waiting < n:
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+
+
+def test_a_first_clause_job_overtakes_a_later_sentence_job():
+    sched, order, hold = Scheduler(), [], threading.Event()
+    threads = [_job(sched, order, "busy", Priority.PLAYOUT, hold)]
+    _wait_queued(sched, 0)
+    while not order:
+        time.sleep(0.001)
+    threads.append(_job(sched, order, "later sentence", Priority.PLAYOUT))
+    _wait_queued(sched, 1)
+    threads.append(_job(sched, order, "speculative asr", Priority.SPECULATIVE))
+    _wait_queued(sched, 2)
+    threads.append(_job(sched, order, "first clause", Priority.FIRST_AUDIO))
+    _wait_queued(sched, 3)
+    hold.set()
+    for t in threads:
+        t.join(5)
+    assert order == ["busy", "first clause", "speculative asr", "later sentence"]
+    stats = sched.stats()
+    assert (stats.jobs, stats.running, stats.waiting, stats.max_waiting) == (4, 0, 0, 3)
+
+
+def test_a_waiting_job_whose_priority_rises_moves_up():
+    sched, order, hold = Scheduler(), [], threading.Event()
+    endpointed = threading.Event()
+    threads = [_job(sched, order, "busy", Priority.FIRST_AUDIO, hold)]
+    while not order:
+        time.sleep(0.001)
+    threads.append(_job(sched, order, "reply", Priority.PLAYOUT))
+    _wait_queued(sched, 1)
+    threads.append(_job(sched, order, "asr", lambda: Priority.FIRST_AUDIO if endpointed.is_set()
+                        else Priority.BACKGROUND))
+    _wait_queued(sched, 2)
+    endpointed.set()  # the speculation became the real turn while it waited
+    hold.set()
+    for t in threads:
+        t.join(5)
+    assert order == ["busy", "asr", "reply"]
+
+
+def test_jobs_never_overlap_and_nest_without_deadlock():
+    sched = Scheduler()
+    inside, peak = [0], [0]
+    lock = threading.Lock()
+
+    def work():
+        for _ in range(20):
+            with sched.job("asr"):
+                with lock:
+                    inside[0] += 1
+                    peak[0] = max(peak[0], inside[0])
+                with sched.job("asr"):  # e.g. transcribe() calling transcribe_batch()
+                    time.sleep(0.0005)
+                with lock:
+                    inside[0] -= 1
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert peak[0] == 1
+    assert sched.stats().jobs == 80
