@@ -81,6 +81,10 @@ class TurnRecord:
     asr_backend: str = ""
     asr_model: str = ""
     barge_in: bool = False
+    unanswered: str = ""
+    """Why the caller heard no reply to this turn ("" = answered): ``no-words`` (ASR heard
+    nothing), ``hangup`` (the call ended first), ``barge-in`` (cut before its first audio),
+    ``error``, ``cancelled``, ``shutdown``, ``rtp-timeout``..."""
     at: datetime | None = None
     """Wall-clock time the turn was recorded (UTC)."""
 
