@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 from agent.call.playout import PlayoutMetrics
 from agent.call.worker import Turn
-from agent.turn.runner import Stages, turn_record
+from agent.turn.runner import Stages, TurnResult, turn_record
 from db import log
 from db.records import CallEnded, CallLog, CallStarted, EventRecord, TurnRecord
 from dialplan.options import Profile
@@ -51,26 +51,35 @@ class CallRecorder:
         """An EventRecord (dtmf, barge-in, error, state...)."""
         self._log.put(EventRecord(self.call_id, datetime.now(UTC), kind, detail))
 
-    def flush(self, playout_busy: bool, call_t0: float, final: bool = False) -> None:
-        """Record pending turns once their reply has played out, or was cut or silent."""
+    def flush(self, playout_busy: bool, call_t0: float, end_reason: str = "",
+              final: bool = False) -> None:
+        """Record pending turns once their reply has played out, or was cut or silent.
+
+        Args:
+            playout_busy: reply audio is still queued or playing.
+            call_t0: the call's start on its clock (records hold offsets from it).
+            end_reason: why the call is ending (the reason a turn still pending went unheard).
+            final: the call is over: record everything pending.
+        """
         for turn in list(self.pending):
             if (final or not turn.audible or turn.cancel.is_set()
                     or (turn.timeline.first_frame_out_at is not None and not playout_busy)):
                 self.pending.remove(turn)
-                self.turn(turn, call_t0)
+                self.turn(turn, call_t0, end_reason if final else "")
 
-    def turn(self, turn: Turn, call_t0: float) -> TurnRecord:
+    def turn(self, turn: Turn, call_t0: float, end_reason: str = "") -> TurnRecord:
         """Record a finished turn (its timeline and the stages' metrics) as the next index."""
-        result = turn.result
+        result = turn.result or TurnResult(audio_in_s=turn.utterance.duration_s)
         index, self.turns = self.turns, self.turns + 1
+        why = unanswered_reason(turn, end_reason)
         rec = turn_record(self.call_id, index, turn.timeline, result, call_t0,
-                          barge_in=turn.barge_in)
+                          barge_in=turn.barge_in, unanswered=why)
         self._log.put(rec)
         log.event("turn", self.call_id, index=index, transcript=result.transcript,
                   reply=result.reply_text, v2v_ms=log.ms(rec.voice_to_voice_s),
                   endpoint_ms=log.ms(rec.endpoint_s), asr_ms=log.ms(rec.asr_s),
                   llm_ttft_ms=log.ms(rec.llm_ttft_s), tts_first_ms=log.ms(rec.tts_first_audio_s),
-                  barge_in=turn.barge_in)
+                  barge_in=turn.barge_in, unanswered=why or None)
         return rec
 
     def ended(self, reason: str, barge_ins: int, codec: str, playout: PlayoutMetrics,
@@ -82,6 +91,21 @@ class CallRecorder:
         log.event("call-ended", self.call_id, reason=reason, turns=turns, barge_ins=barge_ins,
                   gap_p50_ms=_r(playout.gap_p50_ms), gap_p99_ms=_r(playout.gap_p99_ms),
                   underruns=playout.underruns, duration_s=round(duration_s, 1))
+
+
+def unanswered_reason(turn: Turn, end_reason: str = "") -> str:
+    """Why the caller heard nothing of this turn's reply ("" when they heard some of it)."""
+    if turn.timeline.first_frame_out_at is not None:
+        return ""
+    if turn.error:
+        return "error"
+    if turn.result is not None and not turn.result.transcript:
+        return "no-words"
+    if turn.barge_in:
+        return "barge-in"
+    if end_reason:
+        return "hangup" if end_reason == "caller-bye" else end_reason
+    return "cancelled"
 
 
 def _r(v: float | None) -> float | None:

@@ -381,7 +381,7 @@ class CallSession:
                 break
             if isinstance(msg, TurnDone):
                 self._turn_done(msg.turn)
-        self._rec.flush(self.playout.busy, self._t0, final=True)
+        self._rec.flush(self.playout.busy, self._t0, self.end_reason, final=True)
         self._set_state("ended")
         with self._progress:
             self._progress.notify_all()

@@ -130,8 +130,8 @@ class TurnTaking:
                   silence_ms=round((now - (turn.timeline.speech_end_at or now)) * 1000))
         self._set_state("thinking")
         self._open_gate(turn, now)
-        if turn.done:
-            self._settle(turn)
+        if turn.done:  # its worker finished before the endpoint (no words, an error)
+            self._finished(turn)
 
     def utterance(self, utt: Utterance, end_at: float, at: float, closing: bool) -> None:
         """The VAD endpoint at ``at`` (speech ended at ``end_at``): commit the turn."""
@@ -171,8 +171,8 @@ class TurnTaking:
         turn.endpointed = True
         self._set_state("thinking")
         self._open_gate(turn, at)
-        if turn.done:
-            self._settle(turn)
+        if turn.done:  # its worker finished before the endpoint (no words, an error)
+            self._finished(turn)
 
     # ---- worker messages -------------------------------------------------------------------
 
@@ -189,13 +189,7 @@ class TurnTaking:
         turn.done = True
         if turn.merged or not turn.endpointed:
             return turn.error  # superseded by a merged turn, or a speculation talked over
-        self._settle(turn)
-        if turn.result is None or not turn.result.transcript:
-            if turn.result is not None:
-                log.event("speech-empty", self.call_id, duration_s=round(
-                    turn.utterance.duration_s, 2))
-        elif turn.gate.is_set():
-            self._rec.pending.append(turn)
+        self._finished(turn)
         return turn.error
 
     # ---- session actions -------------------------------------------------------------------
@@ -270,6 +264,16 @@ class TurnTaking:
                 return
             turn.timeline.endpoint_at = now  # the endpoint is the end of the held wait
         turn.gate.set()
+
+    def _finished(self, turn: Turn) -> None:
+        """An endpointed turn's worker is done: settle the state, queue its record."""
+        self._settle(turn)
+        if turn.result is not None and not turn.result.transcript:
+            log.event("speech-empty", self.call_id, duration_s=round(
+                turn.utterance.duration_s, 2))
+        # Every endpointed turn is recorded, answered or not: a caller is never left in
+        # silence without a record of why (no words, an error, the call ending first...).
+        self._rec.pending.append(turn)
 
     def _settle(self, turn: Turn) -> None:
         if turn is self.turn and self._state() == "thinking":

@@ -299,6 +299,7 @@ def turn_record(
     result: TurnResult,
     call_t0: float,
     barge_in: bool = False,
+    unanswered: str = "",
 ) -> TurnRecord:
     """Flatten a turn's timeline and metrics into a call-log record (durations in s)."""
     from datetime import UTC, datetime
@@ -327,5 +328,6 @@ def turn_record(
         asr_backend=result.asr.backend if result.asr else "",
         asr_model=result.asr.model if result.asr else "",
         barge_in=barge_in or result.cancelled,
+        unanswered=unanswered,
         at=datetime.now(UTC),
     )

@@ -1,0 +1,57 @@
+"""A turn the caller never heard an answer to is recorded, with why (fake stages, real time)."""
+
+from __future__ import annotations
+
+import pytest
+from fakes import FakeASR, FakeLLM, fake_stages, tone
+from test_session import close, make
+
+from db.records import CallEnded, TurnRecord
+from tests.waiting import wait_until
+
+pytestmark = pytest.mark.unit
+
+
+def test_speech_with_no_words_is_an_unanswered_turn():
+    session, line, calllog, _ = make(fake_stages(asr=FakeASR([""])))
+    assert wait_until(lambda: session.state == "listening")
+    line.say(tone(0.6))
+    assert wait_until(lambda: calllog.of(TurnRecord))
+    (turn,) = calllog.of(TurnRecord)
+    assert (turn.unanswered, turn.transcript, turn.voice_to_voice_s) == ("no-words", "", None)
+    close(session, line)
+
+
+def test_a_turn_cut_by_the_callers_hangup_is_recorded_as_hangup():
+    llm = FakeLLM(hang=True)  # still thinking when the caller hangs up
+    session, line, calllog, _ = make(fake_stages(asr=FakeASR(["are you open?"]), llm=llm))
+    assert wait_until(lambda: session.state == "listening")
+    line.say(tone(0.6))
+    assert wait_until(lambda: session.state == "thinking")
+    session.disconnected(by_local=False)
+    llm.release.set()
+    assert session.join(5.0)
+    line.stop()
+    (turn,) = calllog.of(TurnRecord)
+    assert (turn.unanswered, turn.transcript) == ("hangup", "are you open?")
+    assert calllog.of(CallEnded)[0].turns == 1
+
+
+def test_a_failing_stage_is_an_unanswered_turn_with_reason_error():
+    llm = FakeLLM(fail_with=RuntimeError("model crashed"))
+    session, line, calllog, _ = make(fake_stages(llm=llm))
+    assert wait_until(lambda: session.state == "listening")
+    line.say(tone(0.6))
+    assert wait_until(lambda: calllog.of(TurnRecord))
+    assert calllog.of(TurnRecord)[0].unanswered == "error"
+    close(session, line)
+
+
+def test_an_answered_turn_has_no_reason():
+    session, line, calllog, _ = make(fake_stages(asr=FakeASR(["hello"])))
+    assert wait_until(lambda: session.state == "listening")
+    line.say(tone(0.6))
+    assert wait_until(lambda: calllog.of(TurnRecord))
+    (turn,) = calllog.of(TurnRecord)
+    assert turn.unanswered == "" and turn.voice_to_voice_s is not None
+    close(session, line)
