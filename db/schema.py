@@ -113,6 +113,9 @@ class Turn(Base):
     asr_backend: Mapped[str] = mapped_column(String(64), default="")
     asr_model: Mapped[str] = mapped_column(String(255), default="")
     barge_in: Mapped[bool] = mapped_column(Boolean, default=False)
+    # Why the caller heard no reply ("" = answered). The server default makes rows written
+    # before revision 0003 read as answered, as they were.
+    unanswered: Mapped[str] = mapped_column(String(32), default="", server_default="")
     recorded_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
     call: Mapped[Call] = relationship(back_populates="turn_rows")

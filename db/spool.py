@@ -6,7 +6,9 @@ batch is being replayed go to a fresh file. Batches are replayed oldest first an
 once they are in the database, so a crash at any point loses nothing. A crash between the
 commit and the delete replays that batch again: calls and turns are upserted, so only its events
 can appear twice. Lines that cannot be parsed (a torn write from a
-crash) go to ``rejected.jsonl`` for a person to look at.
+crash) go to ``rejected.jsonl`` for a person to look at. A line spooled by an older agent lacks
+the record fields added since; they take the record's defaults (a turn without ``unanswered``
+replays as answered), so an upgrade while the database is down loses nothing.
 """
 
 from __future__ import annotations

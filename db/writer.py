@@ -34,6 +34,7 @@ from db.spool import Spool
 from dialplan.options import DBOptions
 
 _WAKE = object()  # queued by close() so the thread stops waiting at once; never written
+_UNANSWERED_LEN = Turn.__table__.c.unanswered.type.length
 _CALL_STARTED_FIELDS = (
     "started_at", "answered_at", "caller_uri", "called_extension", "profile", "asr_backend",
     "asr_model", "llm_model", "tts_voice", "codec", "source",
@@ -339,6 +340,9 @@ def _apply(s: Session, record: Record) -> None:
             s.add(turn)
         for name in TURN_FIELDS:
             setattr(turn, name, getattr(record, name))
+        # The reason is a short code; a None or a long free-text reason must not cost the turn
+        # its row (PostgreSQL refuses text longer than the column).
+        turn.unanswered = (record.unanswered or "")[:_UNANSWERED_LEN]
         turn.recorded_at = at
     elif isinstance(record, EventRecord):
         _call_for(s, record.call_id, record.at)

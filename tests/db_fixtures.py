@@ -18,11 +18,9 @@ import tempfile
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import inspect, select, text
-from sqlalchemy.orm import Session
+from sqlalchemy import inspect, text
 
 from db.records import CallEnded, CallStarted, EventRecord, TurnRecord
-from db.schema import Turn
 from db.timeline import STAGES, STAMPS, TurnTimeline
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
@@ -66,16 +64,58 @@ def insert_ms_turn(engine) -> None:
 
 
 def check_turn_in_seconds(engine) -> None:
-    """The row of :func:`insert_ms_turn` after 0002: same turn, durations in seconds."""
-    with Session(engine) as s:
-        (turn,) = s.scalars(select(Turn)).all()
-        got = [getattr(turn, c.removesuffix("_ms") + "_s") for c in MS_COLUMNS]
-        assert got == [None if v is None else v / 1000 for v in MS_ROW]
-        assert (turn.voice_to_voice_s, turn.tts_total_s) == (1.92, None)
-        assert (turn.call_id, turn.index, turn.speech_end_s, turn.transcript, turn.llm_tokens,
-                turn.barge_in) == ("c-ms", 0, 4.5, "hello", 12, False)
+    """The row of :func:`insert_ms_turn` after 0002: same turn, durations in seconds.
+
+    Plain SQL, not the ORM model: this holds at 0002 itself, before later revisions add columns.
+    """
+    s_columns = [c.removesuffix("_ms") + "_s" for c in MS_COLUMNS]
+    with engine.connect() as conn:
+        (turn,) = conn.execute(text(
+            f'SELECT call_id, "index", speech_end_s, transcript, llm_tokens, barge_in, '
+            f"{', '.join(s_columns)} FROM turns")).mappings().all()
+    assert [turn[c] for c in s_columns] == [None if v is None else v / 1000 for v in MS_ROW]
+    assert (turn["voice_to_voice_s"], turn["tts_total_s"]) == (1.92, None)
+    assert (turn["call_id"], turn["index"], turn["speech_end_s"], turn["transcript"],
+            turn["llm_tokens"], bool(turn["barge_in"])) == ("c-ms", 0, 4.5, "hello", 12, False)
     names = {c["name"] for c in inspect(engine).get_columns("turns")}
     assert not names & set(MS_COLUMNS)
+
+
+def insert_s_turn(engine) -> None:
+    """One call and one turn as an agent of revision 0002 wrote them: no ``unanswered`` yet."""
+    with engine.begin() as conn:
+        conn.execute(text(
+            "INSERT INTO calls (id, started_at, caller_uri, called_extension, profile, "
+            "asr_backend, asr_model, llm_model, tts_voice, end_reason, codec, source, turns, "
+            "barge_ins) VALUES ('c-s', :at, '', '100', 'default', 'faster-whisper', "
+            "'tiny.en', '', '', 'caller-bye', 'PCMU', 'sip', 1, 0)"), {"at": T0})
+        conn.execute(text(
+            'INSERT INTO turns (call_id, "index", transcript, reply_text, voice_to_voice_s, '
+            "asr_backend, asr_model, barge_in) VALUES ('c-s', 0, 'hello', 'hi there', 1.25, "
+            "'faster-whisper', 'tiny.en', false)"))
+
+
+def check_turn_answered(engine) -> None:
+    """After 0003 the row of :func:`insert_s_turn` reads as answered, and reasons can be stored.
+
+    Plain SQL, not the ORM: a new row that names no ``unanswered`` must get the server default
+    too (another agent process still on 0002 can share the database for a while).
+    """
+    with engine.begin() as conn:
+        assert conn.execute(text(
+            'SELECT call_id, "index", voice_to_voice_s, unanswered FROM turns')).all() == [
+            ("c-s", 0, 1.25, "")]
+        conn.execute(text(
+            'INSERT INTO turns (call_id, "index", transcript, reply_text, asr_backend, '
+            "asr_model, barge_in) VALUES ('c-s', 1, '', '', '', '', false)"))
+        conn.execute(text(
+            'INSERT INTO turns (call_id, "index", transcript, reply_text, asr_backend, '
+            "asr_model, barge_in, unanswered) VALUES ('c-s', 2, '', '', '', '', false, "
+            "'hangup')"))
+        got = conn.execute(text('SELECT "index", unanswered FROM turns ORDER BY "index"')).all()
+    assert [tuple(r) for r in got] == [(0, ""), (1, ""), (2, "hangup")]
+    column = next(c for c in inspect(engine).get_columns("turns") if c["name"] == "unanswered")
+    assert column["nullable"] is False
 
 
 def call_started(call_id: str, at: datetime = T0, **kw) -> CallStarted:

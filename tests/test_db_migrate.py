@@ -1,4 +1,4 @@
-"""Migrations from empty and of existing rows (ms -> s), and closing calls a crash left open."""
+"""Migrations from empty and of existing rows (ms -> s, unanswered), and closing lost calls."""
 
 from __future__ import annotations
 
@@ -12,8 +12,10 @@ from db_fixtures import (
     MS_ROW,
     T0,
     call_started,
+    check_turn_answered,
     check_turn_in_seconds,
     insert_ms_turn,
+    insert_s_turn,
     sqlite_url_fixture,  # noqa: F401 (fixtures)
 )
 from sqlalchemy import inspect, select, text
@@ -38,12 +40,12 @@ pytestmark = pytest.mark.unit
 def test_upgrade_empty_sqlite_to_head(sqlite_url, tmp_path, monkeypatch):
     # No alembic.ini anywhere near: the config is built in code.
     monkeypatch.chdir(tmp_path)
-    assert upgrade(sqlite_url) == head_revision() == "0002"
+    assert upgrade(sqlite_url) == head_revision() == "0003"
     engine = make_engine(sqlite_url)
     try:
         assert {"calls", "turns", "events", "alembic_version"} <= set(
             inspect(engine).get_table_names())
-        assert current_revision(engine) == "0002"
+        assert current_revision(engine) == "0003"
         with engine.connect() as conn:
             assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
             assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 5000
@@ -56,7 +58,7 @@ def test_upgrade_empty_sqlite_to_head(sqlite_url, tmp_path, monkeypatch):
     finally:
         engine.dispose()
     # A second upgrade is a no-op.
-    assert upgrade(sqlite_url) == "0002"
+    assert upgrade(sqlite_url) == "0003"
 
 
 def test_db_upgrade_command(sqlite_url):
@@ -104,18 +106,42 @@ def test_upgrade_converts_ms_rows_to_seconds(sqlite_url):
     engine = make_engine(sqlite_url)
     try:
         insert_ms_turn(engine)
-        assert upgrade(engine) == "0002"
+        assert upgrade(engine, "0002") == "0002"
+        check_turn_in_seconds(engine)
+        assert upgrade(engine) == head_revision()
         check_turn_in_seconds(engine)
         with engine.connect() as conn:
             # The table was rebuilt on SQLite: its constraints and index came along.
             ctx = MigrationContext.configure(conn, opts={"compare_type": True})
             assert compare_metadata(ctx, Base.metadata) == []
         assert "ix_turns_call_id" in {i["name"] for i in inspect(engine).get_indexes("turns")}
-        # And back: downgrade restores the ms columns and values.
+        # And back through every revision: downgrade restores the ms columns and values.
         command.downgrade(alembic_config(sqlite_url), "0001")
         with engine.connect() as conn:
             row = conn.execute(text(f"SELECT {', '.join(MS_COLUMNS)} FROM turns")).one()
         assert tuple(row) == MS_ROW
+    finally:
+        engine.dispose()
+
+
+def test_upgrade_0003_existing_turns_read_as_answered(sqlite_url):
+    from alembic import command
+
+    assert upgrade(sqlite_url, "0002") == "0002"
+    engine = make_engine(sqlite_url)
+    try:
+        insert_s_turn(engine)
+        assert upgrade(engine) == "0003"
+        check_turn_answered(engine)
+        with engine.connect() as conn:
+            ctx = MigrationContext.configure(conn, opts={"compare_type": True})
+            assert compare_metadata(ctx, Base.metadata) == []
+        # Back to 0002: the column goes (SQLite rebuilds the table), the rows and index stay.
+        command.downgrade(alembic_config(sqlite_url), "0002")
+        assert "unanswered" not in {c["name"] for c in inspect(engine).get_columns("turns")}
+        assert "ix_turns_call_id" in {i["name"] for i in inspect(engine).get_indexes("turns")}
+        with engine.connect() as conn:
+            assert conn.execute(text('SELECT count(*) FROM turns')).scalar_one() == 3
     finally:
         engine.dispose()
 

@@ -9,8 +9,10 @@ import pytest
 from db_fixtures import (  # noqa: F401 (fixtures)
     call_ended,
     call_started,
+    check_turn_answered,
     check_turn_in_seconds,
     insert_ms_turn,
+    insert_s_turn,
     pg_clean_url_fixture,
     pg_cluster_fixture,
     pg_url_fixture,
@@ -102,8 +104,39 @@ def test_upgrade_converts_ms_rows_to_seconds(pg_clean_url):
     engine = make_engine(pg_clean_url)
     try:
         insert_ms_turn(engine)
-        assert upgrade(engine) == "0002"
+        assert upgrade(engine, "0002") == "0002"
         check_turn_in_seconds(engine)
+        assert upgrade(engine) == head_revision()
+        check_turn_in_seconds(engine)
+    finally:
+        engine.dispose()
+
+
+def test_upgrade_0003_existing_turns_read_as_answered(pg_clean_url):
+    from alembic import command
+    from alembic.autogenerate import compare_metadata
+    from alembic.runtime.migration import MigrationContext
+
+    from db.migrate import alembic_config
+    from db.schema import Base
+
+    assert upgrade(pg_clean_url, "0002") == "0002"
+    engine = make_engine(pg_clean_url)
+    try:
+        insert_s_turn(engine)
+        assert upgrade(engine) == "0003"
+        check_turn_answered(engine)
+        with engine.connect() as conn:
+            kind, length = conn.execute(text(
+                "SELECT data_type, character_maximum_length FROM information_schema.columns "
+                "WHERE table_name = 'turns' AND column_name = 'unanswered'")).one()
+            ctx = MigrationContext.configure(conn, opts={"compare_type": True})
+            assert compare_metadata(ctx, Base.metadata) == []
+        assert (kind, length) == ("character varying", 32)
+        command.downgrade(alembic_config(pg_clean_url), "0002")
+        assert "unanswered" not in {c["name"] for c in inspect(engine).get_columns("turns")}
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT count(*) FROM turns")).scalar_one() == 3
     finally:
         engine.dispose()
 

@@ -203,3 +203,40 @@ def test_spool_from_before_the_unit_change_is_replayed_in_seconds(sqlite_url, tm
     assert writer.stats.replayed == 1 and writer.stats.rejected == 0
     (row,) = _turns(sqlite_url)
     assert (row.call_id, row.endpoint_s, row.voice_to_voice_s) == ("c-old", 0.5, 1.25)
+
+
+def test_unanswered_reason_is_written_and_spooled(sqlite_url, tmp_path):
+    down = {"on": False}
+
+    def fault():
+        if down["on"]:
+            raise FaultInjected("database down (test)")
+
+    spool_dir = tmp_path / "spool"
+    # An agent before the field spooled this turn: no "unanswered" key at all.
+    old_turn = {"type": "TurnRecord", "data": {"call_id": "c-na", "index": 9,
+                                               "transcript": "old", "at": T0.isoformat()}}
+    spool_dir.mkdir()
+    (spool_dir / "current.jsonl").write_text(json.dumps(old_turn) + "\n")
+    with CallLogWriter(DBOptions(url=sqlite_url, spool_dir=str(spool_dir)), retry_s=0.1,
+                       fault=fault) as writer:
+        assert wait_until(lambda: writer.healthy) and writer.stats.replayed == 1
+        writer.put(call_started("c-na"))
+        writer.put(turn_from_timeline("c-na", 0, timeline(5.0, *[0.1] * 6)))
+        writer.put(TurnRecord("c-na", 1, endpoint_s=0.2, unanswered="hangup"))
+        assert writer.flush()
+        down["on"] = True  # these go through the spool and come back
+        writer.put(TurnRecord("c-na", 2, unanswered="no-words"))
+        # Not what the agent should send, but neither may cost the turn its row.
+        writer.put(TurnRecord("c-na", 3, unanswered=None))  # type: ignore[arg-type]
+        writer.put(TurnRecord("c-na", 4, unanswered="error: " + "x" * 100))
+        assert writer.flush() and not writer.healthy
+        spooled = [json.loads(x)["data"] for x in (spool_dir / "current.jsonl").read_text()
+                   .splitlines()]
+        assert [d["unanswered"] for d in spooled] == ["no-words", None, "error: " + "x" * 100]
+        down["on"] = False
+        assert wait_until(lambda: writer.healthy)
+    assert writer.stats.rejected == 0 and writer.stats.replayed == 4
+    got = [(r.index, r.unanswered) for r in _turns(sqlite_url)]
+    assert got == [(0, ""), (1, "hangup"), (2, "no-words"), (3, ""),
+                   (4, ("error: " + "x" * 100)[:32]), (9, "")]
