@@ -3,15 +3,19 @@
 Owns what the numbers mean: percentiles are computed in Python from the rows with
 :mod:`db.stats` (linear interpolation, as PostgreSQL's ``percentile_cont``), so SQLite and
 PostgreSQL give identical answers. A ``None`` stage (missing stamp) is left out of that stage's
-percentiles, never counted as zero. Time filters apply to ``calls.started_at``. Every duration
-here is in seconds, as stored; the CLI (:mod:`agent.cli.report`) and the HTML page
-(:mod:`db.html`) only format these, and show ms.
+percentiles, never counted as zero. Voice-to-voice counts answered turns only: it is the wait
+for a reply the caller heard, so a turn with an ``unanswered`` reason is counted as unanswered
+instead, whatever got stamped. Other stages keep every turn that measured them: a slow ASR that
+made the caller hang up belongs in the ASR tail. Time filters apply to ``calls.started_at``.
+Every duration here is in seconds, as stored; the CLI (:mod:`agent.cli.report`) and the HTML
+page (:mod:`db.html`) only format these, and show ms.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -22,10 +26,19 @@ from sqlalchemy.orm import Session
 
 from db.schema import Call, Event, Turn
 from db.stats import Percentiles
-from db.timeline import METRICS, column
+from db.timeline import METRICS, STAGES, column
 
 GroupBy = Literal["backend", "profile", "model"]
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def _rate(part: int, whole: int) -> float | None:
+    return part / whole if whole else None
+
+
+def _reasons(reasons: Iterable[str]) -> dict[str, int]:
+    """Count per unanswered reason, by name; answered turns ("") are not counted."""
+    return dict(sorted(Counter(r for r in reasons if r).items()))
 
 
 @dataclass
@@ -35,8 +48,17 @@ class StageGroup:
     key: str
     calls: int
     turns: int
+    """Every turn of the group, answered or not."""
     stages: dict[str, Percentiles]
-    """Keyed by :data:`METRICS`."""
+    """Keyed by :data:`METRICS`; ``voice_to_voice`` over the answered turns only."""
+    unanswered: int = 0
+    """Turns the caller heard no reply to."""
+    unanswered_reasons: dict[str, int] = field(default_factory=dict)
+    unanswered_rate: float | None = field(default=None, init=False)
+    """``unanswered / turns``; None when there are no turns."""
+
+    def __post_init__(self) -> None:
+        self.unanswered_rate = _rate(self.unanswered, self.turns)
 
 
 @dataclass
@@ -58,6 +80,15 @@ class Totals:
     barge_ins: int
     open_calls: int
     end_reasons: dict[str, int] = field(default_factory=dict)
+    unanswered: int = 0
+    """Turns the caller heard no reply to."""
+    unanswered_reasons: dict[str, int] = field(default_factory=dict)
+    """Unanswered turns per reason (``no-words``, ``hangup``, ``barge-in``...)."""
+    unanswered_rate: float | None = field(default=None, init=False)
+    """``unanswered / turns``; None when there are no turns."""
+
+    def __post_init__(self) -> None:
+        self.unanswered_rate = _rate(self.unanswered, self.turns)
 
 
 @dataclass
@@ -81,10 +112,17 @@ class TurnRow:
     barge_in: bool = False
     transcript: str = ""
     reply_text: str = ""
+    unanswered: str = ""
+    """Why the caller heard no reply ("" = answered)."""
 
     @property
     def voice_to_voice_s(self) -> float | None:
+        """As recorded; aggregates take it from answered turns only (:func:`answered_v2v`)."""
         return self.stages["voice_to_voice"]
+
+    @property
+    def answered(self) -> bool:
+        return not self.unanswered
 
 
 @dataclass
@@ -103,6 +141,9 @@ class CallSummary:
     turns: int
     barge_ins: int
     voice_to_voice: Percentiles
+    """Over the call's answered turns."""
+    unanswered: int = 0
+    """Turns of the call that got no reply the caller heard."""
 
 
 @dataclass
@@ -189,7 +230,13 @@ def _turn_row(t: Turn, profile: str, call_backend: str, call_model: str) -> Turn
         stages=stages, asr_rtf=t.asr_rtf, tts_rtf=t.tts_rtf, speech_start_s=t.speech_start_s,
         speech_end_s=t.speech_end_s, audio_out_s=t.audio_out_s, llm_tokens=t.llm_tokens,
         barge_in=bool(t.barge_in), transcript=t.transcript or "", reply_text=t.reply_text or "",
+        unanswered=t.unanswered or "",
     )
+
+
+def answered_v2v(turns: Iterable[TurnRow]) -> list[float | None]:
+    """Voice-to-voice of the turns the caller heard a reply to (a missing stamp stays None)."""
+    return [t.voice_to_voice_s for t in turns if t.answered]
 
 
 def group_key(turn: TurnRow, by: GroupBy) -> str:
@@ -213,11 +260,15 @@ def stage_groups(turns: Sequence[TurnRow], by: GroupBy = "backend") -> list[Stag
     buckets: dict[str, list[TurnRow]] = {}
     for t in turns:
         buckets.setdefault(group_key(t, by), []).append(t)
-    return [
-        StageGroup(key=key, calls=len({t.call_id for t in rows}), turns=len(rows),
-                   stages={m: Percentiles.of(t.stages[m] for t in rows) for m in METRICS})
-        for key, rows in sorted(buckets.items())
-    ]
+    groups = []
+    for key, rows in sorted(buckets.items()):
+        stages = {m: Percentiles.of(t.stages[m] for t in rows) for m in STAGES}
+        stages["voice_to_voice"] = Percentiles.of(answered_v2v(rows))
+        groups.append(StageGroup(
+            key=key, calls=len({t.call_id for t in rows}), turns=len(rows), stages=stages,
+            unanswered=sum(not t.answered for t in rows),
+            unanswered_reasons=_reasons(t.unanswered for t in rows)))
+    return groups
 
 
 def rtf_by_backend(turns: Sequence[TurnRow]) -> list[RTFRow]:
@@ -231,13 +282,13 @@ def rtf_by_backend(turns: Sequence[TurnRow]) -> list[RTFRow]:
 
 
 def slowest_turns(turns: Sequence[TurnRow], n: int = 5) -> list[TurnRow]:
-    """The ``n`` turns with the longest voice-to-voice, slowest first."""
-    timed = [t for t in turns if t.voice_to_voice_s is not None]
+    """The ``n`` answered turns with the longest voice-to-voice, slowest first."""
+    timed = [t for t in turns if t.answered and t.voice_to_voice_s is not None]
     return sorted(timed, key=lambda t: t.voice_to_voice_s, reverse=True)[:max(0, n)]
 
 
 def totals(engine: Engine, since: timedelta | None = None, now: datetime | None = None) -> Totals:
-    """Call, turn and barge-in counts and end reasons of the calls started in the window."""
+    """Call, turn, barge-in and unanswered counts, end and unanswered reasons, in the window."""
     where = [] if since is None else [Call.started_at >= (now or datetime.now(UTC)) - since]
     with engine.connect() as conn:
         calls, barge_ins, open_calls = conn.execute(
@@ -247,8 +298,13 @@ def totals(engine: Engine, since: timedelta | None = None, now: datetime | None 
                              .join(Call, Call.id == Turn.call_id).where(*where)).scalar_one()
         reasons = conn.execute(select(Call.end_reason, func.count()).where(
             *where, Call.ended_at.is_not(None)).group_by(Call.end_reason)).all()
+        unanswered = dict(conn.execute(
+            select(Turn.unanswered, func.count()).join(Call, Call.id == Turn.call_id)
+            .where(*where, Turn.unanswered != "").group_by(Turn.unanswered)).all())
     return Totals(calls=calls, turns=turns, barge_ins=int(barge_ins), open_calls=open_calls,
-                  end_reasons={r or "(none)": n for r, n in sorted(reasons)})
+                  end_reasons={r or "(none)": n for r, n in sorted(reasons)},
+                  unanswered=sum(unanswered.values()),
+                  unanswered_reasons=dict(sorted(unanswered.items())))
 
 
 def recent_calls(engine: Engine, n: int = 10, since: timedelta | None = None,
@@ -260,19 +316,24 @@ def recent_calls(engine: Engine, n: int = 10, since: timedelta | None = None,
     with Session(engine) as s:
         calls = list(s.scalars(q)) if n else []
         v2v: dict[str, list[float | None]] = {}
+        unanswered: Counter[str] = Counter()
         if calls:
-            for cid, sec in s.execute(select(Turn.call_id, Turn.voice_to_voice_s).where(
-                    Turn.call_id.in_([c.id for c in calls]))):
-                v2v.setdefault(cid, []).append(sec)
-        return [_summary(c, v2v.get(c.id, [])) for c in calls]
+            for cid, sec, reason in s.execute(
+                    select(Turn.call_id, Turn.voice_to_voice_s, Turn.unanswered).where(
+                        Turn.call_id.in_([c.id for c in calls]))):
+                if reason:
+                    unanswered[cid] += 1
+                else:
+                    v2v.setdefault(cid, []).append(sec)
+        return [_summary(c, v2v.get(c.id, []), unanswered[c.id]) for c in calls]
 
 
-def _summary(c: Call, v2v: Iterable[float | None]) -> CallSummary:
+def _summary(c: Call, v2v: Iterable[float | None], unanswered: int) -> CallSummary:
     return CallSummary(
         id=c.id, started_at=c.started_at, ended_at=c.ended_at, profile=c.profile,
         asr_backend=c.asr_backend, asr_model=c.asr_model, llm_model=c.llm_model,
         caller_uri=c.caller_uri, end_reason=c.end_reason, turns=c.turns, barge_ins=c.barge_ins,
-        voice_to_voice=Percentiles.of(v2v),
+        voice_to_voice=Percentiles.of(v2v), unanswered=unanswered,
     )
 
 
@@ -293,8 +354,8 @@ def call_timeline(engine: Engine, call_id: str) -> CallTimeline | None:
             return None
         events = [EventRow(at=e.at, kind=e.kind, detail=e.detail) for e in s.scalars(
             select(Event).where(Event.call_id == call_id).order_by(Event.at, Event.id))]
-        return CallTimeline(call=_summary(call, (t.voice_to_voice_s for t in turns)),
-                            turns=turns, events=events)
+        summary = _summary(call, answered_v2v(turns), sum(not t.answered for t in turns))
+        return CallTimeline(call=summary, turns=turns, events=events)
 
 
 def build_report(engine: Engine, since: timedelta | None = None, by: GroupBy = "backend",

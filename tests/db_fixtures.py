@@ -232,16 +232,20 @@ def write_records(url: str, records, spool_dir) -> None:
 def known_records(now: datetime):
     """Calls with hand-picked voice-to-voice values, so report percentiles are known exactly.
 
-    faster-whisper (profile sales, model tiny.en): 2 calls, v2v 100, 200, ... 1000 ms.
-    voxtral (profile support, model voxtral-mini): 1 call, v2v 300, 100, 200 ms.
+    faster-whisper (profile sales, model tiny.en): 2 calls, v2v 100, 200, ... 1000 ms, and two
+    unanswered turns: ``no-words`` (fw-1) and ``hangup`` (fw-2, whose first reply frame went to
+    a line the caller had already left: 5 s stamped, never heard, so in no percentile).
+    voxtral (profile support, model voxtral-mini): 1 call, v2v 300, 100, 200 ms, and a
+    ``barge-in`` turn cut before its first audio.
+    Unanswered turns have endpoint 50 ms and ASR 20 ms, like the answered ones, and nothing later.
     An old faster-whisper call (3 days ago) with one 9999 ms turn: outside ``--since 24h``.
     """
     records = []
 
-    def add_call(cid, start, backend, model, profile, v2vs, first_index=0):
+    def add_call(cid, start, backend, model, profile, v2vs, unanswered=()):
         records.append(call_started(cid, start, asr_backend=backend, asr_model=model,
                                     profile=profile))
-        for i, v in enumerate(v2vs, start=first_index):
+        for i, v in enumerate(v2vs):
             # endpoint 50 ms, playout 10 ms, the rest in the LLM: stages sum to v2v (records
             # hold seconds).
             records.append(TurnRecord(
@@ -251,14 +255,21 @@ def known_records(now: datetime):
                 speech_start_s=4.0 * i, speech_end_s=4.0 * i + 1.5, audio_out_s=1.0,
                 asr_backend=backend, asr_model=model, transcript=f"{cid} turn {i}",
                 at=start + timedelta(seconds=5 * (i + 1))))
-        records.append(call_ended(cid, start + timedelta(minutes=2), turns=len(v2vs)))
+        for i, (reason, v2v) in enumerate(unanswered, start=len(v2vs)):
+            records.append(TurnRecord(
+                call_id=cid, index=i, endpoint_s=0.05, asr_s=0.02, voice_to_voice_s=v2v,
+                speech_start_s=4.0 * i, speech_end_s=4.0 * i + 1.5, asr_backend=backend,
+                asr_model=model, transcript="" if reason == "no-words" else f"{cid} turn {i}",
+                unanswered=reason, at=start + timedelta(seconds=5 * (i + 1))))
+        records.append(call_ended(cid, start + timedelta(minutes=2),
+                                  turns=len(v2vs) + len(unanswered)))
 
     add_call("fw-1", now - timedelta(hours=3), "faster-whisper", "tiny.en", "sales",
-             [100, 200, 300, 400, 500])
+             [100, 200, 300, 400, 500], [("no-words", None)])
     add_call("fw-2", now - timedelta(hours=2), "faster-whisper", "tiny.en", "sales",
-             [600, 700, 800, 900, 1000])
+             [600, 700, 800, 900, 1000], [("hangup", 5.0)])
     add_call("vx-1", now - timedelta(hours=1), "voxtral", "voxtral-mini", "support",
-             [300, 100, 200])
+             [300, 100, 200], [("barge-in", None)])
     add_call("old-1", now - timedelta(days=3), "faster-whisper", "tiny.en", "sales", [9999])
     records.append(EventRecord("vx-1", now - timedelta(minutes=59), "barge-in", "turn 1"))
     return records

@@ -15,6 +15,7 @@ from db_fixtures import (
 from db import reports
 from db.migrate import make_engine
 from db.stats import Percentiles, percentile
+from db.timeline import METRICS
 
 pytestmark = pytest.mark.unit
 NOW = T0 + timedelta(days=10)
@@ -53,26 +54,29 @@ def test_stage_percentiles_by_backend(engine):
     groups = {g.key: g for g in r.groups}
     assert list(groups) == ["faster-whisper", "voxtral"]
     fw, vx = groups["faster-whisper"], groups["voxtral"]
-    assert (fw.calls, fw.turns, vx.calls, vx.turns) == (2, 10, 1, 3)
+    # Turn counts include the unanswered turns; voice-to-voice only the 10 answered ones (not
+    # the 5 s stamped on fw-2's unheard hangup turn).
+    assert (fw.calls, fw.turns, vx.calls, vx.turns) == (2, 12, 1, 4)
     v2v = fw.stages["voice_to_voice"]
     assert (v2v.n, v2v.max) == (10, 1.0)
+    assert fw.stages["endpoint"].n == 12 and fw.stages["llm_ttft"].n == 10
     assert v2v.p50 == pytest.approx(0.55)
     assert v2v.p95 == pytest.approx(0.955) and v2v.p99 == pytest.approx(0.991)
     assert fw.stages["llm_ttft"].p50 == pytest.approx(0.45)
     assert fw.stages["endpoint"].p99 == pytest.approx(0.05)
     assert vx.stages["voice_to_voice"].p50 == pytest.approx(0.2)
     # The 3-day-old call is outside the window; with no window it is in.
-    assert r.totals.calls == 3 and r.totals.turns == 13
+    assert r.totals.calls == 3 and r.totals.turns == 16
     everything = reports.build_report(engine, None, "backend", now=NOW)
     assert everything.totals.calls == 4
-    assert {g.key: g.turns for g in everything.groups}["faster-whisper"] == 11
+    assert {g.key: g.turns for g in everything.groups}["faster-whisper"] == 13
     assert everything.slowest[0].voice_to_voice_s == 9.999
 
 
 def test_group_by_profile_and_model(engine):
     since = timedelta(hours=24)
     by_profile = reports.build_report(engine, since, "profile", now=NOW).groups
-    assert [(g.key, g.turns) for g in by_profile] == [("sales", 10), ("support", 3)]
+    assert [(g.key, g.turns) for g in by_profile] == [("sales", 12), ("support", 4)]
     by_model = reports.build_report(engine, since, "model", now=NOW).groups
     assert [(g.key, g.stages["voice_to_voice"].p50) for g in by_model] == [
         ("tiny.en", pytest.approx(0.55)), ("voxtral-mini", pytest.approx(0.2))]
@@ -87,14 +91,65 @@ def test_rtf_counts_slowest_and_recent(engine):
         ("fw-2", 4, 1.0), ("fw-2", 3, 0.9), ("fw-2", 2, 0.8)]
     assert [c.id for c in r.recent_calls] == ["vx-1", "fw-2"]
     assert r.recent_calls[0].voice_to_voice.p50 == pytest.approx(0.2)
+    assert [c.unanswered for c in r.recent_calls] == [1, 1]
+    assert r.recent_calls[1].voice_to_voice.max == 1.0  # fw-2's unheard 5 s is not in
     assert r.totals.end_reasons == {"caller-bye": 3}
 
 
 def test_call_timeline(engine):
     tl = reports.call_timeline(engine, "vx-1")
     assert tl is not None
-    assert [(t.index, t.voice_to_voice_s) for t in tl.turns] == [(0, 0.3), (1, 0.1), (2, 0.2)]
+    assert [(t.index, t.voice_to_voice_s, t.unanswered) for t in tl.turns] == [
+        (0, 0.3, ""), (1, 0.1, ""), (2, 0.2, ""), (3, None, "barge-in")]
+    assert tl.call.unanswered == 1 and tl.call.voice_to_voice.n == 3
+    hangup = reports.call_timeline(engine, "fw-2")
+    # The per-turn view shows what was recorded; the call's summary only what was heard.
+    assert hangup.turns[5].voice_to_voice_s == 5.0 and hangup.turns[5].unanswered == "hangup"
+    assert hangup.call.voice_to_voice.max == 1.0
     assert tl.turns[1].speech_end_s == 5.5 and tl.turns[1].transcript == "vx-1 turn 1"
     assert [(e.kind, e.detail) for e in tl.events] == [("barge-in", "turn 1")]
     assert tl.call.profile == "support" and tl.call.end_reason == "caller-bye"
     assert reports.call_timeline(engine, "nope") is None
+
+
+def test_unanswered_counts_and_rates(engine):
+    since = timedelta(hours=24)
+    r = reports.build_report(engine, since, "backend", now=NOW)
+    got = {g.key: (g.turns, g.unanswered, g.unanswered_rate, g.unanswered_reasons)
+           for g in r.groups}
+    assert got == {
+        "faster-whisper": (12, 2, pytest.approx(2 / 12), {"hangup": 1, "no-words": 1}),
+        "voxtral": (4, 1, 0.25, {"barge-in": 1}),
+    }
+    t = r.totals
+    assert (t.turns, t.unanswered, t.unanswered_rate) == (16, 3, 3 / 16)
+    assert t.unanswered_reasons == {"barge-in": 1, "hangup": 1, "no-words": 1}
+    by_profile = reports.build_report(engine, since, "profile", now=NOW).groups
+    assert [(g.key, g.unanswered, g.unanswered_rate) for g in by_profile] == [
+        ("sales", 2, pytest.approx(1 / 6)), ("support", 1, 0.25)]
+    by_model = reports.build_report(engine, since, "model", now=NOW).groups
+    assert [(g.key, g.unanswered) for g in by_model] == [("tiny.en", 2), ("voxtral-mini", 1)]
+    # The 3-day-old call had no unanswered turn: all time, the rate falls, the count stays.
+    everything = reports.build_report(engine, None, "backend", now=NOW)
+    assert (everything.totals.turns, everything.totals.unanswered) == (17, 3)
+    assert everything.groups[0].unanswered_rate == pytest.approx(2 / 13)
+    # No turns, no rate (not 0 %).
+    empty = reports.build_report(engine, timedelta(minutes=1), now=NOW + timedelta(days=1))
+    assert (empty.totals.turns, empty.totals.unanswered, empty.totals.unanswered_rate,
+            empty.totals.unanswered_reasons) == (0, 0, None, {})
+
+
+def test_unanswered_turns_do_not_break_percentiles():
+    def row(index, v2v, unanswered=""):
+        return reports.TurnRow(call_id="c", index=index, recorded_at=None, profile="p",
+                               asr_backend="b", asr_model="m", unanswered=unanswered,
+                               stages={m: None for m in METRICS} | {"voice_to_voice": v2v})
+
+    # A group where nobody heard a reply: no voice-to-voice at all, not an error or a zero.
+    (g,) = reports.stage_groups([row(0, None, "no-words"), row(1, 3.0, "hangup")])
+    assert g.stages["voice_to_voice"] == Percentiles(n=0)
+    assert (g.turns, g.unanswered, g.unanswered_rate) == (2, 2, 1.0)
+    assert reports.slowest_turns([row(0, None, "no-words"), row(1, 3.0, "hangup")]) == []
+    (g,) = reports.stage_groups([row(0, 0.4), row(1, None, "error"), row(2, 0.6)])
+    assert (g.stages["voice_to_voice"].n, g.stages["voice_to_voice"].p50) == (2, 0.5)
+    assert g.unanswered_reasons == {"error": 1}
