@@ -73,8 +73,9 @@ def agent(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def question(tmp_path_factory):
+    # Silent RTP after the question until the BYE, as a phone sends (no RTP = a dead line).
     return spoken_ulaw(QUESTION, tmp_path_factory.mktemp("audio") / "question.ulaw",
-                       lead_s=3.0, tail_s=1.0)
+                       lead_s=3.0, tail_s=20.0)
 
 
 @pytest.fixture(scope="module")

@@ -239,11 +239,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4],
                         help="simultaneous calls per round (default: 1 4)")
     parser.add_argument("--rounds", type=int, default=2, help="calls per caller slot")
-    parser.add_argument("--profile-llm", default="smollm2-135m", help="LLM of the bench profile")
-    parser.add_argument("--llm-threads", type=int, default=1,
-                        help="llama.cpp threads (1: calls share 2 cores; see tests/test_sip_call)")
-    parser.add_argument("--hold-s", type=float, default=30.0,
-                        help="call length after answer (4 calls on 2 cores need long)")
+    parser.add_argument("--profile-llm", default="qwen2.5-1.5b-instruct",
+                        help="LLM of the bench profile (default: the shipped default)")
+    parser.add_argument("--asr-model", default="base", help="ASR model of the bench profile")
+    parser.add_argument("--llm-threads", type=int, default=2,
+                        help="llama.cpp threads (the scheduler runs one model job at a time)")
+    parser.add_argument("--hold-s", type=float, default=20.0,
+                        help="call length after answer; the caller sends silence till its BYE")
     parser.add_argument("--keep", default=None, help="keep captures and logs in this folder")
 
 
@@ -261,8 +263,10 @@ def run(args: argparse.Namespace) -> int:
     port, rtp = free_port(), 46000
     agent_ports = range(rtp, rtp + RTP_PORT_RANGE)
     config = work / "config.toml"
-    config.write_text(bench_config(port, rtp, work, args.profile_llm, args.llm_threads))
-    audio = spoken_ulaw(QUESTION, work / "question.ulaw")
+    config.write_text(bench_config(port, rtp, work, args.profile_llm, args.llm_threads,
+                                   args.asr_model))
+    # Silence after the question until the BYE: a phone keeps sending RTP (no RTP = dead line).
+    audio = spoken_ulaw(QUESTION, work / "question.ulaw", tail_s=args.hold_s)
     serve_log = work / "serve.log"
     with open(serve_log, "w") as log:
         proc = subprocess.Popen([sys.executable, "-m", "agent.cli.main", "serve", "--config",
@@ -272,16 +276,58 @@ def run(args: argparse.Namespace) -> int:
         if not wait_for_line(serve_log, "event=ready", 180, proc):
             print(f"bench call: agent did not start, see {serve_log}", file=sys.stderr)
             return 1
-        for n in args.concurrency:
-            report_round(n, args, work, port, audio, agent_ports)
+        medians = {n: report_round(n, args, work, port, audio, agent_ports)
+                   for n in args.concurrency}
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)
+    _unanswered(work / "calls.db")
+    baseline = _serial_baseline(config)
+    print(f"naive serial pipeline (same models, same question, hangover + ASR + LLM to first "
+          f"clause + TTS): {baseline * 1000:.0f} ms")
+    for n, v in medians.items():
+        if v is not None:
+            print(f"concurrency {n}: wire voice-to-voice p50 / serial = {v / 1000 / baseline:.2f}x")
     print(f"captures and logs: {work}")
     return 0
 
 
-def report_round(n: int, args, work: Path, port: int, audio: Path, agent_ports: range) -> None:
+def _unanswered(db: Path) -> None:
+    """Turns the agent recorded without reply audio, by reason (from its call log)."""
+    import sqlite3
+
+    con = sqlite3.connect(db)
+    try:
+        rows = con.execute("SELECT unanswered, COUNT(*) FROM turns GROUP BY unanswered").fetchall()
+    except sqlite3.OperationalError:  # a call log from before the unanswered column
+        rows = []
+    finally:
+        con.close()
+    total = sum(n for _, n in rows)
+    missed = {why: n for why, n in rows if why}
+    print(f"turns recorded: {total}, unanswered: {sum(missed.values())} {missed or ''}")
+
+
+def _serial_baseline(config: Path) -> float:
+    """Median voice-to-voice (s) of the naive serial pipeline on the bench's question.
+
+    The same models, loaded in this process once the agent has stopped (same machine, same run).
+    """
+    from agent.bench.baseline import serial_turn
+    from agent.bench.samples import spoken
+    from agent.turn.runner import StageCache
+    from dialplan import load_config
+
+    profile = load_config(config).profiles["fast"]
+    stages = StageCache().stages(profile)
+    audio, rate = spoken(QUESTION)
+    serial_turn(audio, rate, profile, stages)  # warm-up
+    return float(np.median([serial_turn(audio, rate, profile, stages).voice_to_voice_s
+                            for _ in range(3)]))
+
+
+def report_round(n: int, args, work: Path, port: int, audio: Path,
+                 agent_ports: range) -> float | None:
     xml = scenario("uac_stream", work / f"stream_{n}.xml", audio=audio,
                    hold_ms=int(args.hold_s * 1000))
     cap = work / f"calls_{n}.pcap"
@@ -303,6 +349,7 @@ def report_round(n: int, args, work: Path, port: int, audio: Path, agent_ports: 
           f" | voice-to-voice p50 {pct(v2v, 50)} ms p95 {pct(v2v, 95)} ms"
           f" | reply packet gap p50 {pct(gaps, 50)} ms p99 {pct(gaps, 99)} ms"
           f" max {max(gaps) if gaps else float('nan'):.0f} ms", flush=True)
+    return percentile(v2v, 50)
 
 
 def _each_call(calls: dict[int, WireCall]) -> list[WireCall]:
@@ -323,8 +370,9 @@ def _each_call(calls: dict[int, WireCall]) -> list[WireCall]:
     return out
 
 
-def bench_config(port: int, rtp: int, work: Path, llm: str, threads: int) -> str:
-    """A config for the bench: fast profile on extension 101, SQLite in ``work``."""
+def bench_config(port: int, rtp: int, work: Path, llm: str, threads: int,
+                 asr: str = "base") -> str:
+    """A config for the bench: one profile on extension 101, SQLite in ``work``."""
     return f"""
 system_prompt = "You are the phone assistant of a public library. The library opens 10 am \
 to 4 pm on Saturday. Answer in one short spoken sentence."
@@ -338,7 +386,7 @@ spool_dir = "{work}/spool"
 [profiles.fast]
 greeting = "Hello, quick assistant here."
 llm = {{ model = "{llm}", max_tokens = 40, threads = {threads} }}
-asr = {{ initial_prompt = "A caller phones the public library with a question." }}
+asr = {{ model = "{asr}", initial_prompt = "A caller phones the public library with a question." }}
 [dialplan]
 "101" = "fast"
 """
