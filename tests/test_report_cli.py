@@ -49,6 +49,11 @@ def test_table(db, capsys):
     line = next(x for x in out.splitlines() if "voice_to_voice" in x)
     assert "550" in line and "955" in line and "991" in line
     assert "fw-2" in out  # slowest turns and latest calls name their calls
+    assert "3 unanswered (18.8%: barge-in 1, hangup 1, no-words 1)" in out
+    fw = next(x for x in out.splitlines() if x.lstrip("│ ").startswith("faster-whisper"))
+    vx = next(x for x in out.splitlines() if x.lstrip("│ ").startswith("voxtral"))
+    assert "2 (16.7%)" in fw and "1 (25.0%)" in vx
+    assert "5,000" not in out  # fw-2's unheard hangup turn is nobody's voice-to-voice
 
 
 def test_json_and_since(db, capsys):
@@ -60,6 +65,15 @@ def test_json_and_since(db, capsys):
     assert day["totals"]["calls"] == 3
     fw = next(g for g in day["groups"] if g["key"] == "faster-whisper")
     assert fw["stages"]["voice_to_voice"]["p50"] == pytest.approx(0.55)  # JSON: seconds
+    # Unanswered turns: counts, a rate as a fraction of all the group's turns, reasons.
+    assert (fw["turns"], fw["unanswered"], fw["unanswered_reasons"]) == (
+        12, 2, {"hangup": 1, "no-words": 1})
+    assert fw["unanswered_rate"] == pytest.approx(2 / 12)
+    assert fw["stages"]["voice_to_voice"]["n"] == 10
+    t = day["totals"]
+    assert (t["turns"], t["unanswered"], t["unanswered_rate"]) == (16, 3, 0.1875)
+    assert t["unanswered_reasons"] == {"barge-in": 1, "hangup": 1, "no-words": 1}
+    assert [c["unanswered"] for c in day["recent_calls"]] == [1, 1, 1]
 
 
 def test_csv_by_model(db, capsys):
@@ -69,19 +83,37 @@ def test_csv_by_model(db, capsys):
     # 7 days include the 3-day-old 9999 ms turn: 11 tiny.en turns, median 600 ms (CSV: s).
     assert (v2v["tiny.en"]["n"], float(v2v["tiny.en"]["p50"])) == ("11", 0.6)
     assert float(v2v["voxtral-mini"]["p50"]) == 0.2
-    assert {r["section"] for r in rows} == {"stage_s", "rtf"}
+    assert {r["section"] for r in rows} == {"stage_s", "rtf", "unanswered", "unanswered_total"}
+    assert all(len(r) == 10 and None not in r.values() for r in rows)  # no ragged rows
+    # n: every turn of the group, count: the unanswered ones, rate = count / n.
+    unanswered = {(r["section"], r["group"], r["metric"]): (r["n"], r["count"], r["rate"])
+                  for r in rows if r["section"].startswith("unanswered")}
+    assert unanswered == {
+        ("unanswered", "tiny.en", "unanswered"): ("13", "2", "0.153846"),
+        ("unanswered", "tiny.en", "hangup"): ("13", "1", "0.076923"),
+        ("unanswered", "tiny.en", "no-words"): ("13", "1", "0.076923"),
+        ("unanswered", "voxtral-mini", "unanswered"): ("4", "1", "0.25"),
+        ("unanswered", "voxtral-mini", "barge-in"): ("4", "1", "0.25"),
+        ("unanswered_total", "", "unanswered"): ("17", "3", "0.176471"),
+        ("unanswered_total", "", "barge-in"): ("17", "1", "0.058824"),
+        ("unanswered_total", "", "hangup"): ("17", "1", "0.058824"),
+        ("unanswered_total", "", "no-words"): ("17", "1", "0.058824"),
+    }
 
 
 def test_one_call(db, capsys):
     assert _main(["report", "--db", db, "--call", "vx-1"]) == 0
     out = capsys.readouterr().out
     assert "Call vx-1" in out and "vx-1 turn 2" in out and "barge-in" in out
+    turn3 = next(x for x in out.splitlines() if x.startswith("│ 3 "))
+    assert "barge-in" in turn3
     assert _main(["report", "--db", db, "--call", "vx-1", "--format", "json"]) == 0
     tl = json.loads(capsys.readouterr().out)
     assert [t["stages"]["voice_to_voice"] for t in tl["turns"]] == [0.3, 0.1, 0.2, None]
     assert _main(["report", "--db", db, "--call", "vx-1", "--format", "csv"]) == 0
     turns = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     assert [t["voice_to_voice_s"] for t in turns] == ["0.3", "0.1", "0.2", ""]
+    assert [t["unanswered"] for t in turns] == ["", "", "", "barge-in"]
     assert _main(["report", "--db", db, "--call", "nope"]) == 1
 
 

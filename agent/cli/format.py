@@ -6,6 +6,7 @@ import json
 from dataclasses import asdict
 from datetime import datetime
 
+from rich.markup import escape
 from rich.table import Table
 
 from db.records import TurnRecord
@@ -19,8 +20,16 @@ def _ms(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1000:.0f}"
 
 
+def _reply(turn: TurnRecord) -> str:
+    # A turn the caller heard nothing of says why where its reply would be; text it got as far
+    # as generating still shows, so a cut-off reply can be read.
+    if not turn.unanswered:
+        return turn.reply_text
+    return f"(not heard: {escape(turn.unanswered)}) {turn.reply_text}".rstrip()
+
+
 def turns_table(turns: list[TurnRecord], title: str = "turns") -> Table:
-    """Transcript, reply and stage ms per turn; RTFs at the end."""
+    """Transcript, reply (or why none was heard) and stage ms per turn; RTFs at the end."""
     table = Table(title=title, show_lines=True)
     table.add_column("#", justify="right")
     table.add_column("caller said", max_width=32)
@@ -34,7 +43,7 @@ def turns_table(turns: list[TurnRecord], title: str = "turns") -> Table:
         table.add_row(
             str(t.index),
             t.transcript,
-            t.reply_text,
+            _reply(t),
             *(_ms(getattr(t, column(name))) for name in SHOWN),
             "-" if t.asr_rtf is None else f"{t.asr_rtf:.2f}",
             "-" if t.tts_rtf is None else f"{t.tts_rtf:.2f}",

@@ -2,7 +2,7 @@
 
 Formats what :mod:`db.reports` computes (rich tables, JSON or CSV) and writes the HTML page of
 :mod:`db.html`; holds no query logic of its own. JSON and CSV carry seconds, the call log's
-unit, for programs; the tables, for people, show ms.
+unit, and unanswered rates as fractions, for programs; the tables, for people, show ms and %.
 
     callagent report [--since 24h] [--by backend|profile|model] [--calls N] [--slowest N]
                      [--call ID] [--format table|json|csv] [--html FILE] [--db URL]
@@ -111,21 +111,33 @@ def _csv(report, timeline) -> None:
 
     w = csv.writer(sys.stdout, lineterminator="\n")
     if timeline is not None:
+        # New columns go last: scripts that read these by position keep working.
         w.writerow(["call_id", "index", "speech_start_s", "speech_end_s",
                     *[column(m) for m in METRICS], "asr_rtf", "tts_rtf", "barge_in",
-                    "transcript", "reply_text"])
+                    "transcript", "reply_text", "unanswered"])
         for t in timeline.turns:
             w.writerow([t.call_id, t.index, t.speech_start_s, t.speech_end_s,
                         *[t.stages[m] for m in METRICS], t.asr_rtf, t.tts_rtf,
-                        int(t.barge_in), t.transcript, t.reply_text])
+                        int(t.barge_in), t.transcript, t.reply_text, t.unanswered])
         return
-    w.writerow(["section", "group", "metric", "n", "p50", "p95", "p99", "max"])
+    w.writerow(["section", "group", "metric", "n", "p50", "p95", "p99", "max", "count", "rate"])
     for g in report.groups:
         for m, p in g.stages.items():
-            w.writerow(["stage_s", g.key, m, p.n, *_r(p.p50, p.p95, p.p99, p.max)])
+            w.writerow(["stage_s", g.key, m, p.n, *_r(p.p50, p.p95, p.p99, p.max), "", ""])
     for r in report.rtf:
         for m, p in (("asr_rtf", r.asr), ("tts_rtf", r.tts)):
-            w.writerow(["rtf", f"{r.backend}/{r.model}", m, p.n, *_r(p.p50, p.p95, p.p99, p.max)])
+            w.writerow(["rtf", f"{r.backend}/{r.model}", m, p.n,
+                        *_r(p.p50, p.p95, p.p99, p.max), "", ""])
+    # Unanswered turns: n is every turn of the group (the rate's denominator), count those with
+    # no reply heard; metric "unanswered" is all reasons together, then one row per reason.
+    t = report.totals
+    for section, key, n, total, reasons in (
+            *(("unanswered", g.key, g.turns, g.unanswered, g.unanswered_reasons)
+              for g in report.groups),
+            ("unanswered_total", "", t.turns, t.unanswered, t.unanswered_reasons)):
+        for metric, count in (("unanswered", total), *reasons.items()):
+            w.writerow([section, key, metric, n, "", "", "", "", count,
+                        *_r(count / n if n else None)])
 
 
 def _r(*values: float | None) -> list[float | str]:
@@ -148,6 +160,19 @@ def _ms(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1000:,.0f}"
 
 
+def _pct(rate: float | None) -> str:
+    return "-" if rate is None else f"{rate:.1%}"
+
+
+def _unanswered_cells(group, rows: int) -> list[str]:
+    """A group's unanswered count and rate, then its reasons, one per table row."""
+    reasons = [f"{_escape(k)} {v}" for k, v in group.unanswered_reasons.items()]
+    if len(reasons) > rows - 1:
+        reasons[rows - 2:] = [f"+{len(reasons) - rows + 2} more"]
+    cells = [f"{group.unanswered} ({_pct(group.unanswered_rate)})", *reasons]
+    return cells + [""] * (rows - len(cells))
+
+
 def _rtf(v: float | None) -> str:
     return "-" if v is None else f"{v:.3f}"
 
@@ -165,18 +190,26 @@ def _print_report(report) -> None:
     t = report.totals
     window = f"since {_when(report.since)} UTC" if report.since else "all time"
     reasons = ", ".join(f"{k} {v}" for k, v in t.end_reasons.items()) or "-"
+    unanswered = f"{t.unanswered} unanswered"
+    if t.unanswered:
+        why = ", ".join(f"{k} {v}" for k, v in t.unanswered_reasons.items())
+        unanswered += f" ({_pct(t.unanswered_rate)}: {_escape(why)})"
     con.print(f"[bold]Call log[/bold] ({window}): {t.calls} calls, {t.turns} turns, "
-              f"{t.barge_ins} barge-ins, {t.open_calls} open; ended: {reasons}")
+              f"{unanswered}, {t.barge_ins} barge-ins, {t.open_calls} open; ended: {reasons}")
 
-    stages = Table(title=f"Latency by {report.by} (ms)", title_justify="left")
-    for col in (report.by, "calls", "turns", "stage", "n", "p50", "p95", "p99", "max"):
+    stages = Table(title=f"Latency by {report.by} (ms; voice-to-voice of answered turns only)",
+                   title_justify="left")
+    for col in (report.by, "calls", "turns", "unanswered", "stage", "n", "p50", "p95", "p99",
+                "max"):
         stages.add_column(col, justify="left" if col in (report.by, "stage") else "right")
     for g in report.groups:
+        # The group's first row has the count and rate, the rows below one reason each.
+        why = _unanswered_cells(g, len(METRICS))
         for i, m in enumerate(METRICS):
             p = g.stages[m]
             first = i == 0
             stages.add_row(g.key if first else "", str(g.calls) if first else "",
-                           str(g.turns) if first else "",
+                           str(g.turns) if first else "", why[i],
                            f"[bold]{m}[/bold]" if m == "voice_to_voice" else m, str(p.n),
                            _ms(p.p50), _ms(p.p95), _ms(p.p99), _ms(p.max),
                            end_section=m == "voice_to_voice")
@@ -206,13 +239,14 @@ def _print_report(report) -> None:
 
     if report.recent_calls:
         calls = Table(title="Latest calls", title_justify="left")
-        for col in ("call", "started (UTC)", "profile", "asr", "turns", "v2v p50 ms",
-                    "v2v max ms", "end"):
-            calls.add_column(col, justify="right" if col.startswith(("turns", "v2v")) else "left")
+        for col in ("call", "started (UTC)", "profile", "asr", "turns", "unanswered",
+                    "v2v p50 ms", "v2v max ms", "end"):
+            calls.add_column(col, justify="right" if col.startswith(("turns", "un", "v2v"))
+                             else "left")
         for c in report.recent_calls:
             calls.add_row(c.id, _when(c.started_at), c.profile, c.asr_backend, str(c.turns),
-                          _ms(c.voice_to_voice.p50), _ms(c.voice_to_voice.max),
-                          c.end_reason or "(open)")
+                          str(c.unanswered), _ms(c.voice_to_voice.p50),
+                          _ms(c.voice_to_voice.max), c.end_reason or "(open)")
         con.print(calls)
 
 
@@ -232,6 +266,7 @@ def _print_timeline(tl) -> None:
     for m in METRICS:
         table.add_column(m.replace("_", " "), justify="right")
     table.add_column("asr rtf", justify="right")
+    table.add_column("unanswered")
     table.add_column("caller -> agent")
     for t in tl.turns:
         span = "-" if t.speech_start_s is None else (
@@ -239,14 +274,20 @@ def _print_timeline(tl) -> None:
             else f"{t.speech_start_s:.1f}")
         said = f"{_clip(t.transcript, 30)} -> {_clip(t.reply_text, 30)}"
         table.add_row(str(t.index) + (" [barge-in]" if t.barge_in else ""), span,
-                      *[_ms(t.stages[m]) for m in METRICS], _rtf(t.asr_rtf), said)
+                      *[_ms(t.stages[m]) for m in METRICS], _rtf(t.asr_rtf),
+                      _escape(t.unanswered) or "-", said)
     con.print(table)
     for e in tl.events:
         con.print(f"  {_when(e.at)}  {e.kind}  {e.detail}")
 
 
-def _clip(text: str, n: int = 40) -> str:
-    from rich.markup import escape
+def _escape(text: str) -> str:
+    """Text from the call log as rich prints it, never as markup."""
+    from rich.markup import escape as rich_escape
 
+    return rich_escape(text)
+
+
+def _clip(text: str, n: int = 40) -> str:
     text = " ".join(text.split())
-    return escape(text if len(text) <= n else text[: n - 1] + "…")
+    return _escape(text if len(text) <= n else text[: n - 1] + "…")
