@@ -4,7 +4,8 @@ Owns presentation only; the numbers come from :mod:`db.reports` in seconds and a
 in ms here. No scripts, fonts, styles or
 images are fetched: the page must open from a file on an offline machine (and a call transcript
 can never inject markup: every text goes through :func:`html.escape`). Charts: voice-to-voice
-histogram per ASR backend, stacked stage breakdown per turn, RTF over time, one call's timeline.
+histogram per ASR backend (answered turns; the unanswered ones are counted beside it and in a
+table with their reasons), stacked stage breakdown per turn, RTF over time, one call's timeline.
 """
 
 from __future__ import annotations
@@ -85,13 +86,25 @@ def _legend(items: Sequence[tuple[str, str]], y: float) -> list[str]:
     return out
 
 
+def _pct(rate: float | None) -> str:
+    return "-" if rate is None else f"{rate:.1%}"
+
+
 def v2v_histograms(turns: Sequence[TurnRow]) -> str:
-    """Voice-to-voice histogram per ASR backend, shared x axis, p50/p95 marked."""
-    title = "Voice-to-voice distribution per ASR backend (ms)"
+    """Voice-to-voice histogram per ASR backend of its answered turns, p50/p95 marked.
+
+    Each backend's label says how many of its turns went unanswered (left out of the histogram).
+    """
+    title = "Voice-to-voice distribution per ASR backend (ms, answered turns)"
     by: dict[str, list[float]] = {}
+    tally: dict[str, list[int]] = {}  # backend -> [turns, unanswered]
     for t in turns:
-        if t.voice_to_voice_s is not None:
-            by.setdefault(t.asr_backend or "(none)", []).append(_ms(t.voice_to_voice_s))
+        backend = t.asr_backend or "(none)"
+        n = tally.setdefault(backend, [0, 0])
+        n[0] += 1
+        n[1] += not t.answered
+        if t.answered and t.voice_to_voice_s is not None:
+            by.setdefault(backend, []).append(_ms(t.voice_to_voice_s))
     if not by:
         return _no_data(title)
     bins, row_h = 30, 110
@@ -106,8 +119,10 @@ def v2v_histograms(turns: Sequence[TurnRow]) -> str:
             counts[min(bins - 1, int(v / xmax * bins))] += 1
         cmax = max(counts)
         color = SERIES[row % len(SERIES)]
+        total, unanswered = tally[backend]
         body.append(f'<text x="{PAD_L}" y="{top - 6}" class="label">{_e(backend)} '
-                    f'(n={len(values)})</text>')
+                    f'(n={len(values)}; unanswered {unanswered} of {total} turns, '
+                    f'{_pct(unanswered / total)})</text>')
         body.append(f'<line x1="{PAD_L}" x2="{W - PAD_R}" y1="{base}" y2="{base}" class="axis"/>')
         for i, c in enumerate(counts):
             if c:
@@ -149,8 +164,9 @@ def stage_bars(turns: Sequence[TurnRow]) -> str:
                 continue
             bh = v / vmax * h
             y -= bh
+            heard = f" (not heard: {t.unanswered})" if t.unanswered else ""
             body.append(_rect(PAD_L + i * slot + slot * 0.1, y, slot * 0.8, bh, COLORS[s],
-                              f"{t.call_id} turn {t.index}: {s} {v:.0f} ms"))
+                              f"{t.call_id} turn {t.index}: {s} {v:.0f} ms{heard}"))
     body.append(f'<line x1="{PAD_L}" x2="{W - PAD_R}" y1="{base}" y2="{base}" class="axis"/>')
     body += _legend([(s, COLORS[s]) for s in STAGES], base + 26)
     return _svg(title, base + 36, body)
@@ -205,8 +221,9 @@ def call_timeline_chart(tl: CallTimeline | None) -> str:
         return _no_data(title)
     ends = []
     for t in turns:
-        start = t.speech_end_s + (t.voice_to_voice_s or 0.0)
-        ends.append(start + (t.audio_out_s or 0.0))
+        # An unanswered turn ends with its last measured stage: no reply, whatever got stamped.
+        reply = (t.voice_to_voice_s or 0.0) + (t.audio_out_s or 0.0) if t.answered else 0.0
+        ends.append(t.speech_end_s + max(reply, sum(t.stages[s] or 0.0 for s in STAGES)))
     tmax = _nice_max(max(ends) * 1.02)
     plot_w = W - PAD_L - PAD_R
     lanes = ("caller", "agent", "reply")
@@ -229,7 +246,10 @@ def call_timeline_chart(tl: CallTimeline | None) -> str:
             body.append(_rect(px(at), lane_y["agent"], px(at + v) - px(at), 24,
                               COLORS[s], f"turn {t.index}: {s} {_ms(v):.0f} ms"))
             at += v
-        if t.voice_to_voice_s is not None and t.audio_out_s:
+        if not t.answered:
+            body.append(f'<text x="{px(at) + 2:.1f}" y="{lane_y["reply"] + 16}" '
+                        f'class="muted">turn {t.index}: no reply ({_e(t.unanswered)})</text>')
+        elif t.voice_to_voice_s is not None and t.audio_out_s:
             body.append(_rect(px(at), lane_y["reply"], px(at + t.audio_out_s) - px(at), 24,
                               "#1f77b4", f"turn {t.index}: reply {t.reply_text}"))
     base = lane_y["reply"] + 34
@@ -250,6 +270,21 @@ def _table(head: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
 
 def _fmt_ms(seconds: float | None) -> str:
     return "-" if seconds is None else f"{_ms(seconds):,.0f}"
+
+
+def _reasons(reasons: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in reasons.items()) or "-"
+
+
+def unanswered_table(report: Report) -> str:
+    """Unanswered turns per report group and in all, with their reasons."""
+    t = report.totals
+    rows = [(g.key, g.turns, g.unanswered, _pct(g.unanswered_rate),
+             _reasons(g.unanswered_reasons)) for g in report.groups]
+    rows.append(("(all)", t.turns, t.unanswered, _pct(t.unanswered_rate),
+                 _reasons(t.unanswered_reasons)))
+    return ("<p>Unanswered turns: the caller heard no reply (not in voice-to-voice).</p>"
+            + _table((report.by, "turns", "unanswered", "rate", "reasons"), rows))
 
 
 CSS = """body{font:14px system-ui,sans-serif;margin:24px;color:#222;max-width:1160px}
@@ -285,9 +320,10 @@ def render_html(report: Report, turns: Sequence[TurnRow], timeline: CallTimeline
         "<meta name='viewport' content='width=device-width'>",
         f"<title>callagent latency report</title><style>{CSS}</style></head><body>",
         f"<h1>callagent latency report</h1><p>{_e(window)}; generated "
-        f"{report.generated_at:%Y-%m-%d %H:%M} UTC. {t.calls} calls, {t.turns} turns, "
+        f"{report.generated_at:%Y-%m-%d %H:%M} UTC. {t.calls} calls, {t.turns} turns "
+        f"({t.unanswered} unanswered, {_pct(t.unanswered_rate)}), "
         f"{t.barge_ins} barge-ins, {t.open_calls} open.</p>",
-        "<h2>Voice-to-voice</h2>", v2v_histograms(turns),
+        "<h2>Voice-to-voice</h2>", v2v_histograms(turns), unanswered_table(report),
         "<h2>Where the time goes</h2>", stage_bars(turns),
         _table((report.by, "stage", "n", "p50 ms", "p95 ms", "p99 ms"), stage_rows),
         "<h2>Real-time factor</h2>", rtf_over_time(turns),

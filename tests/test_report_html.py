@@ -84,9 +84,31 @@ def test_page_is_self_contained_with_drawn_charts(page):
     assert timeline["rect"] >= 3 * 3  # caller, stages and reply of vx-1's 3 turns
 
 
+def test_unanswered_turns_shown_per_group_with_reasons(page):
+    text = page.read_text(encoding="utf-8")
+    assert "16 turns (3 unanswered, 18.8%)" in text
+    # Beside each histogram: answered n, then the unanswered count and rate of that backend.
+    assert "faster-whisper (n=10; unanswered 2 of 12 turns, 16.7%)" in text
+    assert "voxtral (n=3; unanswered 1 of 4 turns, 25.0%)" in text
+    # The 5 s stamped on fw-2's unheard hangup turn is not in the histogram: its axis ends at
+    # 1000 ms (the slowest answered turn), not 5000.
+    histogram = text[text.index("<h2>Voice-to-voice</h2>"):text.index("</svg>")]
+    assert ">1000</text>" in histogram and ">5000</text>" not in histogram
+    # The table per group, with the reasons, and the totals row.
+    assert ("<tr><td>faster-whisper</td><td>12</td><td>2</td><td>16.7%</td>"
+            "<td>hangup 1, no-words 1</td></tr>") in text
+    assert "<tr><td>voxtral</td><td>4</td><td>1</td><td>25.0%</td><td>barge-in 1</td></tr>" in text
+    assert ("<tr><td>(all)</td><td>16</td><td>3</td><td>18.8%</td>"
+            "<td>barge-in 1, hangup 1, no-words 1</td></tr>") in text
+    # The charted call (fw-2, with the slowest turn) marks its unanswered turn.
+    assert "turn 5: no reply (hangup)" in text
+
+
 def test_text_is_escaped(sqlite_url, tmp_path):
     records = known_records(datetime.now(UTC))
     records[1].transcript = "<script>alert('x')</script>"
+    no_words = next(r for r in records if getattr(r, "unanswered", "") == "no-words")
+    no_words.unanswered = "<b>odd</b>"  # a reason is text too: it is shown escaped
     write_records(sqlite_url, records, tmp_path / "spool")
     engine = make_engine(sqlite_url)
     report = reports.build_report(engine, None)
@@ -94,6 +116,7 @@ def test_text_is_escaped(sqlite_url, tmp_path):
     text = report_html.render_html(report, turns, reports.call_timeline(engine, "fw-1"))
     engine.dispose()
     assert "<script>" not in text and "&lt;script&gt;" in text
+    assert "<b>" not in text and text.count("&lt;b&gt;odd&lt;/b&gt;") >= 3  # tables, timeline
 
 
 def test_empty_window_still_renders():
@@ -102,6 +125,7 @@ def test_empty_window_still_renders():
                             recent_calls=[])
     text = report_html.render_html(report, [], None)
     assert text.count("no data in this window") == 4
+    assert "0 turns (0 unanswered, -)" in text  # no turns: no rate, not 0 %
 
 
 def _png_rows(png: bytes) -> tuple[int, int, list[bytes]]:
