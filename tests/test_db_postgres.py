@@ -23,7 +23,7 @@ from sqlalchemy import inspect, text
 
 from db import reports
 from db.migrate import current_revision, head_revision, make_engine, upgrade
-from db.records import EventRecord
+from db.records import EventRecord, TurnRecord
 from db.timeline import STAGES
 from db.writer import CallLogWriter, FaultInjected
 from dialplan.options import DBOptions
@@ -64,22 +64,35 @@ def test_migrate_write_and_report(pg_clean_url, tmp_path):
             for i in (1, 2, 3):
                 writer.put(turn_from_timeline("pg-1", i, tls[i], asr_backend="faster-whisper",
                                               asr_rtf=0.2, at=now - timedelta(minutes=4 - i)))
+            # Unanswered turns through the spool; varchar(32) is enforced here, unlike SQLite,
+            # so an over-long reason must be cut, not get the turn rejected.
+            writer.put(TurnRecord("pg-1", 4, endpoint_s=0.5, unanswered="hangup",
+                                  asr_backend="faster-whisper", at=now))
+            writer.put(TurnRecord("pg-1", 5, unanswered="error: " + "x" * 80,
+                                  asr_backend="faster-whisper", at=now))
             writer.put(EventRecord("pg-1", now - timedelta(minutes=1), "barge-in", "turn 2"))
-            writer.put(call_ended("pg-1", now, turns=4))
+            writer.put(call_ended("pg-1", now, turns=6))
             assert writer.flush() and not writer.healthy
             down["on"] = False
             assert wait_until(lambda: writer.healthy)
-        assert writer.stats.replayed == 5 and not writer.spool.pending()
+        assert writer.stats.replayed == 7 and not writer.spool.pending()
+        assert writer.stats.rejected == 0
 
         report = reports.build_report(engine, timedelta(hours=1), "backend")
-        assert report.totals.calls == 1 and report.totals.turns == 4
+        assert report.totals.calls == 1 and report.totals.turns == 6
+        cut = ("error: " + "x" * 80)[:32]
+        assert (report.totals.unanswered, report.totals.unanswered_reasons) == (
+            2, {cut: 1, "hangup": 1})
         (group,) = report.groups
-        assert group.key == "faster-whisper" and group.turns == 4
+        assert group.key == "faster-whisper" and group.turns == 6
+        assert (group.unanswered, group.unanswered_rate) == (2, pytest.approx(2 / 6))
+        assert group.stages["voice_to_voice"].n == 4
         assert group.stages["asr"].p50 == pytest.approx(0.215)
         tl = reports.call_timeline(engine, "pg-1")
         assert tl.call.end_reason == "caller-bye" and tl.call.started_at.tzinfo is not None
         assert [e.kind for e in tl.events] == ["barge-in"]
-        for t, src in zip(tl.turns, tls, strict=True):
+        assert [t.unanswered for t in tl.turns] == ["", "", "", "", "hangup", cut]
+        for t, src in zip(tl.turns[:4], tls, strict=True):
             assert sum(t.stages[s] for s in STAGES) == pytest.approx(t.voice_to_voice_s,
                                                                      abs=1e-9)
             assert t.voice_to_voice_s == src.voice_to_voice_s
