@@ -233,8 +233,9 @@ def known_records(now: datetime):
     """Calls with hand-picked voice-to-voice values, so report percentiles are known exactly.
 
     faster-whisper (profile sales, model tiny.en): 2 calls, v2v 100, 200, ... 1000 ms, and two
-    unanswered turns: ``no-words`` (fw-1) and ``hangup`` (fw-2, whose first reply frame went to
-    a line the caller had already left: 5 s stamped, never heard, so in no percentile).
+    unanswered turns: ``no-words`` (fw-1) and ``hangup`` (fw-2). The hangup turn also carries a
+    5 s voice-to-voice: the session never writes both, but if a record does, its reason wins and
+    those 5 s are in no percentile.
     voxtral (profile support, model voxtral-mini): 1 call, v2v 300, 100, 200 ms, and a
     ``barge-in`` turn cut before its first audio.
     Unanswered turns have endpoint 50 ms and ASR 20 ms, like the answered ones, and nothing later.
