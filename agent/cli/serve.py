@@ -43,7 +43,10 @@ def run(args: argparse.Namespace) -> int:
         sip = dataclasses.replace(sip, port=args.port)
     config = dataclasses.replace(config, sip=sip)
 
-    faulthandler.register(signal.SIGUSR1)  # `kill -USR1 PID` dumps every thread's stack
+    # A fatal signal (SIGSEGV in pjsip or a binding) prints every thread's Python stack to the
+    # log before the process dies; `kill -USR1 PID` prints them on demand.
+    faulthandler.enable(all_threads=True)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())

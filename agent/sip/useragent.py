@@ -56,26 +56,41 @@ is reported at most two polls (0.4 s) after ``rtp_timeout_s`` has passed since t
 
 
 class _Port(pj.AudioMediaPort):
-    """A bridge port that copies frames between the conference bridge and an AudioLink."""
+    """A bridge port that copies frames between the conference bridge and an AudioLink.
 
-    def __init__(self, link: AudioLink, frame_bytes: int):
+    Ports are never freed while the library runs: pjmedia's clock thread may already be inside
+    a director callback of a port (no GIL yet) when the sip thread would drop its last Python
+    reference, and it then runs Python code on a freed object (the intermittent libpython
+    SIGSEGV right after a call ended: a read at ``ob_type->tp_flags`` of a NULL type, ``segfault
+    at a9``). A disconnected call's port is detached (its callbacks pass silence) and reused by
+    the next call; all of them go at shutdown, before ``libDestroy``.
+    """
+
+    def __init__(self, frame_bytes: int):
         super().__init__()
-        self._link = link
+        self._link: AudioLink | None = None
         self._silence = bytes(frame_bytes)
         self._frame_bytes = frame_bytes
 
+    def attach(self, link: AudioLink | None) -> None:
+        self._link = link  # one reference swap: atomic for the clock thread
+
     def onFrameReceived(self, frame):  # noqa: N802 (pjsua2 name)
+        link = self._link
+        if link is None:
+            return
         try:
             if frame.type == pj.PJMEDIA_FRAME_TYPE_AUDIO and frame.size == self._frame_bytes:
-                self._link.sink(bytes(frame.buf))
+                link.sink(bytes(frame.buf))
             else:  # keep the inbound clock: the session's VAD offsets count frames
-                self._link.sink(self._silence)
+                link.sink(self._silence)
         except Exception:  # an exception here would be printed 50 times a second
             pass
 
     def onFrameRequested(self, frame):  # noqa: N802
+        link = self._link
         try:
-            data = self._link.source()
+            data = link.source() if link is not None else self._silence
             if len(data) != self._frame_bytes:
                 data = self._silence
         except Exception:
@@ -216,6 +231,8 @@ class SipAgent:
         self._cmds: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
         self._calls: dict[int, _Call] = {}
         self._dead: list[_Call] = []  # disconnected calls, freed by the loop, never in a callback
+        self._ports: list[_Port] = []  # every bridge port made; freed only at shutdown
+        self._idle_ports: list[_Port] = []  # detached, ready for the next call
         self._keys = itertools.count(1)
         self._thread: threading.Thread | None = None
         self._started = threading.Event()
@@ -438,6 +455,8 @@ class SipAgent:
         # Every Call/port must be gone before libDestroy, or freeing them later aborts.
         self._calls.clear()
         self._dead.clear()
+        self._idle_ports.clear()
+        self._ports.clear()
         if self._acc is not None:
             try:
                 self._acc.shutdown()
@@ -461,10 +480,16 @@ class SipAgent:
         self.events.put(SipError(key, repr(exc), time.monotonic()))
 
     def _make_port(self, link: AudioLink, name: str) -> _Port:
-        port = _Port(link, self.frame_bytes)
-        fmt = pj.MediaFormatAudio()
-        fmt.init(pj.PJMEDIA_FORMAT_PCM, self.clock_rate, 1, FRAME_MS * 1000, 16)
-        port.createPort(name, fmt)
+        """An idle bridge port attached to ``link`` (created once, reused, freed at shutdown)."""
+        if self._idle_ports:
+            port = self._idle_ports.pop()
+        else:
+            port = _Port(self.frame_bytes)
+            fmt = pj.MediaFormatAudio()
+            fmt.init(pj.PJMEDIA_FORMAT_PCM, self.clock_rate, 1, FRAME_MS * 1000, 16)
+            port.createPort(f"port{len(self._ports)}", fmt)
+            self._ports.append(port)
+        port.attach(link)
         return port
 
     def _incoming(self, acc, prm) -> None:
@@ -508,7 +533,9 @@ class SipAgent:
         self._calls.pop(call.key, None)
         self._dead.append(call)
         if call.port is not None:
-            self._dead.append(call.port)
+            call.port.attach(None)  # the stream is gone: its bridge links went with it
+            self._idle_ports.append(call.port)
+            call.port = None
         self._emit(CallDisconnected(call.key, int(code), str(reason), call.local_hangup,
                                     time.monotonic()))
 
