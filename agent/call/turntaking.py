@@ -240,6 +240,14 @@ class TurnTaking:
         return quiet is not None and end_at - quiet >= ECHO_TAIL_S
 
     def _new_turn(self, utt: Utterance | SpeechPaused, timeline: TurnTimeline) -> Turn:
+        old = self.turn
+        if old is not None and not old.done and not old.audible and not old.cancel.is_set():
+            # Superseded before it was heard (e.g. ended early by the model, then its segment
+            # went on): cancel it, or its worker waits at a gate nobody opens any more and
+            # every later turn of the call waits for that worker.
+            old.merged = True
+            old.cancel.set()
+            log.event("turn-superseded", self.call_id, index=old.index)
         held, self.held = self.held, None
         if held is not None:
             utt = merge(held.utterance, utt)
@@ -282,6 +290,10 @@ class TurnTaking:
 
 
 def _same_speech(turn: Turn, utt: Utterance) -> bool:
-    """The turn (speculated at a pause) holds exactly the audio the endpointed utterance has."""
-    held = turn.merged_from.utterance.audio if turn.merged_from else ()
-    return len(turn.utterance.audio) == len(held) + len(utt.audio)
+    """The turn (speculated at a pause) ends where the endpointed utterance ends.
+
+    Compared by the segmenter's speech-end offset (exact: both come from the same chunk
+    count), not by audio length: a trimmed length recomputed from float seconds once came out
+    one sample short and split a turn in two.
+    """
+    return turn.utterance.end_s == utt.end_s

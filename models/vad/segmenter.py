@@ -196,8 +196,12 @@ class Segmenter:
     def _trimmed_audio(self) -> np.ndarray:
         audio = np.concatenate(self._chunks) if self._chunks else np.zeros(0, np.float32)
         # Keep ~150 ms after the last speech chunk (word tails) and drop the rest of the hangover.
-        preroll_s = len(audio) / SAMPLE_RATE - (self.offset_s - self._start_s)
-        keep = int((self._last_speech_end_s - self._start_s + preroll_s + TAIL_S) * SAMPLE_RATE)
+        # In whole samples: the same cut at the speculative pause and at the endpoint (float
+        # seconds once made them differ by one sample).
+        start = round(self._start_s * SAMPLE_RATE)
+        preroll = len(audio) - (self._offset - start)
+        speech = round(self._last_speech_end_s * SAMPLE_RATE) - start
+        keep = preroll + speech + round(TAIL_S * SAMPLE_RATE)
         return audio[: max(0, keep)]
 
     def _finish(self, endpoint_s: float) -> Utterance:
