@@ -32,14 +32,11 @@ from collections.abc import Callable
 import pjsua2 as pj
 
 from agent.sip.audiolink import AudioLink
+from agent.sip.callbacks import _Account, _Call, _Port, request_user
 from agent.sip.events import (
-    CallConnected,
     CallDisconnected,
-    DtmfReceived,
     IncomingCall,
-    MediaActive,
     MediaHold,
-    RegistrationChanged,
     RtpTimeout,
     SipError,
     SipEvent,
@@ -53,159 +50,6 @@ calls, so captures and firewalls should allow this many."""
 RTP_POLL_S = 0.2
 """How often the ``sip`` thread reads each watched call's received-packet count: an RTP timeout
 is reported at most two polls (0.4 s) after ``rtp_timeout_s`` has passed since the last packet."""
-
-
-class _Port(pj.AudioMediaPort):
-    """A bridge port that copies frames between the conference bridge and an AudioLink.
-
-    Ports are never freed while the library runs: pjmedia's clock thread may already be inside
-    a director callback of a port (no GIL yet) when the sip thread would drop its last Python
-    reference, and it then runs Python code on a freed object (the intermittent libpython
-    SIGSEGV right after a call ended: a read at ``ob_type->tp_flags`` of a NULL type, ``segfault
-    at a9``). A disconnected call's port is detached (its callbacks pass silence) and reused by
-    the next call; all of them go at shutdown, before ``libDestroy``.
-    """
-
-    def __init__(self, frame_bytes: int):
-        super().__init__()
-        self._link: AudioLink | None = None
-        self._silence = bytes(frame_bytes)
-        self._frame_bytes = frame_bytes
-
-    def attach(self, link: AudioLink | None) -> None:
-        self._link = link  # one reference swap: atomic for the clock thread
-
-    def onFrameReceived(self, frame):  # noqa: N802 (pjsua2 name)
-        link = self._link
-        if link is None:
-            return
-        try:
-            if frame.type == pj.PJMEDIA_FRAME_TYPE_AUDIO and frame.size == self._frame_bytes:
-                link.sink(bytes(frame.buf))
-            else:  # keep the inbound clock: the session's VAD offsets count frames
-                link.sink(self._silence)
-        except Exception:  # an exception here would be printed 50 times a second
-            pass
-
-    def onFrameRequested(self, frame):  # noqa: N802
-        link = self._link
-        try:
-            data = link.source() if link is not None else self._silence
-            if len(data) != self._frame_bytes:
-                data = self._silence
-        except Exception:
-            data = self._silence
-        frame.type = pj.PJMEDIA_FRAME_TYPE_AUDIO
-        frame.buf = pj.ByteVector(data)
-        frame.size = len(data)
-
-
-class _Call(pj.Call):
-    def __init__(self, agent: SipAgent, acc, key: int, call_id: int = pj.PJSUA_INVALID_ID):
-        super().__init__(acc, call_id)
-        self.agent = agent
-        self.key = key
-        self.link: AudioLink | None = None
-        self.port: _Port | None = None
-        self.local_hangup = False
-        self.connected = False
-        self.media_announced = False  # MediaActive is sent once; a re-INVITE only rewires
-        self.receiving: bool | None = None  # inbound audio active (None: no media yet)
-        self.audio_index = -1
-        # RTP watch, read and written on the sip thread only (see SipAgent._watch_rtp).
-        self.rtp_timeout_s = 0.0  # 0: not watched
-        self.rx_count: int | None = None  # packets pjmedia counted at the last poll
-        self.rx_at: float | None = None  # monotonic stamp of the last change; None: suspended
-        self.rtp_timed_out = False
-
-    def onCallState(self, prm):  # noqa: N802
-        try:
-            ci = self.getInfo()
-            if ci.state == pj.PJSIP_INV_STATE_CONFIRMED and not self.connected:
-                self.connected = True
-                self.agent._emit(CallConnected(self.key, time.monotonic()))
-            elif ci.state == pj.PJSIP_INV_STATE_DISCONNECTED:
-                self.agent._disconnected(self, ci.lastStatusCode, ci.lastReason)
-        except Exception as e:  # never let an exception unwind into pjsua2
-            self.agent._error(self.key, e)
-
-    def onCallMediaState(self, prm):  # noqa: N802
-        try:
-            ci = self.getInfo()
-            receiving = False
-            for mi in ci.media:
-                if mi.type != pj.PJMEDIA_TYPE_AUDIO:
-                    continue
-                # Remote hold (a=sendonly or a=inactive from the caller) is REMOTE_HOLD; a=recvonly
-                # from the caller leaves us sending only. Either way no RTP is due to us.
-                if (mi.status == pj.PJSUA_CALL_MEDIA_ACTIVE
-                        and mi.dir & pj.PJMEDIA_DIR_DECODING):
-                    receiving = True
-                    self.audio_index = mi.index
-                if mi.status != pj.PJSUA_CALL_MEDIA_ACTIVE:
-                    continue
-                if self.port is None and self.link is not None:
-                    self.port = self.agent._make_port(self.link, f"call{self.key}")
-                if self.port is None:
-                    continue
-                media = self.getAudioMedia(mi.index)  # a re-INVITE may have made a new stream
-                media.startTransmit(self.port)
-                self.port.startTransmit(media)
-                if not self.media_announced:
-                    self.media_announced = True
-                    codec = self.getStreamInfo(mi.index).codecName
-                    self.agent._emit(MediaActive(self.key, codec, time.monotonic()))
-            self.agent._media_direction(self, receiving)
-        except Exception as e:
-            self.agent._error(self.key, e)
-
-    def rx_packets(self) -> int | None:
-        """RTP packets the audio stream has received; None while there is no stream.
-
-        Any payload type counts (comfort noise, telephone-events, packets pjmedia discards).
-        """
-        if self.audio_index < 0:
-            return None
-        try:
-            rx = self.getStreamStat(self.audio_index).rtcp.rxStat
-        except pj.Error:
-            return None
-        return int(rx.pkt) + int(rx.discard)
-
-    def onDtmfDigit(self, prm):  # noqa: N802
-        try:
-            self.agent._emit(DtmfReceived(self.key, str(prm.digit), time.monotonic()))
-        except Exception as e:
-            self.agent._error(self.key, e)
-
-
-class _Account(pj.Account):
-    def __init__(self, agent: SipAgent):
-        super().__init__()
-        self.agent = agent
-
-    def onIncomingCall(self, prm):  # noqa: N802
-        try:
-            self.agent._incoming(self, prm)
-        except Exception as e:
-            self.agent._error(-1, e)
-
-    def onRegState(self, prm):  # noqa: N802
-        try:
-            info = self.getInfo()
-            self.agent._emit(RegistrationChanged(
-                int(prm.code), str(prm.reason), bool(info.regIsActive), time.monotonic()))
-        except Exception as e:
-            self.agent._error(-1, e)
-
-
-def request_user(whole_msg: str) -> str:
-    """The user part of a SIP request line: ``INVITE sip:101@host SIP/2.0`` -> ``101``."""
-    line = whole_msg.split("\r\n", 1)[0].split("\n", 1)[0]
-    parts = line.split()
-    uri = parts[1] if len(parts) >= 2 else ""
-    uri = uri.split(":", 1)[1] if ":" in uri else uri
-    return uri.split("@", 1)[0].split(";", 1)[0] if "@" in uri else ""
 
 
 class SipAgent:
