@@ -19,28 +19,28 @@ class AudioOptions:
     """Silero speech probability at which speech starts."""
     vad_release: float = 0.35
     """Probability under which a frame counts as silence again (hysteresis below the threshold)."""
-    min_speech_ms: int = 200
+    min_speech_s: float = 0.2
     """Speech shorter than this is ignored (clicks, coughs, the agent's own echo)."""
-    endpoint_silence_ms: int = 500
+    endpoint_silence_s: float = 0.5
     """Hangover: silence after speech that ends a turn."""
-    speculate_ms: int = 200
+    speculate_s: float = 0.2
     """After this much silence the turn starts speculatively (ASR, LLM, TTS); its audio is held
     until the endpoint and dropped if the caller resumes. 0 = off. Must be < the hangover
     (and above TAIL_S = 150 ms, so the speculated audio equals the final utterance)."""
-    pause_tolerance_ms: int = 900
+    pause_tolerance_s: float = 0.9
     """Longer hangover used when the last words sound unfinished ("uh", "and", "to" ...)."""
-    max_endpoint_wait_ms: int = 1500
+    max_endpoint_wait_s: float = 1.5
     """Never wait longer than this after speech ends, whatever the words."""
     max_utterance_s: float = 20.0
     """An utterance this long is cut and transcribed even if the caller keeps talking."""
-    barge_in_min_ms: int = 300
+    barge_in_min_s: float = 0.3
     """While the agent speaks, caller speech must last this long to interrupt it."""
     barge_in_echo_ratio: float = 0.5
     """While the agent speaks, caller RMS must exceed this fraction of the agent's outbound RMS."""
     end_of_turn: str = "smart-turn-v3.2"
-    """End-of-turn model scored at ``speculate_ms`` of silence (bundled name or an ONNX path;
+    """End-of-turn model scored at ``speculate_s`` of silence (bundled name or an ONNX path;
     "off" = VAD hangover only). When it says the caller has finished, the turn ends there
-    instead of after ``endpoint_silence_ms``."""
+    instead of after ``endpoint_silence_s``."""
     end_of_turn_threshold: float = 0.5
     """Probability at or above which the end-of-turn model ends the turn early."""
 
@@ -60,7 +60,7 @@ class VoxtralOptions:
     back to eager decoding, logged once."""
     static_cache: Literal["auto", "on", "off"] = "auto"
     """Static KV cache (needed by compiled decoding); auto follows ``compile``."""
-    batch_window_ms: int = 30
+    batch_window_s: float = 0.03
     """Utterances from concurrent calls arriving within this window share one generate();
     0 = no cross-call batching (each call decodes alone, no added wait)."""
     max_batch: int = 4

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.unit
 
 def test_a_finished_turn_ends_at_the_pause_not_the_hangover():
     stages = fake_stages(asr=FakeASR(["what time do you open?"]), eot=FakeEOT([0.95]))
-    session, line, calllog, _ = make(stages, speculate_ms=200, endpoint_silence_ms=600)
+    session, line, calllog, _ = make(stages, speculate_s=0.2, endpoint_silence_s=0.6)
     assert wait_until(lambda: session.state == "listening")
     line.say(tone(0.8))
     assert wait_until(lambda: calllog.of(TurnRecord))
@@ -33,7 +33,7 @@ def test_a_finished_turn_ends_at_the_pause_not_the_hangover():
 
 def test_not_finished_falls_back_to_the_hangover():
     stages = fake_stages(asr=FakeASR(["what time do you open?"]), eot=FakeEOT([0.1]))
-    session, line, calllog, _ = make(stages, speculate_ms=200, endpoint_silence_ms=600)
+    session, line, calllog, _ = make(stages, speculate_s=0.2, endpoint_silence_s=0.6)
     assert wait_until(lambda: session.state == "listening")
     line.say(tone(0.8))
     assert wait_until(lambda: calllog.of(TurnRecord))
@@ -46,7 +46,7 @@ def test_a_pause_the_model_took_for_an_end_is_still_one_turn():
     asr = FakeASR(["I would like to book a room for", "I would like to book a room for two."])
     llm = FakeLLM("Sure.")
     stages = fake_stages(asr=asr, llm=llm, eot=FakeEOT([0.95]))
-    session, line, calllog, _ = make(stages, speculate_ms=200, endpoint_silence_ms=500)
+    session, line, calllog, _ = make(stages, speculate_s=0.2, endpoint_silence_s=0.5)
     assert wait_until(lambda: session.state == "listening")
     line.say(tone(0.8))
     line.say(silence(0.45))  # past the model's verdict, inside the pause tolerance

@@ -25,7 +25,7 @@ GREETING = "Hello and welcome to the library."  # 33 characters: 1.65 s of FakeT
 def profile(**audio):
     return parse_config({
         "profiles": {"p": {"greeting": GREETING, "audio": {
-            "endpoint_silence_ms": 300, "min_speech_ms": 100, **audio}}},
+            "endpoint_silence_s": 0.3, "min_speech_s": 0.1, **audio}}},
         "dialplan": {"1": "p"}}).profiles["p"]
 
 
@@ -42,8 +42,8 @@ def greeting_s(prof, stages) -> float:
 
 
 def test_speech_starting_over_the_greeting_and_going_on_is_answered():
-    # Too quiet to barge in (barge_in_min_ms is out of reach), so only the overlap rule applies.
-    prof = profile(barge_in_min_ms=60000)
+    # Too quiet to barge in (barge_in_min_s is out of reach), so only the overlap rule applies.
+    prof = profile(barge_in_min_s=60.0)
     stages = fake_stages(asr=FakeASR(["what time do you open?"]))
     lead = greeting_s(prof, stages) - 0.5
     call = run(_cat(silence(lead), tone(1.5, level=0.1)), prof, stages)
@@ -53,7 +53,7 @@ def test_speech_starting_over_the_greeting_and_going_on_is_answered():
 
 
 def test_speech_entirely_under_the_greeting_is_recorded_not_answered():
-    prof = profile(barge_in_min_ms=60000)
+    prof = profile(barge_in_min_s=60.0)
     stages = fake_stages(asr=FakeASR(["uh huh"]))
     call = run(_cat(silence(0.3), tone(0.6, level=0.1)), prof, stages)
     assert call.turns == []
@@ -62,7 +62,7 @@ def test_speech_entirely_under_the_greeting_is_recorded_not_answered():
 
 
 def test_loud_speech_over_the_greeting_barges_in_and_is_answered():
-    prof = profile(barge_in_min_ms=200)
+    prof = profile(barge_in_min_s=0.2)
     stages = fake_stages(asr=FakeASR(["sorry, when do you open?"]))
     call = run(_cat(silence(0.3), tone(1.2, level=0.6)), prof, stages)
     assert len(events(call, "barge-in")) == 1
@@ -70,7 +70,7 @@ def test_loud_speech_over_the_greeting_barges_in_and_is_answered():
 
 
 def test_the_agents_own_echo_is_neither_a_barge_in_nor_a_turn():
-    prof = profile(barge_in_min_ms=200)
+    prof = profile(barge_in_min_s=0.2)
     stages = fake_stages(asr=FakeASR(["hello and welcome"]))
     call = run(silence(0.5), prof, stages, echo_gain=0.3)
     assert not events(call, "barge-in")

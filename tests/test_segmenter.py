@@ -10,7 +10,7 @@ from models.vad.segmenter import Segmenter, SpeechPaused, SpeechResumed, SpeechS
 from models.vad.silero import SileroVAD
 
 pytestmark = pytest.mark.model
-OPTS = AudioOptions(endpoint_silence_ms=500, min_speech_ms=200)
+OPTS = AudioOptions(endpoint_silence_s=0.5, min_speech_s=0.2)
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +88,7 @@ def test_pause_is_announced_with_the_final_audio(vad, words):
 
 
 def test_resumed_speech_withdraws_the_pause(vad, words):
-    events = segment(vad, with_gap(*words, 0.33))  # longer than speculate_ms, under the hangover
+    events = segment(vad, with_gap(*words, 0.33))  # longer than speculate_s, under the hangover
     kinds = [type(e).__name__ for e in events]
     assert kinds.count("Utterance") == 1
     assert "SpeechResumed" in kinds

@@ -20,8 +20,8 @@ from tests.waiting import wait_until
 
 pytestmark = pytest.mark.unit
 
-AUDIO = {"endpoint_silence_ms": 300, "pause_tolerance_ms": 700, "max_endpoint_wait_ms": 1000,
-         "min_speech_ms": 100, "barge_in_min_ms": 200, "barge_in_echo_ratio": 0.5}
+AUDIO = {"endpoint_silence_s": 0.3, "pause_tolerance_s": 0.7, "max_endpoint_wait_s": 1.0,
+         "min_speech_s": 0.1, "barge_in_min_s": 0.2, "barge_in_echo_ratio": 0.5}
 
 
 def make(stages=None, limits=None, greeting="Hi.", **audio):
@@ -94,7 +94,7 @@ def test_barge_in_stops_reply_within_200ms():
     time.sleep(0.5)
     loud_after = [s for s in line.speech_spans() if s[1] > interrupt_at]
     stopped_at = max(e for _, e in loud_after)
-    # Detection needs barge_in_min_ms of speech (+ one 32 ms VAD chunk); then <= 200 ms.
+    # Detection needs barge_in_min_s of speech (+ one 32 ms VAD chunk); then <= 200 ms.
     assert stopped_at - interrupt_at <= (200 + 32 + 200) / 1000
     assert session.barge_ins == 1
     assert wait_until(lambda: len(calllog.of(TurnRecord)) >= 1)
@@ -200,8 +200,8 @@ def test_stage_error_is_recorded_and_call_goes_on():
 def test_speculative_turn_hides_asr_behind_the_hangover():
     # Speculation at 200 ms of silence: ASR (150 ms) runs in the rest of the 500 ms hangover.
     asr = FakeASR(["what time do you open?"], delay_s=0.15)
-    session, line, calllog, _ = make(fake_stages(asr=asr), speculate_ms=200,
-                                     endpoint_silence_ms=500)
+    session, line, calllog, _ = make(fake_stages(asr=asr), speculate_s=0.2,
+                                     endpoint_silence_s=0.5)
     assert wait_until(lambda: session.state == "listening")
     line.say(tone(0.8))
     assert wait_until(lambda: calllog.of(TurnRecord))
@@ -213,11 +213,11 @@ def test_speculative_turn_hides_asr_behind_the_hangover():
 
 def test_short_pause_drops_the_speculation_and_keeps_one_utterance():
     asr = FakeASR(["what time", "what time do you open?"])
-    session, line, calllog, _ = make(fake_stages(asr=asr), speculate_ms=200,
-                                     endpoint_silence_ms=500)
+    session, line, calllog, _ = make(fake_stages(asr=asr), speculate_s=0.2,
+                                     endpoint_silence_s=0.5)
     assert wait_until(lambda: session.state == "listening")
     line.say(tone(0.6))
-    line.say(silence(0.35))  # past speculate_ms, short of the 500 ms hangover
+    line.say(silence(0.35))  # past speculate_s, short of the 500 ms hangover
     line.say(tone(0.6))
     assert wait_until(lambda: calllog.of(TurnRecord))
     time.sleep(0.3)

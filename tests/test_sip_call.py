@@ -52,7 +52,7 @@ asr = {ASR}
 greeting = "{LONG_GREETING}"
 llm = {{ model = "smollm2-135m", max_tokens = 40, threads = 1 }}
 asr = {ASR}
-audio = {{ barge_in_min_ms = 300 }}
+audio = {{ barge_in_min_s = 0.3 }}
 """
 DIALPLAN = '"101" = "fast"\n"103" = "long"'
 
@@ -225,7 +225,7 @@ def test_barge_in_stops_the_greeting(agent, tmp_path):
     (event,) = agent.events("barge-in")
     assert event["state"] == "greeting"
     barge_at = float(event["_t"])
-    # Detected after barge_in_min_ms (300) of speech + Silero onset + jitter buffer...
+    # Detected after barge_in_min_s (300) of speech + Silero onset + jitter buffer...
     assert caller_start + 0.3 <= barge_at <= caller_start + 0.9, barge_at - caller_start
     # ...and the 8 s greeting stopped on the wire within 200 ms (+ log stamp resolution).
     during = [t for t in loud if barge_at <= t <= caller_end + 0.3]

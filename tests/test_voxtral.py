@@ -23,7 +23,7 @@ from dialplan.options import ASROptions, VoxtralOptions  # noqa: E402
 from models.asr.voxtral import VoxtralASR, install_from, max_new_tokens, resolve  # noqa: E402
 
 OPTIMIZED = VoxtralOptions(attention="sdpa", dtype="float32", compile="off", static_cache="on",
-                           batch_window_ms=0, max_batch=4, warmup=True)
+                           batch_window_s=0.0, max_batch=4, warmup=True)
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +101,7 @@ def test_batch_equals_one_by_one(model_dir, audios, reference):
 
 @pytest.mark.model
 def test_concurrent_calls_share_one_generate(model_dir, audios, reference):
-    vx = replace(OPTIMIZED, batch_window_ms=400)  # generous: the test machine is shared
+    vx = replace(OPTIMIZED, batch_window_s=0.4)  # generous: the test machine is shared
     results: dict[int, object] = {}
     with VoxtralASR(tiny.options(model_dir, vx)) as asr:
         barrier = threading.Barrier(len(audios))

@@ -14,7 +14,7 @@ from dialplan.options import ASROptions, VoxtralOptions
 from models.asr.voxtral_tiny import build_tiny_voxtral
 
 EAGER = VoxtralOptions(attention="eager", dtype="float32", compile="off", static_cache="off",
-                       batch_window_ms=0, warmup=False)
+                       batch_window_s=0.0, warmup=False)
 """The reference path every optimisation is compared with."""
 
 

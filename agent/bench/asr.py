@@ -22,7 +22,7 @@ from dialplan.options import ASROptions, VoxtralOptions
 from models.audio import ASR_RATE
 
 EAGER = VoxtralOptions(attention="eager", dtype="float32", compile="off", static_cache="off",
-                       batch_window_ms=0)
+                       batch_window_s=0.0)
 
 
 @dataclass
@@ -143,7 +143,7 @@ def bench(rows: list[tuple[str, ASROptions, bool]], audios: list[np.ndarray], ro
 def voxtral_variants(base: ASROptions, compare: bool, with_compile: bool,
                      cuda: bool) -> list[tuple[str, ASROptions, bool]]:
     """The (label, options, batched) rows to run for Voxtral."""
-    auto = replace(base.voxtral, batch_window_ms=0)  # single-thread bench: no cross-call wait
+    auto = replace(base.voxtral, batch_window_s=0.0)  # single-thread bench: no cross-call wait
     if not compare:
         return [("defaults", replace(base, voxtral=auto), False)]
     sdpa = replace(EAGER, attention="sdpa")

@@ -76,4 +76,4 @@ def serial_turn(audio: np.ndarray, rate: int, profile: Profile, stages: Stages) 
     t3 = time.monotonic()
     return SerialTurn(transcript=transcript, first_clause=clause, asr_s=t1 - t0,
                       llm_first_clause_s=t2 - t1, tts_s=t3 - t2,
-                      hangover_s=profile.audio.endpoint_silence_ms / 1000)
+                      hangover_s=profile.audio.endpoint_silence_s)

@@ -90,8 +90,9 @@ def run(args: argparse.Namespace, config: Config) -> int:
     for n, r in results.items():
         Console().print(f"{n} call(s): {r['turns']} turns, {r['unanswered']} unanswered, "
                         f"ASR WER {r['wer']:.1%}")
+    hangover_ms = profile.audio.endpoint_silence_s * 1000
     Console().print(f"models loaded in {load_s:.1f} s; serial baseline = hangover "
-                    f"{profile.audio.endpoint_silence_ms} ms + ASR + LLM to first clause + TTS")
+                    f"{hangover_ms:.0f} ms + ASR + LLM to first clause + TTS")
     return 0
 
 

@@ -1,9 +1,9 @@
 """When is the caller's turn over? The pause-tolerance rule on top of the VAD hangover.
 
-The segmenter ends an utterance after ``endpoint_silence_ms`` of silence. People pause inside a
+The segmenter ends an utterance after ``endpoint_silence_s`` of silence. People pause inside a
 sentence ("I want to book... uh... a table"), so the session transcribes the utterance at once
-and, when the words sound unfinished, waits up to ``pause_tolerance_ms`` (never past
-``max_endpoint_wait_ms`` after speech ended) for more speech, then merges the two utterances
+and, when the words sound unfinished, waits up to ``pause_tolerance_s`` (never past
+``max_endpoint_wait_s`` after speech ended) for more speech, then merges the two utterances
 into one turn. Pure functions: no threads, no models, no SIP.
 """
 
@@ -49,7 +49,7 @@ def sounds_unfinished(text: str) -> bool:
 
 def hold_s(options: AudioOptions) -> float:
     """Extra wait after speech ends for an unfinished utterance, capped by the max wait."""
-    return min(options.pause_tolerance_ms, options.max_endpoint_wait_ms) / 1000.0
+    return min(options.pause_tolerance_s, options.max_endpoint_wait_s)
 
 
 def merge(first: Utterance, second: Utterance) -> Utterance:

@@ -38,10 +38,10 @@ class PlayoutMetrics:
     """Reply frames handed out (silence while idle not counted)."""
     underruns: int
     """Silence frames inserted *inside* a reply because the producer fell behind."""
-    gap_p50_ms: float | None
-    """Median interval between consecutive reply frames (20 ms when paced perfectly)."""
-    gap_p99_ms: float | None
-    gap_max_ms: float | None
+    gap_p50_s: float | None
+    """Median interval between consecutive reply frames (0.02 s when paced perfectly)."""
+    gap_p99_s: float | None
+    gap_max_s: float | None
     cleared_frames: int
     """Frames dropped by barge-in."""
 
@@ -201,12 +201,12 @@ class Playout:
 
     def metrics(self) -> PlayoutMetrics:
         """Frame-gap percentiles and counters so far."""
-        gaps_ms = [g * 1000 for g in self._gaps]
+        gaps = list(self._gaps)
         return PlayoutMetrics(
             frames=self._frames,
             underruns=self._underruns,
-            gap_p50_ms=percentile(gaps_ms, 50),
-            gap_p99_ms=percentile(gaps_ms, 99),
-            gap_max_ms=max(gaps_ms, default=None),
+            gap_p50_s=percentile(gaps, 50),
+            gap_p99_s=percentile(gaps, 99),
+            gap_max_s=max(gaps, default=None),
             cleared_frames=self._cleared,
         )

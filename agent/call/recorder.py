@@ -89,7 +89,7 @@ class CallRecorder:
                                 end_reason=reason, turns=turns, barge_ins=barge_ins,
                                 codec=codec))
         log.event("call-ended", self.call_id, reason=reason, turns=turns, barge_ins=barge_ins,
-                  gap_p50_ms=_r(playout.gap_p50_ms), gap_p99_ms=_r(playout.gap_p99_ms),
+                  gap_p50_ms=log.ms(playout.gap_p50_s), gap_p99_ms=log.ms(playout.gap_p99_s),
                   underruns=playout.underruns, duration_s=round(duration_s, 1))
 
 
@@ -106,7 +106,3 @@ def unanswered_reason(turn: Turn, end_reason: str = "") -> str:
     if end_reason:
         return "hangup" if end_reason == "caller-bye" else end_reason
     return "cancelled"
-
-
-def _r(v: float | None) -> float | None:
-    return None if v is None else round(v, 1)

@@ -1,11 +1,11 @@
 """Turn-taking for one call: when the caller's turn starts, ends, and when its answer is heard.
 
-* At ``speculate_ms`` of silence (:class:`SpeechPaused`) a turn starts at once, its audio held
+* At ``speculate_s`` of silence (:class:`SpeechPaused`) a turn starts at once, its audio held
   behind a gate; if the caller goes on (:class:`SpeechResumed`) it is dropped unheard.
 * When the end-of-turn model (scored on the speculative turn) says the caller has finished,
   the turn ends there; otherwise at the VAD endpoint (:class:`Utterance`). The gate opens unless
   the transcript sounds unfinished, in which case it waits up to the pause tolerance (capped by
-  ``max_endpoint_wait_ms`` after speech ended) for more speech.
+  ``max_endpoint_wait_s`` after speech ended) for more speech.
 * If the caller speaks again before hearing anything, the pending turn is cancelled and its
   utterance merged into the next one: one turn, one answer.
 

@@ -137,9 +137,9 @@ class VoxtralASR(ASR):
         started = time.monotonic()
         self._load(source)
         self._batcher: MicroBatcher[np.ndarray, Transcript] | None = None
-        if self.vx.max_batch > 1 and self.vx.batch_window_ms > 0:
+        if self.vx.max_batch > 1 and self.vx.batch_window_s > 0:
             self._batcher = MicroBatcher(
-                self.transcribe_batch, self.vx.batch_window_ms / 1000, self.vx.max_batch,
+                self.transcribe_batch, self.vx.batch_window_s, self.vx.max_batch,
                 name="voxtral-batcher",
             )
         self.load_s = time.monotonic() - started

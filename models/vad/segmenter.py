@@ -23,7 +23,7 @@ TAIL_S = 0.15  # audio kept after the last speech chunk: word tails fall under t
 
 @dataclass(frozen=True)
 class SpeechStarted:
-    """Speech has lasted ``min_speech_ms``: a turn (or a barge-in) has begun."""
+    """Speech has lasted ``min_speech_s``: a turn (or a barge-in) has begun."""
 
     start_s: float
     at_s: float
@@ -49,7 +49,7 @@ class Utterance:
 
 @dataclass(frozen=True)
 class SpeechPaused:
-    """Silence has lasted ``speculate_ms`` inside an utterance: the turn may be over.
+    """Silence has lasted ``speculate_s`` inside an utterance: the turn may be over.
 
     ``audio`` is exactly what the :class:`Utterance` will hold if the caller stays silent until
     the endpoint, so work started on it now (speculatively) is valid then.
@@ -163,26 +163,26 @@ class Segmenter:
         else:
             self._silence_s += chunk_s
         if not self._confirmed:
-            if self._speech_run_s * 1000 >= o.min_speech_ms:
+            if self._speech_run_s >= o.min_speech_s:
                 self._confirmed = True
                 return SpeechStarted(start_s=self._start_s, at_s=end_s)
-            if self._silence_s * 1000 >= o.endpoint_silence_ms or self._silence_s > 0.25:
+            if self._silence_s >= o.endpoint_silence_s or self._silence_s > 0.25:
                 # A blip shorter than min_speech: drop it, keep its tail as pre-roll.
                 tail = self._chunks[-self._preroll.maxlen :]
                 self._reset()
                 self._preroll.extend(tail)
             return None
-        if self._silence_s * 1000 >= o.endpoint_silence_ms:
+        if self._silence_s >= o.endpoint_silence_s:
             return self._finish(end_s)
         if end_s - self._start_s >= o.max_utterance_s:
             return self._finish(end_s)
         if resumed is not None:
             return resumed
         if (
-            o.speculate_ms
+            o.speculate_s
             and not self._paused
-            and self._silence_s * 1000 >= o.speculate_ms
-            and o.speculate_ms < o.endpoint_silence_ms
+            and self._silence_s >= o.speculate_s
+            and o.speculate_s < o.endpoint_silence_s
         ):
             self._paused = True
             return SpeechPaused(
