@@ -71,6 +71,7 @@ class Server:
             for text in (profile.greeting, profile.goodbye):
                 if text.strip():
                     runner.speak(text)
+            runner.warm_up()
             log.event("profile-loaded", profile=profile.name, asr=profile.asr.model,
                       llm=profile.llm.model, tts=profile.tts.voice,
                       load_s=round(time.monotonic() - t0, 2))

@@ -17,6 +17,10 @@ in priority order, so the work a caller is waiting to hear goes first:
 The priority of a job is read from a context variable that the caller sets (the turn runner
 knows what the caller is waiting for; the models do not), and may be a callable evaluated each
 time the slot is handed out, so a speculative ASR pass that becomes the real one moves up.
+Within a level, a ``(level, deadline)`` priority orders jobs earliest deadline first: the turn
+whose caller stopped speaking first finishes its first audio before the next turn's ASR starts
+(measured with 4 calls: FIFO within the level made a first clause wait behind three other
+calls' ASR passes, one per token, 4-8 s).
 Imports nothing from the project: models call it, the agent sets priorities.
 """
 
@@ -42,7 +46,9 @@ class Priority(IntEnum):
     BACKGROUND = 4
 
 
-PriorityLike = Priority | int | Callable[[], int]
+Rank = int | tuple[int, float]
+"""A priority level, or (level, deadline): within a level the earliest deadline goes first."""
+PriorityLike = Rank | Callable[[], Rank]
 _current: contextvars.ContextVar[PriorityLike] = contextvars.ContextVar(
     "callagent_priority", default=Priority.FIRST_AUDIO)
 
@@ -69,9 +75,10 @@ class _Waiter:
         self.stage = stage
         self.event = threading.Event()
 
-    def rank(self) -> tuple[int, int]:
+    def rank(self) -> tuple[int, float, int]:
         p = self.priority() if callable(self.priority) else self.priority
-        return int(p), self.seq
+        level, deadline = p if isinstance(p, tuple) else (p, 0.0)
+        return int(level), deadline, self.seq
 
 
 class Scheduler:

@@ -92,3 +92,21 @@ def test_jobs_never_overlap_and_nest_without_deadlock():
         t.join(10)
     assert peak[0] == 1
     assert sched.stats().jobs == 80
+
+
+def test_within_a_level_the_caller_who_stopped_speaking_first_goes_first():
+    sched, order, hold = Scheduler(), [], threading.Event()
+    threads = [_job(sched, order, "busy", Priority.FIRST_AUDIO, hold)]
+    while not order:
+        time.sleep(0.001)
+    # Call B's ASR queued first, but call A's caller stopped speaking earlier (deadline 10.0).
+    threads.append(_job(sched, order, "asr of call B", (Priority.FIRST_AUDIO, 12.0)))
+    _wait_queued(sched, 1)
+    threads.append(_job(sched, order, "llm step of call A", (Priority.FIRST_AUDIO, 10.0)))
+    _wait_queued(sched, 2)
+    threads.append(_job(sched, order, "rest of a reply", (Priority.PLAYOUT, 1.0)))
+    _wait_queued(sched, 3)
+    hold.set()
+    for t in threads:
+        t.join(5)
+    assert order == ["busy", "llm step of call A", "asr of call B", "rest of a reply"]

@@ -118,8 +118,8 @@ class TurnWorker:
                 self.post(EndOfTurnScored(turn))
             # Speculative until the endpoint; the caller's critical path from then on (the
             # scheduler re-reads this while the job waits for a slot).
-            with priority(lambda: Priority.FIRST_AUDIO if turn.endpointed
-                          else Priority.SPECULATIVE):
+            with priority(lambda: (Priority.FIRST_AUDIO if turn.endpointed
+                                   else Priority.SPECULATIVE, turn.timeline.speech_end_at or 0.0)):
                 transcript = self.runner.transcribe(turn.utterance, turn.timeline)
             turn.transcript = transcript.text
             self.post(Transcribed(turn))
