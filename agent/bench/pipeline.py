@@ -6,7 +6,8 @@ these are the figures a call gets, minus the network and the phone's jitter buff
 (``bench call`` measures those on the wire). With ``--calls 1,4`` the questions are also asked
 by 4 simultaneous calls sharing the process's models. The naive serial pipeline on the same
 models and questions (:mod:`agent.bench.baseline`) runs in the same process, and the table
-prints the ratio against it.
+prints the ratio against it. Last, questions said with a 0.7 s pause mid-thought give the false
+end-of-turn rate (answered after the first half instead of once, after the whole).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from rich.table import Table
 
 from agent.bench import scoring
 from agent.bench.baseline import serial_turn
-from agent.bench.samples import QUESTIONS, spoken
+from agent.bench.samples import PAUSED, QUESTIONS, spoken, spoken_with_pause
 from agent.simulate import SimulatedCall, simulate
 from agent.turn.runner import StageCache, TurnRunner
 from db.records import TurnRecord
@@ -78,18 +79,30 @@ def run(args: argparse.Namespace, config: Config) -> int:
                     calls.extend(_at_once(batch, profile, stages, phrase))
                     bar.advance(task, len(batch))
             results[str(n)] = _summary(calls)
+        task = bar.add_task("mid-sentence pauses", total=len(PAUSED))
+        false_ends = 0
+        for first, second in PAUSED:
+            audio, rate = spoken_with_pause(first, second)
+            call = simulate(audio, rate, profile, stages, fast=True, greeting=False,
+                            phrase=phrase, source="bench")
+            heard = [t for t in call.turns if not t.unanswered]
+            false_ends += len(heard) != 1  # answered after the first half, or not at all
+            bar.advance(task)
     base = [t.voice_to_voice_s for t in serial]
     baseline = {"voice_to_voice_s": {"p50": percentile(base, 50), "p95": percentile(base, 95)},
                 "compute_s_p50": percentile([t.compute_s for t in serial], 50),
                 "turns": [asdict(t) for t in serial]}
+    pauses = {"questions": len(PAUSED), "false_end_of_turn": false_ends}
     if args.format == "json":
         print(json.dumps({"profile": profile.name, "load_s": load_s, "baseline": baseline,
-                          "calls": results}))
+                          "calls": results, "mid_sentence_pauses": pauses}))
         return 0
     Console().print(_table(profile, results, baseline))
     for n, r in results.items():
         Console().print(f"{n} call(s): {r['turns']} turns, {r['unanswered']} unanswered, "
                         f"ASR WER {r['wer']:.1%}")
+    Console().print(f"false end of turn: {false_ends}/{len(PAUSED)} questions with a 0.7 s "
+                    f"mid-sentence pause were not answered as one turn")
     hangover_ms = profile.audio.endpoint_silence_s * 1000
     Console().print(f"models loaded in {load_s:.1f} s; serial baseline = hangover "
                     f"{hangover_ms:.0f} ms + ASR + LLM to first clause + TTS")

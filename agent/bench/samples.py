@@ -31,7 +31,25 @@ def speak_to_file(text: str, path: str | Path, voice: str = "en-us", wpm: int = 
     return Path(path)
 
 
+PAUSED = (
+    ("I would like to book a study room for", "two people on Saturday morning."),
+    ("Can you tell me if", "the library is open on Sunday?"),
+    ("My name is John and I want to", "renew my books."),
+    ("So I was wondering whether the", "library has books about gardening."),
+    ("I am looking for a book about", "the history of the town."),
+)
+"""Questions said in two halves with a pause mid-thought: one turn each, not two."""
+
+
 def spoken(text: str, **kw) -> tuple[np.ndarray, int]:
     """``text`` as mono float32 audio and its rate."""
     with tempfile.TemporaryDirectory() as d:
         return read_audio(speak_to_file(text, Path(d) / "q.wav", **kw))
+
+
+def spoken_with_pause(first: str, second: str, pause_s: float = 0.7,
+                      **kw) -> tuple[np.ndarray, int]:
+    """Two halves of one question with ``pause_s`` of silence between them."""
+    a, rate = spoken(first, **kw)
+    b, _ = spoken(second, **kw)
+    return np.concatenate([a, np.zeros(int(pause_s * rate), np.float32), b]), rate
