@@ -16,7 +16,7 @@ from alembic import command
 from alembic.config import Config as AlembicConfig
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, create_engine, event, func, select, update
+from sqlalchemy import Engine, create_engine, event, func, insert, select, update
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
@@ -147,7 +147,7 @@ def current_revision(engine: Engine) -> str | None:
         return MigrationContext.configure(conn).get_current_revision()
 
 
-def close_lost_calls(engine: Engine) -> int:
+def close_lost_calls(engine: Engine, detail: str = "") -> int:
     """Close calls that have no ``ended_at``: a crash or kill left them open.
 
     They get ``end_reason = 'lost'`` and, as the end time, the last thing known about them (their
@@ -157,6 +157,8 @@ def close_lost_calls(engine: Engine) -> int:
 
     Args:
         engine: Engine of a migrated call-log database.
+        detail: if given, recorded on each closed call as a ``lost`` event (e.g. the signal
+            its worker process died of).
 
     Returns:
         How many calls were closed.
@@ -176,6 +178,9 @@ def close_lost_calls(engine: Engine) -> int:
                 update(Call).where(Call.id == call_id, Call.ended_at.is_(None))
                 .values(ended_at=ended, end_reason="lost")
             )
+            if detail:
+                conn.execute(insert(Event).values(call_id=call_id, at=datetime.now(UTC),
+                                                  kind="lost", detail=detail))
     return len(rows)
 
 

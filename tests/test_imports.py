@@ -34,7 +34,7 @@ BASE_RULES = {
 AGENT_LAYERS = (
     "agent.cli",
     "agent.bench",
-    ("agent.server", "agent.simulate"),
+    ("agent.server", "agent.simulate", "agent.supervisor"),
     "agent.call",
     ("agent.turn", "agent.sip"),
 )

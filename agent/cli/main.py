@@ -39,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``callagent`` console script."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # serve re-runs it as its worker
     log.setup(args.log_level)
     try:
         return int(args.func(args) or 0)

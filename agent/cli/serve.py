@@ -3,10 +3,11 @@
 Wiring only (config, call log, :class:`~agent.server.Server`, signals); the logic lives in
 :mod:`agent.server` and :mod:`agent.call.session`.
 
-Supervision: the SIP stack runs native code that can crash the process (see SIP.md: a segfault
-was once seen after malformed INVITEs). Run it under a supervisor that restarts it
-(``systemd`` ``Restart=always``, or a container restart policy). On start the call-log writer
-marks calls a dead process left open as ``lost``, so the log stays consistent.
+Supervision: the SIP stack runs native code that can crash the process (SIP.md; issue 11). So
+``serve`` runs the server as a worker child process under :class:`~agent.supervisor.Supervisor`,
+which restarts it within seconds and closes the calls it left open as ``lost`` with the signal.
+``--worker`` runs the server in this process (what the supervisor starts). On start the
+call-log writer also marks calls any dead process left open as ``lost``.
 """
 
 from __future__ import annotations
@@ -27,10 +28,14 @@ def add_parser(subparsers) -> None:
     cliopts.add_common(p)
     p.add_argument("--host", default=None, help="bind address (over [sip].host)")
     p.add_argument("--port", type=int, default=None, help="SIP port (over [sip].port)")
+    p.add_argument("--worker", action="store_true",
+                   help="run the server in this process, unsupervised (the supervisor's child)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if not args.worker:
+        return _supervise(args)
     from agent.server import Server  # imports pjsua2: only when serving
     from db.migrate import mask_url
     from db.writer import CallLogWriter
@@ -61,3 +66,13 @@ def run(args: argparse.Namespace) -> int:
         server.stop()
         writer.close()
     return 0
+
+
+def _supervise(args: argparse.Namespace) -> int:
+    from agent.supervisor import Supervisor, worker_argv
+
+    config = cliopts.load(args)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    return Supervisor(worker_argv(args.argv), config.db.url).run(stop)
