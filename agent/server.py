@@ -136,6 +136,7 @@ class Server:
         elif isinstance(ev, MediaHold):
             if (s := self.sessions.get(ev.key)) is not None:
                 log.event("hold" if ev.held else "resume", s.call_id)
+                s.hold(ev.held)
         elif isinstance(ev, RtpTimeout):
             if (s := self.sessions.get(ev.key)) is not None:
                 log.event("rtp-timeout", s.call_id, silent_s=round(ev.silent_s, 2))

@@ -225,3 +225,18 @@ def test_short_pause_drops_the_speculation_and_keeps_one_utterance():
     assert asr.heard_s[-1] >= 1.3  # one utterance holding both parts
     assert [m.role for m in session.history] == ["user", "assistant"]
     close(session, line)
+
+
+def test_hold_suspends_the_silence_limit():
+    session, line, calllog, hangups = make(limits={"max_call_s": 60, "max_silence_s": 1.0})
+    assert wait_until(lambda: session.state == "listening")
+    session.hold(True)
+    time.sleep(2.0)  # twice the silence limit, on hold
+    assert not hangups and session.state == "listening"
+    session.hold(False)
+    assert wait_until(lambda: hangups, timeout=4)  # counted again from the resume
+    assert any(e.kind == "hold" for e in calllog.of(EventRecord))
+    session.disconnected(by_local=True)
+    assert session.join(5)
+    line.stop()
+    assert calllog.of(CallEnded)[0].end_reason == "silence"

@@ -55,6 +55,13 @@ class LineDead:
 
 
 @dataclass(frozen=True, slots=True)
+class Held:
+    """The caller put the call on hold (``held``) or took it off hold."""
+
+    held: bool
+
+
+@dataclass(frozen=True, slots=True)
 class Shutdown:
     """The process is stopping: hang up and close the records."""
 
@@ -87,5 +94,5 @@ class TurnDone:
     turn: Turn
 
 
-Message = (Frame | MediaActive | Dtmf | Disconnected | LineDead | Shutdown | EndOfTurnScored
+Message = (Frame | MediaActive | Dtmf | Disconnected | LineDead | Held | Shutdown | EndOfTurnScored
            | Transcribed | ReplyAudio | TurnDone)

@@ -35,6 +35,7 @@ from agent.call.messages import (
     Dtmf,
     EndOfTurnScored,
     Frame,
+    Held,
     LineDead,
     MediaActive,
     Message,
@@ -123,6 +124,7 @@ class CallSession:
         self._answered_at: float | None = None
         self._idle_since = self._t0
         self._closing = ""  # goodbye queued for this end reason
+        self._held = False  # the caller has the call on hold
         self._hangup_sent_at: float | None = None
         self._priming: threading.Thread | None = None
         self._frames_done = 0
@@ -168,6 +170,10 @@ class CallSession:
     def line_dead(self, reason: str) -> None:
         """The line is dead without a BYE (``rtp-timeout``...): hang up, no goodbye."""
         self._inbox.put(LineDead(reason))
+
+    def hold(self, held: bool) -> None:
+        """The caller put the call on hold, or resumed it: no silence limit while held."""
+        self._inbox.put(Held(held))
 
     def shutdown(self) -> None:
         """The process is stopping: hang up and close the records."""
@@ -231,6 +237,10 @@ class CallSession:
                 log.event("line-dead", self.call_id, reason=reason)
                 self._rec.event("line-dead", reason)
                 self._request_hangup()
+            case Held(held):
+                self._held = held
+                self._idle_since = self.clock.now()  # silence counts from the resume
+                self._rec.event("hold" if held else "resume", "")
             case Shutdown():
                 self.end_reason = self.end_reason or "shutdown"
                 self._request_hangup()
@@ -318,7 +328,7 @@ class CallSession:
         lim = self.profile.limits
         if now - self._answered_at >= lim.max_call_s:
             self._goodbye("timeout")
-        elif (self.state == "listening" and not self._segmenter.in_speech
+        elif (self.state == "listening" and not self._segmenter.in_speech and not self._held
               and now - self._idle_since >= lim.max_silence_s):
             self._goodbye("silence")
 
