@@ -38,6 +38,7 @@ from agent.turn.runner import StageCache, TurnRunner
 from db import log
 from db.records import CallLog
 from dialplan import Config, Dialplan, Profile
+from models.scheduler import SCHEDULER, Priority
 
 CLOCK_RATE = 8000  # G.711 rate; the bridge resamples G.722 calls to it
 
@@ -62,6 +63,8 @@ class Server:
         self._ending: list[CallSession] = []
         self._runners: dict[str, TurnRunner] = {}
         self.calls_total = 0
+        self.load = lambda window_s: SCHEDULER.recent_wait(Priority.FIRST_AUDIO, window_s)
+        """Measured load: p90 seconds first-audio work waited for the CPU (admission control)."""
 
     def load(self) -> None:
         """Load every routed profile's models and synthesise its fixed phrases."""
@@ -158,6 +161,8 @@ class Server:
                       caller=ev.remote_uri)
             self.sip.reject(ev.key, 404)
             return
+        if self._overloaded(ev):
+            return
         if len(self.sessions) >= self.config.sip.max_calls:
             log.event("call-rejected", ev.sip_call_id, code=486, extension=ev.extension,
                       caller=ev.remote_uri, active=len(self.sessions))
@@ -173,6 +178,19 @@ class Server:
         self.calls_total += 1
         self.sip.answer(ev.key, 200, session.link, rtp_timeout_s=profile.limits.rtp_timeout_s)
         session.start()
+
+    def _overloaded(self, ev: IncomingCall) -> bool:
+        """Refuse the call (503) if callers' work already waits too long for the CPU."""
+        sip = self.config.sip
+        if sip.admit_max_wait_s <= 0 or not self.sessions:
+            return False  # off, or no call in progress: the measured waits are history
+        waited = self.load(sip.admit_window_s)
+        if waited <= sip.admit_max_wait_s:
+            return False
+        log.event("call-rejected", ev.sip_call_id, code=sip.overload_code, reason="overload",
+                  first_audio_wait_p90_s=round(waited, 2), active=len(self.sessions))
+        self.sip.reject(ev.key, sip.overload_code)
+        return True
 
     def _session(self, ev: IncomingCall, profile: Profile) -> CallSession:
         runner = self._runner(profile)  # a profile not preloaded (tests) loads now, once

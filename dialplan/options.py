@@ -210,6 +210,15 @@ class SIPOptions:
     """Concurrent calls; the pjsua2 wheel caps this at 4 per process."""
     codecs: list[str] = field(default_factory=lambda: ["PCMU", "PCMA", "G722"])
     """Codec preference, first = most preferred."""
+    admit_max_wait_s: float = 3.0
+    """Admission control from measured load: while the work callers wait on (ASR of an ended
+    turn, the first clause, its TTS) has waited longer than this for the CPU (p90 over the last
+    ``admit_window_s``), new calls are refused with ``overload_code`` instead of being answered
+    into silence. 0 = off (only ``max_calls`` limits)."""
+    admit_window_s: float = 30.0
+    """How far back the scheduler's waits count for admission."""
+    overload_code: int = 503
+    """SIP status for a call refused because the agent is overloaded (503 or 486)."""
     registrar: RegistrarOptions = field(default_factory=RegistrarOptions)
 
 

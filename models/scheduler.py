@@ -30,6 +30,7 @@ import contextvars
 import itertools
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -98,6 +99,8 @@ class Scheduler:
         self._max_waiting = 0
         self._waited: dict[str, float] = {}
         self._local = threading.local()  # re-entrant: a job inside a job runs at once
+        self._recent: deque[tuple[float, int, float]] = deque(maxlen=2000)
+        """(granted at, priority level, seconds waited) of recent jobs: the measured load."""
 
     @contextmanager
     def job(self, stage: str, priority: PriorityLike | None = None) -> Iterator[None]:
@@ -123,7 +126,10 @@ class Scheduler:
             self._max_waiting = max(self._max_waiting, len(self._waiting))
             self._grant_locked()
         waiter.event.wait()
-        waited = time.monotonic() - t0
+        granted = time.monotonic()
+        waited = granted - t0
+        level, _, _ = waiter.rank()
+        self._recent.append((granted, level, waited))
         self._local.depth = 1
         try:
             yield
@@ -140,6 +146,18 @@ class Scheduler:
             self._waiting.remove(best)
             self._running += 1
             best.event.set()
+
+    def recent_wait(self, level: int = Priority.FIRST_AUDIO, window_s: float = 60.0,
+                    q: float = 90.0) -> float:
+        """How long jobs at ``level`` or more urgent waited for a slot (``q`` percentile).
+
+        Over the last ``window_s``; 0 when there were none (an idle agent is not overloaded).
+        """
+        since = time.monotonic() - window_s
+        waits = sorted(w for at, lv, w in list(self._recent) if at >= since and lv <= level)
+        if not waits:
+            return 0.0
+        return waits[min(len(waits) - 1, int(round(q / 100 * (len(waits) - 1))))]
 
     def stats(self) -> SchedulerStats:
         with self._lock:
