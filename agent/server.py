@@ -71,7 +71,7 @@ class Server:
         for profile in self.dialplan.profiles():
             t0 = time.monotonic()
             runner = self._runner(profile)
-            for text in (profile.greeting, profile.goodbye):
+            for text in (profile.greeting, profile.goodbye, profile.filler):
                 if text.strip():
                     runner.speak(text)
             runner.warm_up()

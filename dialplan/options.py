@@ -152,6 +152,9 @@ class LimitOptions:
     """The agent says goodbye and hangs up after this long."""
     max_silence_s: float = 30.0
     """Caller silence after which the agent says goodbye and hangs up."""
+    filler_after_s: float = 0.0
+    """Play ``filler`` when a turn's answer has not started this long after the caller
+    finished (0 = never). Voice-to-voice stays measured to the real answer."""
     rtp_timeout_s: float = 10.0
     """No inbound RTP packet for this long (comfort noise and silent packets count) means the
     line is dead without a BYE: the agent hangs up at once, says no goodbye, and records end
@@ -173,6 +176,9 @@ class Profile:
     """Spoken when the call is answered; empty = say nothing."""
     goodbye: str = "Thank you for calling. Goodbye."
     """Spoken before the agent hangs up on a limit."""
+    filler: str = "One moment, please."
+    """Spoken once to a caller whose answer has not started ``limits.filler_after_s`` after
+    the end of their turn (a loaded agent), so the line is never dead air."""
     audio: AudioOptions = field(default_factory=AudioOptions)
     asr: ASROptions = field(default_factory=ASROptions)
     llm: LLMOptions = field(default_factory=LLMOptions)

@@ -6,7 +6,7 @@ import pytest
 from fakes import FakeASR, FakeLLM, fake_stages, tone
 from test_session import close, make
 
-from db.records import CallEnded, TurnRecord
+from db.records import CallEnded, EventRecord, TurnRecord
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.unit
@@ -54,4 +54,21 @@ def test_an_answered_turn_has_no_reason():
     assert wait_until(lambda: calllog.of(TurnRecord))
     (turn,) = calllog.of(TurnRecord)
     assert turn.unanswered == "" and turn.voice_to_voice_s is not None
+    close(session, line)
+
+
+def test_a_late_answer_gets_one_moment_once_and_v2v_still_counts_to_the_answer():
+    # The LLM takes 2 s before its first token: past filler_after_s, the caller hears the
+    # filler (once), then the answer; voice-to-voice is measured to the answer, not the filler.
+    llm = FakeLLM("Ten.", delay_s=2.0)
+    session, line, calllog, _ = make(
+        fake_stages(asr=FakeASR(["when do you open?"]), llm=llm),
+        limits={"max_call_s": 60, "max_silence_s": 30, "filler_after_s": 0.8})
+    assert wait_until(lambda: session.state == "listening")
+    line.say(tone(0.6))
+    assert wait_until(lambda: calllog.of(TurnRecord), timeout=10)
+    fillers = [e for e in calllog.of(EventRecord) if e.kind == "filler"]
+    assert len(fillers) == 1
+    (turn,) = calllog.of(TurnRecord)
+    assert turn.unanswered == "" and turn.voice_to_voice_s > 2.0
     close(session, line)

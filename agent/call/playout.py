@@ -114,6 +114,24 @@ class Playout:
                 return
             self._q.extend(zip(data, levels.tolist(), strict=True))
 
+    def interject(self, pcm: np.ndarray) -> bool:
+        """Queue a whole short phrase at once, unless a reply is being produced.
+
+        For "one moment" while a reply is late: added in one step under the lock, so a reply
+        that starts at the same moment can never be split by it. Returns whether it was queued.
+        """
+        pcm = np.asarray(pcm, dtype=np.int16).reshape(-1)
+        pcm = np.concatenate([pcm, np.zeros((-len(pcm)) % self.frame_samples, np.int16)])
+        frames = pcm.reshape(-1, self.frame_samples)
+        levels = np.sqrt(np.mean((frames.astype(np.float32) / 32768.0) ** 2, axis=1))
+        items = [(_Mark(None), 0.0), *zip((f.tobytes() for f in frames), levels.tolist(),
+                                          strict=True), (_END, 0.0)]
+        with self._lock:
+            if self._open:
+                return False
+            self._q.extend(items)
+        return True
+
     def end_reply(self) -> None:
         """Close the open reply: pad its last partial frame with silence."""
         with self._lock:

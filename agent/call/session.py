@@ -1,30 +1,21 @@
 """One phone call's conversation: an explicit state machine over audio frames and turns.
 
-A :class:`CallSession` owns one call's per-call state (VAD stream, resampler, segmenter,
-history, playout queue) and runs on its own thread. It connects the parts of a call and
-implements none: turn-taking decisions are :class:`~agent.call.turntaking.TurnTaking`'s, turn
-execution :class:`~agent.call.worker.TurnWorker`'s (over :class:`~agent.turn.runner.TurnRunner`),
-records :class:`~agent.call.recorder.CallRecorder`'s, the barge-in rule
-:class:`~agent.call.bargein.BargeInGate`'s.
-
-States: ``ringing`` (answered, no media yet) -> ``greeting`` -> ``listening`` <-> ``thinking``
--> ``speaking`` -> ``listening`` ... -> ``ended``; :meth:`CallSession._set_state` is the only
-place a state changes, and it records a :class:`StateChanged`.
-
-Inbound frames come through :attr:`CallSession.link` (from pjsua2's clock thread on a call, from
-:class:`~agent.simulate.SimulatedLine` in ``simulate``; the sink only stamps and queues the
-bytes); outbound frames are taken from :class:`~agent.call.playout.Playout`. Every message to
-the session thread is a typed :mod:`agent.call.messages` dataclass. Imports no pjsua2 and no
-database code (records go to any ``CallLog.put``).
+A :class:`CallSession` owns one call's state (VAD stream, resampler, segmenter, history,
+playout) and runs on its own thread. It connects the parts of a call and implements none:
+turn-taking is :class:`~agent.call.turntaking.TurnTaking`'s, turn execution
+:class:`~agent.call.worker.TurnWorker`'s, records :class:`~agent.call.recorder.CallRecorder`'s,
+barge-in :class:`~agent.call.bargein.BargeInGate`'s. :meth:`CallSession._set_state` is the only
+place a state (:mod:`agent.call.state`) changes. Frames come through :attr:`CallSession.link`
+(pjsua2's clock thread, or :class:`~agent.simulate.SimulatedLine`) and go out of
+:class:`~agent.call.playout.Playout`; every message to the session thread is a typed
+:mod:`agent.call.messages` dataclass. Imports no pjsua2 and no database code.
 """
-
 from __future__ import annotations
 
 import queue
 import threading
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -46,7 +37,8 @@ from agent.call.messages import (
 )
 from agent.call.playout import Playout
 from agent.call.recorder import CallInfo, CallRecorder
-from agent.call.turntaking import State, TurnTaking
+from agent.call.state import State, StateChanged
+from agent.call.turntaking import TurnTaking
 from agent.call.worker import TurnWorker
 from agent.sip.audiolink import AudioLink
 from agent.turn.runner import Stages, TurnRunner
@@ -64,16 +56,6 @@ from models.vad.segmenter import (
 )
 
 HANGUP_WAIT_S = 5.0  # no disconnect after our BYE: end anyway, do not hold the slot
-
-
-@dataclass(frozen=True)
-class StateChanged:
-    """One transition of the session's state machine."""
-
-    old: State
-    new: State
-    at: float
-    """Stamp of the call's clock."""
 
 
 class CallSession:
@@ -307,6 +289,7 @@ class CallSession:
 
     def _tick(self, now: float) -> None:
         self.turntaking.tick(now)
+        self._filler(now)
         if self._rec.pending:
             self._rec.flush(self.playout.busy, self._t0)
         if self.state == "speaking" and not self.playout.busy and not self.turntaking.reply_pending:
@@ -333,6 +316,20 @@ class CallSession:
             self._goodbye("silence")
 
     # ---- actions -----------------------------------------------------------------------------
+
+    def _filler(self, now: float) -> None:
+        """Say "one moment" once to a caller still waiting for an answer (a loaded agent)."""
+        after = self.profile.limits.filler_after_s
+        turn = self.turntaking.turn
+        if (after <= 0 or self.state != "thinking" or turn is None or turn.audible
+                or turn.filled or not turn.gate.is_set() or self.playout.busy
+                or turn.timeline.endpoint_at is None or now - turn.timeline.endpoint_at < after):
+            return
+        turn.filled = True
+        if self.playout.interject(self._phrase(self.profile.filler)):
+            log.event("filler", self.call_id,
+                      waited_ms=round((now - turn.timeline.endpoint_at) * 1000))
+            self._rec.event("filler", f"turn {turn.index}")
 
     def _barge_in(self, at: float) -> None:
         dropped = self.playout.clear()

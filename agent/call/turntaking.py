@@ -19,17 +19,16 @@ database code; ``simulate`` and ``serve`` both reach these decisions through a
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal
 
 from agent.call.endpointing import hold_s, merge, sounds_unfinished
 from agent.call.recorder import CallRecorder
+from agent.call.state import State
 from agent.call.worker import Turn, TurnWorker
 from db import log
 from db.timeline import TurnTimeline
 from dialplan.options import AudioOptions
 from models.vad.segmenter import SpeechPaused, Utterance
 
-State = Literal["ringing", "greeting", "listening", "thinking", "speaking", "ended"]
 ECHO_TAIL_S = 0.4
 """Echo of the agent's voice ends this long after its audio does (the barge-in gate's echo
 window): speech going on longer than that after the agent fell silent is the caller's."""

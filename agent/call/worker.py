@@ -54,6 +54,8 @@ class Turn:
     merged: bool = False
     """Cancelled because the caller went on talking: its utterance joins the next one."""
     barge_in: bool = False
+    filled: bool = False
+    """The session said the filler phrase while this turn's answer was late."""
     cancel: threading.Event = field(default_factory=threading.Event)
     gate: threading.Event = field(default_factory=threading.Event)
     """Opened by the session once the turn is endpointed and does not sound unfinished."""
