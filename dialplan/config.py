@@ -147,6 +147,11 @@ def _convert(tp: Any, value: Any, where: str) -> Any:
         if not isinstance(value, list):
             raise ConfigError(f"{where}: expected a list, got {value!r}")
         return [_convert(item, v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if origin is tuple:  # tuple[X, ...]: a TOML list, kept hashable (options key model caches)
+        item = typing.get_args(tp)[0]
+        if not isinstance(value, list):
+            raise ConfigError(f"{where}: expected a list, got {value!r}")
+        return tuple(_convert(item, v, f"{where}[{i}]") for i, v in enumerate(value))
     if origin is dict:
         _expect_table(value, where)
         return dict(value)

@@ -94,6 +94,9 @@ class ASROptions:
     """CPU threads for inference."""
     initial_prompt: str = ""
     """Text that primes the decoder (vocabulary, domain)."""
+    hotwords: tuple[str, ...] = ()
+    """Names and words callers will say that the model may not know (a street, a product, the
+    business's name); faster-whisper's ``hotwords`` bias the decoder towards them."""
     voxtral: VoxtralOptions = field(default_factory=VoxtralOptions)
     """Voxtral-only switches."""
 

@@ -69,6 +69,7 @@ class FasterWhisperASR(ASR):
             temperature=0.0,
             condition_on_previous_text=False,
             initial_prompt=o.initial_prompt or None,
+            hotwords=" ".join(o.hotwords) or None,
             without_timestamps=True,
             vad_filter=False,  # utterances are already VAD-bounded
         )
