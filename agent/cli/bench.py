@@ -12,6 +12,8 @@ BENCHES = {
     "asr": ("agent.bench.asr", "ASR backends: load time, latency, RTF, optimization speedups"),
     "wer": ("agent.bench.wer", "ASR word error rate on 8 kHz phone audio per model and voice"),
     "call": ("agent.bench.call", "voice-to-voice on the wire with sipp, 1 and 4 calls"),
+    "soak": ("agent.bench.soak", "N unruly sipp calls against a supervised serve: crashes, "
+                                 "open records, RSS"),
 }
 
 

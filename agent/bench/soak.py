@@ -1,0 +1,442 @@
+"""``callagent bench soak``: many calls with unruly callers against a real supervised ``serve``.
+
+Starts ``callagent serve`` (supervised worker, the bench profile of :func:`bench_config` on
+extension 101, small models by default so a soak is cheap) and places ``--calls`` sipp calls,
+``--concurrency`` at a time (one sipp process per call, its own ports), until the calls or
+``--max-minutes`` run out. Each caller behaves at random (seeded by ``--seed``): asks a spoken
+question and waits for the answer; hangs up mid-question or mid-reply; talks over the agent
+with a second question 4-8 s after the first (while it thinks or replies); stays silent (quiet
+RTP) and hangs up; sends an RFC 2833 DTMF digit. Before some calls it sends a few malformed SIP
+requests (the kind SIP.md reports once crashed a pjsua2 agent) straight at the agent's port.
+
+At the end it prints what a long run should not show: calls placed / answered (200 OK), turns
+and unanswered turns (call log), worker crashes (``event=worker-died`` lines of the serve log),
+call records still open after the agent stopped, calls without an end reason, the worker's RSS
+at start / end / peak (sampled every second from ``/proc``), and the reply packet gap p99 from a
+loopback capture. A benchmark, not a test: it asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from agent.bench.call import (
+    Capture,
+    _each_call,
+    bench_config,
+    free_port,
+    gaps_ms,
+    scenario,
+    split_calls,
+    spoken_ulaw,
+    wait_for_line,
+)
+from agent.bench.samples import QUESTIONS
+from db.stats import percentile
+from models.audio import PHONE_RATE
+
+BEHAVIOURS = ("answer", "hangup-question", "hangup-reply", "talk-over", "silent", "dtmf")
+SILENCE = b"\xff"  # μ-law digital silence
+LEAD_S = 2.5  # the greeting plays first
+WAIT_S = 10.0  # after a question, for the reply
+EXTENSION = "101"
+
+
+# ---- malformed SIP (a copy of the minimum of tests/sipp/malformed.py; runtime code never
+# imports tests/) --------------------------------------------------------------------------------
+
+def _invite(port: int, n: int, ext: str = "999", extra: str = "", body: str | None = None,
+            content_type: str = "application/sdp") -> str:
+    sdp = body if body is not None else (
+        "v=0\r\no=x 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n"
+        "m=audio 42900 RTP/AVP 0\r\na=rtpmap:0 PCMU/8000\r\n")
+    return (f"INVITE sip:{ext}@127.0.0.1:{port} SIP/2.0\r\n"
+            f"Via: SIP/2.0/UDP 127.0.0.1:5999;branch=z9hG4bKsoak{n}\r\n"
+            f"From: <sip:f@127.0.0.1:5999>;tag=s{n}\r\nTo: <sip:{ext}@127.0.0.1>\r\n"
+            f"Call-ID: soak{n}@127.0.0.1\r\nCSeq: 1 INVITE\r\n"
+            f"Contact: <sip:f@127.0.0.1:5999>\r\nMax-Forwards: 70\r\n{extra}"
+            f"Content-Type: {content_type}\r\nContent-Length: {len(sdp)}\r\n\r\n{sdp}")
+
+
+def malformed(port: int, n: int) -> list[bytes]:
+    """Bad requests; the well-formed-enough INVITEs go to an unknown extension."""
+    opus = ("v=0\r\no=x 1 1 IN IP4 127.0.0.1\r\ns=-\r\nc=IN IP4 127.0.0.1\r\nt=0 0\r\n"
+            "m=audio 42900 RTP/AVP 111\r\na=rtpmap:111 opus/48000/2\r\n")
+    texts = [
+        _invite(port, n, body="v=0\r\ngarbage\r\n"),
+        _invite(port, n, body=opus),
+        _invite(port, n, extra="Via: SIP/2.0/UDP 127.0.0.1:5998;branch=z9hG4bKdup\r\n"
+                               "CSeq: 1 INVITE\r\n"),
+        _invite(port, n, ext="1" * 500),
+        _invite(port, n).replace("Content-Length: ", "Content-Length: 99999"),
+        f"INVITE sip:{EXTENSION}@127.0.0.1:{port} SIP/2.0\r\n\r\n",
+        "BYE sip:101@127.0.0.1 SIP/2.0\r\nCall-ID: nope\r\n\r\n",
+        "GARBAGE\r\n\r\n",
+    ]
+    return [t.encode("latin-1") for t in texts] + [b"\x00\x01\x02" * 100]
+
+
+def send_malformed(port: int, rng: random.Random, n: int, count: int) -> int:
+    msgs = malformed(port, n)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for m in rng.sample(msgs, count):
+            s.sendto(m, ("127.0.0.1", port))
+            time.sleep(0.05)
+    return count
+
+
+# ---- callers ------------------------------------------------------------------------------------
+
+@dataclass
+class Plan:
+    """One caller: what it does, the audio it streams and when it hangs up."""
+
+    n: int
+    behaviour: str
+    question: str
+    hold_ms: int
+    audio: Path | None = None
+    digit: str = ""
+    malformed: int = 0
+
+
+def _silence(s: float) -> bytes:
+    return SILENCE * int(s * PHONE_RATE)
+
+
+def plan_calls(n: int, seed: int, work: Path, port: int) -> list[Plan]:
+    """The callers, drawn from ``seed`` (the audio files are made here, once per question)."""
+    rng = random.Random(seed)
+    spoken = {}
+    for i, q in enumerate(QUESTIONS):
+        spoken[q] = spoken_ulaw(q, work / f"q{i}.ulaw", lead_s=0, tail_s=0).read_bytes()
+    plans = []
+    for i in range(n):
+        behaviour = rng.choice(BEHAVIOURS)
+        q = rng.choice(QUESTIONS)
+        qs = len(spoken[q]) / PHONE_RATE
+        audio = _silence(LEAD_S) + spoken[q] + _silence(WAIT_S)
+        p = Plan(i, behaviour, q, int(len(audio) / PHONE_RATE * 1000))
+        if behaviour == "hangup-question":
+            p.hold_ms = int((LEAD_S + rng.uniform(0.3, 0.8) * qs) * 1000)
+        elif behaviour == "hangup-reply":
+            p.hold_ms = int((LEAD_S + qs + rng.uniform(1.5, 3.0)) * 1000)
+        elif behaviour == "talk-over":
+            q2 = rng.choice([x for x in QUESTIONS if x != q])
+            p.question = f"{q} / {q2}"
+            audio = (_silence(LEAD_S) + spoken[q] + _silence(rng.uniform(4.0, 8.0))
+                     + spoken[q2] + _silence(WAIT_S))
+            p.hold_ms = int(len(audio) / PHONE_RATE * 1000)
+        elif behaviour == "silent":
+            p.question = ""
+            audio = _silence(rng.uniform(3, 8))
+            p.hold_ms = int(len(audio) / PHONE_RATE * 1000)
+        elif behaviour == "dtmf":
+            p.question, p.digit = "", rng.choice("0123456789")
+            p.hold_ms = 3000
+        if behaviour != "dtmf":
+            p.audio = work / f"call{i}.ulaw"
+            p.audio.write_bytes(audio)
+        if rng.random() < 0.25:
+            p.malformed = rng.randint(1, 3)
+        plans.append(p)
+    return plans
+
+
+@dataclass
+class Outcome:
+    n: int
+    behaviour: str
+    placed: bool = False
+    answered: bool = False
+    rc: int | None = None
+    status: int | None = None
+    seconds: float = 0.0
+
+
+def final_status(message_log: Path) -> int | None:
+    """The final response to the INVITE in sipp's message log (200, 486, 503...), or None."""
+    if not message_log.exists():
+        return None
+    for msg in message_log.read_text(errors="replace").split("message received")[1:]:
+        m = re.search(r"^\s*SIP/2\.0 (\d{3})", msg, re.M)
+        if m and int(m.group(1)) >= 200 and re.search(r"CSeq:\s*1 INVITE", msg):
+            return int(m.group(1))
+    return None
+
+
+def place(plan: Plan, work: Path, port: int, media_port: int, deadline: float) -> Outcome:
+    """Run one caller as one sipp process; not placed if the time is up."""
+    out = Outcome(plan.n, plan.behaviour)
+    if time.monotonic() > deadline:
+        return out
+    if plan.behaviour == "dtmf":
+        xml = scenario("uac_dtmf", work / f"call{plan.n}.xml", hold_ms=plan.hold_ms,
+                       pcap=f"/usr/share/sip-tester/dtmf_2833_{plan.digit}.pcap")
+    else:
+        xml = scenario("uac_stream", work / f"call{plan.n}.xml", audio=plan.audio,
+                       hold_ms=plan.hold_ms)
+    msg_log = work / f"call{plan.n}.messages.log"
+    timeout_s = plan.hold_ms / 1000 + 30
+    cmd = ["sipp", "-sf", str(xml), "-s", EXTENSION, f"127.0.0.1:{port}", "-i", "127.0.0.1",
+           "-mi", "127.0.0.1", "-p", str(free_port()), "-mp", str(media_port), "-m", "1",
+           "-nostdin", "-timeout", f"{int(timeout_s)}s", "-timeout_error", "-trace_err",
+           "-error_file", str(xml.with_suffix(".err")), "-trace_msg", "-message_file",
+           str(msg_log)]
+    started = time.monotonic()
+    out.placed = True
+    try:
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s + 15)
+        out.rc = res.returncode
+    except subprocess.TimeoutExpired:
+        out.rc = -1
+    out.seconds = time.monotonic() - started
+    out.status = final_status(msg_log)
+    out.answered = out.status == 200
+    return out
+
+
+# ---- the worker's memory ------------------------------------------------------------------------
+
+class RssSampler(threading.Thread):
+    """VmRSS (kB) of the latest ``event=worker-started pid=..`` of the serve log, every second."""
+
+    def __init__(self, serve_log: Path):
+        super().__init__(daemon=True)
+        self.serve_log = serve_log
+        self.samples: list[tuple[int, int]] = []
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.wait(1.0):
+            pids = re.findall(r"event=worker-started .*?pid=(\d+)",
+                              self.serve_log.read_text(errors="replace"))
+            if not pids:
+                continue
+            try:
+                status = Path(f"/proc/{pids[-1]}/status").read_text()
+            except OSError:
+                continue
+            if m := re.search(r"^VmRSS:\s+(\d+) kB", status, re.M):
+                self.samples.append((int(pids[-1]), int(m.group(1))))
+
+
+# ---- the bench ----------------------------------------------------------------------------------
+
+@dataclass
+class Result:
+    calls_planned: int
+    calls_placed: int
+    answered: int
+    sipp_failed: int
+    rejected: dict = field(default_factory=dict)
+    behaviours: dict = field(default_factory=dict)
+    malformed_sent: int = 0
+    turns: int = 0
+    unanswered_turns: int = 0
+    unanswered_by_reason: dict = field(default_factory=dict)
+    call_records: int = 0
+    worker_crashes: int = 0
+    worker_starts: int = 0
+    open_records_before_stop: int = 0
+    open_records_after_stop: int = 0
+    calls_without_end_reason: int = 0
+    end_reasons: dict = field(default_factory=dict)
+    rss_start_mb: float | None = None
+    rss_end_mb: float | None = None
+    rss_peak_mb: float | None = None
+    reply_gap_p99_ms: float | None = None
+    minutes: float = 0.0
+    work: str = ""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--calls", type=int, default=40, help="calls to place (default 40)")
+    parser.add_argument("--concurrency", type=int, default=4, help="calls at once (default 4)")
+    parser.add_argument("--max-minutes", type=float, default=20.0,
+                        help="stop launching calls after this long (default 20)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the callers' behaviour")
+    parser.add_argument("--profile-llm", default="smollm2-135m", help="LLM of the bench profile")
+    parser.add_argument("--asr-model", default="tiny.en", help="ASR model of the bench profile")
+    parser.add_argument("--llm-threads", type=int, default=2, help="llama.cpp threads")
+    parser.add_argument("--no-capture", action="store_true",
+                        help="skip the tshark capture (no reply packet gap)")
+    parser.add_argument("--keep", default=None, help="keep audio, logs and the DB in this folder")
+    parser.add_argument("--format", choices=("table", "json"), default="table")
+
+
+def run(args: argparse.Namespace) -> int:
+    from agent.sip.useragent import RTP_PORT_RANGE  # pjsua2 only when the bench runs
+
+    tools = ("sipp", "espeak-ng", "sox") + (() if args.no_capture else ("tshark",))
+    for tool in tools:
+        if shutil.which(tool) is None:
+            print(f"bench soak: {tool} not found (make setup installs it)", file=sys.stderr)
+            return 2
+    work = Path(args.keep or tempfile.mkdtemp(prefix="callagent-soak-"))
+    work.mkdir(parents=True, exist_ok=True)
+    port, rtp = free_port(), 46000
+    agent_ports = range(rtp, rtp + RTP_PORT_RANGE)
+    config = work / "config.toml"
+    config.write_text(bench_config(port, rtp, work, args.profile_llm, args.llm_threads,
+                                   args.asr_model))
+    plans = plan_calls(args.calls, args.seed, work, port)
+    serve_log = work / "serve.log"
+    with open(serve_log, "w") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "agent.cli.main", "serve", "--config",
+                                 str(config)], stdout=log, stderr=subprocess.STDOUT,
+                                cwd=Path(__file__).resolve().parents[2])
+    sampler = RssSampler(serve_log)
+    rng = random.Random(args.seed + 1)
+    outcomes: list[Outcome] = []
+    sent = 0
+    began = time.monotonic()
+    open_before = None
+    try:
+        if not wait_for_line(serve_log, "event=ready", 240, proc):
+            print(f"bench soak: agent did not start, see {serve_log}", file=sys.stderr)
+            return 1
+        sampler.start()
+        deadline = time.monotonic() + args.max_minutes * 60
+        capture = None if args.no_capture else Capture(work / "soak.pcap", agent_ports)
+        if capture:
+            capture.__enter__()
+        try:
+            slots = list(range(args.concurrency))
+            lock = threading.Lock()
+
+            def one(plan: Plan) -> Outcome:
+                nonlocal sent
+                with lock:
+                    slot = slots.pop()
+                    if plan.malformed and time.monotonic() <= deadline:
+                        sent += send_malformed(port, rng, plan.n, plan.malformed)
+                try:
+                    return place(plan, work, port, 50000 + 200 * slot, deadline)
+                finally:
+                    with lock:
+                        slots.append(slot)
+
+            with ThreadPoolExecutor(args.concurrency) as pool:
+                outcomes = list(pool.map(one, plans))
+            time.sleep(5)  # let the agent close the last calls and the writer flush them
+            open_before = _open_calls(work / "calls.db")
+        finally:
+            if capture:
+                capture.__exit__(None, None, None)
+    finally:
+        sampler.stop.set()
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    result = _result(args, plans, outcomes, sent, work, serve_log, sampler, open_before)
+    result.minutes = round((time.monotonic() - began) / 60, 2)
+    if capture:
+        gaps = []
+        for call in _each_call(split_calls(capture.packets(), agent_ports)):
+            gaps.extend(gaps_ms(call.agent, call.reply_runs()))
+        p99 = percentile(gaps, 99)
+        result.reply_gap_p99_ms = None if p99 is None else round(p99, 1)
+    _print(result, args.format)
+    return 0
+
+
+def _open_calls(db: Path) -> int:
+    return _query(db, "SELECT COUNT(*) FROM calls WHERE ended_at IS NULL")[0][0]
+
+
+def _query(db: Path, sql: str) -> list[tuple]:
+    con = sqlite3.connect(db)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+def _result(args, plans: list[Plan], outcomes: list[Outcome], sent: int, work: Path,
+            serve_log: Path, sampler: RssSampler, open_before: int | None) -> Result:
+    db = work / "calls.db"
+    placed = [o for o in outcomes if o.placed]
+    behaviours: dict[str, str] = {}
+    for b in BEHAVIOURS:
+        mine = [o for o in placed if o.behaviour == b]
+        behaviours[b] = f"{sum(o.answered for o in mine)}/{len(mine)}"
+    text = serve_log.read_text(errors="replace")
+    reasons = dict(_query(db, "SELECT unanswered, COUNT(*) FROM turns GROUP BY unanswered"))
+    ends = dict(_query(db, "SELECT COALESCE(end_reason, ''), COUNT(*) FROM calls "
+                           "GROUP BY COALESCE(end_reason, '')"))
+    rss = [kb for _, kb in sampler.samples]
+    mb = (lambda kb: round(kb / 1024, 1))  # noqa: E731
+    return Result(
+        calls_planned=len(plans), calls_placed=len(placed),
+        answered=sum(o.answered for o in placed),
+        sipp_failed=sum(o.rc != 0 for o in placed), behaviours=behaviours,
+        rejected={str(c): sum(o.status == c for o in placed)
+                  for c in sorted({o.status or 0 for o in placed} - {200})},
+        malformed_sent=sent, turns=sum(reasons.values()),
+        unanswered_turns=sum(n for why, n in reasons.items() if why),
+        unanswered_by_reason={why: n for why, n in reasons.items() if why},
+        call_records=sum(ends.values()),
+        worker_crashes=text.count("event=worker-died"),
+        worker_starts=text.count("event=worker-started"),
+        open_records_before_stop=open_before if open_before is not None else -1,
+        open_records_after_stop=_open_calls(db),
+        calls_without_end_reason=ends.get("", 0), end_reasons=ends,
+        rss_start_mb=mb(rss[0]) if rss else None, rss_end_mb=mb(rss[-1]) if rss else None,
+        rss_peak_mb=mb(max(rss)) if rss else None, work=str(work))
+
+
+def _print(r: Result, fmt: str) -> None:
+    if fmt == "json":
+        print(json.dumps(asdict(r), indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"bench soak ({r.minutes} min)", show_header=True)
+    t.add_column("measure")
+    t.add_column("value", justify="right")
+    rows = [
+        ("calls placed / planned", f"{r.calls_placed} / {r.calls_planned}"),
+        ("answered (200 OK)", r.answered),
+        ("not answered: final response (0 = none)",
+         ", ".join(f"{c}: {n}" for c, n in r.rejected.items()) or "-"),
+        ("sipp calls failed (rc != 0)", r.sipp_failed),
+        ("answered/placed per behaviour",
+         ", ".join(f"{b} {v}" for b, v in r.behaviours.items())),
+        ("malformed SIP requests sent", r.malformed_sent),
+        ("call records", r.call_records),
+        ("turns recorded", r.turns),
+        ("unanswered turns", f"{r.unanswered_turns} {r.unanswered_by_reason or ''}"),
+        ("worker crashes (worker-died)", r.worker_crashes),
+        ("worker starts", r.worker_starts),
+        ("open records 5 s after last call", r.open_records_before_stop),
+        ("open records after agent stopped", r.open_records_after_stop),
+        ("calls without an end reason", r.calls_without_end_reason),
+        ("end reasons", ", ".join(f"{k or '(none)'} {v}" for k, v in r.end_reasons.items())),
+        ("worker RSS start/end/peak MB", f"{r.rss_start_mb} / {r.rss_end_mb} / "
+                                               f"{r.rss_peak_mb}"),
+        ("reply packet gap p99 (ms)", r.reply_gap_p99_ms),
+    ]
+    for k, v in rows:
+        t.add_row(k, str(v))
+    Console().print(t)
+    print(f"audio, logs, call log and capture: {r.work}")
