@@ -94,6 +94,10 @@ class ASROptions:
     """CPU threads for inference."""
     initial_prompt: str = ""
     """Text that primes the decoder (vocabulary, domain)."""
+    min_avg_logprob: float = -1.0
+    """A transcript whose mean token log-probability is below this is a guess: the agent asks
+    the caller to repeat (``repeat``) instead of answering it. Measured on the line with base:
+    spoken questions -0.2 to -0.83, reversed speech -1.34. -inf = always answer."""
     hotwords: tuple[str, ...] = ()
     """Names and words callers will say that the model may not know (a street, a product, the
     business's name); faster-whisper's ``hotwords`` bias the decoder towards them."""
@@ -179,6 +183,8 @@ class Profile:
     """Spoken when the call is answered; empty = say nothing."""
     goodbye: str = "Thank you for calling. Goodbye."
     """Spoken before the agent hangs up on a limit."""
+    repeat: str = "Sorry, I didn't catch that. Could you say it again?"
+    """Said instead of an answer when the transcript is a guess (``asr.min_avg_logprob``)."""
     filler: str = "One moment, please."
     """Spoken once to a caller whose answer has not started ``limits.filler_after_s`` after
     the end of their turn (a loaded agent), so the line is never dead air."""

@@ -75,6 +75,8 @@ class CallRecorder:
         rec = turn_record(self.call_id, index, turn.timeline, result, call_t0,
                           barge_in=turn.barge_in, unanswered=why)
         self._log.put(rec)
+        if result.asked_to_repeat:
+            self.event("asked-to-repeat", f"turn {index}: {result.asked_to_repeat}")
         log.event("turn", self.call_id, index=index, transcript=result.transcript,
                   reply=result.reply_text, v2v_ms=log.ms(rec.voice_to_voice_s),
                   endpoint_ms=log.ms(rec.endpoint_s), asr_ms=log.ms(rec.asr_s),

@@ -77,6 +77,8 @@ class TurnResult:
     audio_in_s: float = 0.0
     audio_out_s: float = 0.0
     cancelled: bool = False
+    asked_to_repeat: str = ""
+    """Why the agent asked the caller to repeat instead of answering ("" = it answered)."""
 
 
 class TurnRunner:
@@ -162,6 +164,9 @@ class TurnRunner:
         if not tr.text or cancel.is_set():
             result.cancelled = cancel.is_set()
             return result
+        doubt = doubtful(tr, self.profile.asr.min_avg_logprob)
+        if doubt:
+            return self._ask_again(doubt, result, timeline, emit, cancel, gate)
 
         messages = [
             Message("system", self.profile.system_prompt),
@@ -230,6 +235,24 @@ class TurnRunner:
             history.append(Message("assistant", result.reply_text))
         return result
 
+    def _ask_again(self, why: str, result: TurnResult, timeline: TurnTimeline,
+                   emit: Callable[[np.ndarray], None], cancel: threading.Event,
+                   gate: threading.Event | None) -> TurnResult:
+        """Say the profile's ``repeat`` phrase instead of answering a guess; history untouched."""
+        timeline.llm_first_token_at = timeline.first_chunk_text_at = self.now()
+        with priority((Priority.FIRST_AUDIO, timeline.speech_end_at or 0.0)):
+            pcm = self.speak(self.profile.repeat)
+        timeline.tts_first_audio_at = self.now()
+        while gate is not None and not gate.is_set() and not cancel.is_set():
+            gate.wait(0.01)
+        timeline.settle()
+        result.asked_to_repeat, result.reply_text = why, self.profile.repeat
+        result.cancelled = cancel.is_set()
+        if not cancel.is_set() and (gate is None or gate.is_set()):
+            result.audio_out_s = len(pcm) / self.out_rate
+            emit(pcm)
+        return result
+
     def _produce(
         self,
         stream,
@@ -270,6 +293,13 @@ class TurnRunner:
         if timeline.first_chunk_text_at is None:
             timeline.first_chunk_text_at = now()
         chunks.put(text)
+
+
+def doubtful(tr: Transcript, min_avg_logprob: float) -> str:
+    """Why a transcript is a guess not worth answering ("" when it is good enough)."""
+    if tr.avg_logprob is not None and tr.avg_logprob < min_avg_logprob:
+        return f"low-confidence avg_logprob={tr.avg_logprob:.2f}"
+    return ""
 
 
 class _Urgency:

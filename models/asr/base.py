@@ -27,6 +27,19 @@ class Transcript:
     text: str
     metrics: ASRMetrics
     language: str | None = None
+    avg_logprob: float | None = None
+    """Mean token log-probability of the decoded text (None: the backend does not say)."""
+    no_speech_prob: float | None = None
+    """The model's probability that there was no speech at all."""
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    """What a backend may return instead of bare text: the text and how sure it is."""
+
+    text: str
+    avg_logprob: float | None = None
+    no_speech_prob: float | None = None
 
 
 class ASR(ABC):
@@ -47,7 +60,8 @@ class ASR(ABC):
             texts = self._transcribe_batch_impl(audios)
             ended = time.monotonic()
         out = []
-        for audio, text in zip(audios, texts, strict=True):
+        for audio, hyp in zip(audios, texts, strict=True):
+            hyp = hyp if isinstance(hyp, Hypothesis) else Hypothesis(hyp)
             m = ASRMetrics(
                 model=self.model_name,
                 started_at=started,
@@ -56,12 +70,13 @@ class ASR(ABC):
                 backend=self.backend,
                 batch_size=len(audios),
             )
-            out.append(Transcript(text=text.strip(), metrics=m))
+            out.append(Transcript(text=hyp.text.strip(), metrics=m, avg_logprob=hyp.avg_logprob,
+                                  no_speech_prob=hyp.no_speech_prob))
         return out
 
-    def _transcribe_batch_impl(self, audios: list[np.ndarray]) -> list[str]:
+    def _transcribe_batch_impl(self, audios: list[np.ndarray]) -> list[str | Hypothesis]:
         return [self._transcribe_impl(a) if len(a) else "" for a in audios]
 
     @abstractmethod
-    def _transcribe_impl(self, audio: np.ndarray) -> str:
-        """Return the text of one non-empty utterance."""
+    def _transcribe_impl(self, audio: np.ndarray) -> str | Hypothesis:
+        """Return the text of one non-empty utterance (with its confidence, if known)."""

@@ -12,7 +12,7 @@ import numpy as np
 
 from dialplan.options import ASROptions
 from models import catalog
-from models.asr.base import ASR
+from models.asr.base import ASR, Hypothesis
 from models.errors import ModelMissingError
 
 
@@ -60,7 +60,7 @@ class FasterWhisperASR(ASR):
                 f"unreachable ({e.__class__.__name__}); bundled: tiny.en, base"
             ) from e
 
-    def _transcribe_impl(self, audio: np.ndarray) -> str:
+    def _transcribe_impl(self, audio: np.ndarray) -> Hypothesis:
         o = self.options
         segments, _info = self._model.transcribe(
             audio,
@@ -73,4 +73,11 @@ class FasterWhisperASR(ASR):
             without_timestamps=True,
             vad_filter=False,  # utterances are already VAD-bounded
         )
-        return " ".join(s.text.strip() for s in segments)
+        segments = list(segments)
+        text = " ".join(s.text.strip() for s in segments)
+        if not segments:
+            return Hypothesis(text)
+        # Weighted by segment length in tokens, as Whisper's own fallback rule averages.
+        weights = [max(1, len(s.tokens)) for s in segments]
+        logprob = sum(s.avg_logprob * w for s, w in zip(segments, weights, strict=True))
+        return Hypothesis(text, logprob / sum(weights), max(s.no_speech_prob for s in segments))
