@@ -308,7 +308,7 @@ def run(args: argparse.Namespace) -> int:
     began = time.monotonic()
     open_before = None
     try:
-        if not wait_for_line(serve_log, "event=ready", 240, proc):
+        if not _started(serve_log, proc):
             print(f"bench soak: agent did not start, see {serve_log}", file=sys.stderr)
             return 1
         sampler.start()
@@ -357,6 +357,17 @@ def run(args: argparse.Namespace) -> int:
         result.reply_gap_p99_ms = None if p99 is None else round(p99, 1)
     _print(result, args.format)
     return 0
+
+
+def _started(serve_log: Path, proc: subprocess.Popen, timeout_s: float = 240) -> bool:
+    """``event=ready`` in the serve log; False at once if the worker died before that."""
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end and proc.poll() is None:
+        if wait_for_line(serve_log, "event=ready", 1.0, proc):
+            return True
+        if "event=worker-died" in serve_log.read_text(errors="replace"):
+            return False
+    return False
 
 
 def _open_calls(db: Path) -> int:
