@@ -63,7 +63,7 @@ class Server:
         self._ending: list[CallSession] = []
         self._runners: dict[str, TurnRunner] = {}
         self.calls_total = 0
-        self.load = lambda window_s: SCHEDULER.recent_wait(Priority.FIRST_AUDIO, window_s)
+        self.measured_wait = lambda window_s: SCHEDULER.recent_wait(Priority.FIRST_AUDIO, window_s)
         """Measured load: p90 seconds first-audio work waited for the CPU (admission control)."""
 
     def load(self) -> None:
@@ -184,7 +184,7 @@ class Server:
         sip = self.config.sip
         if sip.admit_max_wait_s <= 0 or not self.sessions:
             return False  # off, or no call in progress: the measured waits are history
-        waited = self.load(sip.admit_window_s)
+        waited = self.measured_wait(sip.admit_window_s)
         if waited <= sip.admit_max_wait_s:
             return False
         log.event("call-rejected", ev.sip_call_id, code=sip.overload_code, reason="overload",

@@ -336,7 +336,7 @@ def report_round(n: int, args, work: Path, port: int, audio: Path,
                    timeout_s=args.hold_s * args.rounds + 60)
     calls = split_calls(capture.packets(), agent_ports)
     v2v, gaps = [], []
-    for call in _each_call(calls):
+    for call in each_call(calls):
         if (v := call.voice_to_voice_s()) is not None:
             v2v.append(v * 1000)
         gaps.extend(gaps_ms(call.agent, call.reply_runs()))
@@ -352,7 +352,7 @@ def report_round(n: int, args, work: Path, port: int, audio: Path,
     return percentile(v2v, 50)
 
 
-def _each_call(calls: dict[int, WireCall]) -> list[WireCall]:
+def each_call(calls: dict[int, WireCall]) -> list[WireCall]:
     """Split each port's packets into calls: a later round reuses the port after a pause."""
     out = []
     for call in calls.values():

@@ -37,8 +37,8 @@ from pathlib import Path
 
 from agent.bench.call import (
     Capture,
-    _each_call,
     bench_config,
+    each_call,
     free_port,
     gaps_ms,
     scenario,
@@ -351,7 +351,7 @@ def run(args: argparse.Namespace) -> int:
     result.minutes = round((time.monotonic() - began) / 60, 2)
     if capture:
         gaps = []
-        for call in _each_call(split_calls(capture.packets(), agent_ports)):
+        for call in each_call(split_calls(capture.packets(), agent_ports)):
             gaps.extend(gaps_ms(call.agent, call.reply_runs()))
         p99 = percentile(gaps, 99)
         result.reply_gap_p99_ms = None if p99 is None else round(p99, 1)
