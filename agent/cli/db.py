@@ -10,7 +10,6 @@ Thin wiring over :mod:`db.migrate` and :mod:`db.writer`; holds no database logic
 from __future__ import annotations
 
 import argparse
-import sys
 
 from agent.cli import options as cliopts
 
@@ -30,18 +29,9 @@ def add_parser(subparsers) -> None:
     parser.set_defaults(func=run)
 
 
+@cliopts.call_log_errors("reach")
 def run(args: argparse.Namespace) -> int:
     """Run one ``db`` action; returns the exit code."""
-    from sqlalchemy.exc import OperationalError
-
-    try:
-        return _run(args)
-    except OperationalError as e:
-        print(f"callagent: cannot reach the call log: {e.orig or e}", file=sys.stderr)
-        return 1
-
-
-def _run(args: argparse.Namespace) -> int:
     from db import migrate
 
     config = cliopts.load(args)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import os
+import sys
 
 from dialplan import Config, load_config
 
@@ -22,6 +24,25 @@ def add_common(parser: argparse.ArgumentParser, db: bool = True) -> None:
             default=None,
             help="SQLAlchemy URL of the call log (over CALLAGENT_DB_URL and [db].url)",
         )
+
+
+def call_log_errors(verb: str):
+    """Decorate a command's ``run``: an unreachable call log ends it with exit 1 and one line."""
+
+    def wrap(run):
+        @functools.wraps(run)
+        def guarded(args: argparse.Namespace) -> int:
+            from sqlalchemy.exc import OperationalError
+
+            try:
+                return run(args)
+            except OperationalError as e:
+                print(f"callagent: cannot {verb} the call log: {e.orig or e}", file=sys.stderr)
+                return 1
+
+        return guarded
+
+    return wrap
 
 
 def load(args: argparse.Namespace) -> Config:

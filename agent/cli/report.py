@@ -45,18 +45,9 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=run)
 
 
+@cliopts.call_log_errors("read")
 def run(args: argparse.Namespace) -> int:
     """Print the report; returns the exit code (1: no such database or call)."""
-    from sqlalchemy.exc import OperationalError
-
-    try:
-        return _run(args)
-    except OperationalError as e:
-        print(f"callagent: cannot read the call log: {e.orig or e}", file=sys.stderr)
-        return 1
-
-
-def _run(args: argparse.Namespace) -> int:
     from sqlalchemy.engine import make_url
 
     from db import html, reports
