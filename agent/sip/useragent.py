@@ -296,7 +296,12 @@ class SipAgent:
                 pass
 
     def _destroy(self) -> None:
-        # Every Call/port must be gone before libDestroy, or freeing them later aborts.
+        # Every Call/port must be gone before libDestroy, or freeing them later aborts. First
+        # unbridge the ports of calls still up: while a port is connected, pjmedia's clock
+        # thread may be inside its callback when this thread frees it (a SIGSEGV during the gc
+        # below was seen once in the test suite). stopTransmit takes the bridge's lock, which
+        # the clock thread holds for a whole tick, so no callback is running once it returns.
+        self._unbridge_all()
         self._calls.clear()
         self._dead.clear()
         self._idle_ports.clear()
@@ -314,6 +319,19 @@ class SipAgent:
             except Exception:
                 pass
         self._ep = None
+
+    def _unbridge_all(self) -> None:
+        for call in list(self._calls.values()):
+            port = call.port
+            if port is None or call.audio_index < 0:
+                continue
+            port.attach(None)
+            try:
+                media = call.getAudioMedia(call.audio_index)
+                media.stopTransmit(port)
+                port.stopTransmit(media)
+            except pj.Error:
+                pass  # the stream is already gone: nothing is bridged to the port
 
     # ---- helpers called from pj callbacks (sip thread) ---------------------------------------
 
