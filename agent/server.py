@@ -110,6 +110,10 @@ class Server:
         if ev is not None:
             self._handle(ev)
         self._ending = [s for s in self._ending if not s.join(0)]
+        for key, session in list(self.sessions.items()):
+            if session.join(0):  # ended without a DISCONNECTED (its BYE got no answer...)
+                del self.sessions[key]
+                log.event("session-reaped", session.call_id, reason=session.end_reason)
 
     def stop(self, timeout: float = 8.0) -> None:
         """Hang up every call, wait for their records, then close the SIP stack."""

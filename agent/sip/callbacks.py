@@ -136,7 +136,9 @@ class _Call(pj.Call):
         try:
             rx = self.getStreamStat(self.audio_index).rtcp.rxStat
         except pj.Error:
-            return None
+            # The stream is gone but the call was never reported disconnected: nothing can
+            # arrive any more, so the count stands still and the timeout runs.
+            return self.rx_count
         return int(rx.pkt) + int(rx.discard)
 
     def onDtmfDigit(self, prm):  # noqa: N802
