@@ -231,6 +231,28 @@ def wait_for_line(path: Path, needle: str, timeout_s: float, proc=None) -> bool:
     return False
 
 
+def start_serve(config: Path, serve_log: Path, timeout_s: float = 240) -> subprocess.Popen | None:
+    """Start a supervised ``callagent serve`` on ``config``, logging to ``serve_log``.
+
+    Returns:
+        The supervisor process once its worker logged ``event=ready``; None (process stopped)
+        if it did not within ``timeout_s`` or the worker died first.
+    """
+    with open(serve_log, "w") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "agent.cli.main", "serve", "--config",
+                                 str(config)], stdout=log, stderr=subprocess.STDOUT,
+                                cwd=Path(__file__).resolve().parents[2])
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end and proc.poll() is None:
+        if wait_for_line(serve_log, "event=ready", 1.0, proc):
+            return proc
+        if "event=worker-died" in serve_log.read_text(errors="replace"):
+            break
+    proc.kill()
+    proc.wait()
+    return None
+
+
 # ---- the benchmark -----------------------------------------------------------------------------
 
 
@@ -268,14 +290,11 @@ def run(args: argparse.Namespace) -> int:
     # Silence after the question until the BYE: a phone keeps sending RTP (no RTP = dead line).
     audio = spoken_ulaw(QUESTION, work / "question.ulaw", tail_s=args.hold_s)
     serve_log = work / "serve.log"
-    with open(serve_log, "w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "agent.cli.main", "serve", "--config",
-                                 str(config)], stdout=log, stderr=subprocess.STDOUT,
-                                cwd=Path(__file__).resolve().parents[1])
+    proc = start_serve(config, serve_log)
+    if proc is None:
+        print(f"bench call: agent did not start, see {serve_log}", file=sys.stderr)
+        return 1
     try:
-        if not wait_for_line(serve_log, "event=ready", 180, proc):
-            print(f"bench call: agent did not start, see {serve_log}", file=sys.stderr)
-            return 1
         medians = {n: report_round(n, args, work, port, audio, agent_ports)
                    for n in args.concurrency}
     finally:

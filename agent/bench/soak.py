@@ -43,7 +43,7 @@ from agent.bench.call import (
     scenario,
     split_calls,
     spoken_ulaw,
-    wait_for_line,
+    start_serve,
 )
 from agent.bench.malformed import send_malformed
 from agent.bench.samples import QUESTIONS
@@ -254,10 +254,10 @@ def run(args: argparse.Namespace) -> int:
                                    args.asr_model))
     plans = plan_calls(args.calls, args.seed, work, port)
     serve_log = work / "serve.log"
-    with open(serve_log, "w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "agent.cli.main", "serve", "--config",
-                                 str(config)], stdout=log, stderr=subprocess.STDOUT,
-                                cwd=Path(__file__).resolve().parents[2])
+    proc = start_serve(config, serve_log)
+    if proc is None:
+        print(f"bench soak: agent did not start, see {serve_log}", file=sys.stderr)
+        return 1
     sampler = RssSampler(serve_log)
     rng = random.Random(args.seed + 1)
     outcomes: list[Outcome] = []
@@ -265,9 +265,6 @@ def run(args: argparse.Namespace) -> int:
     began = time.monotonic()
     open_before = None
     try:
-        if not _started(serve_log, proc):
-            print(f"bench soak: agent did not start, see {serve_log}", file=sys.stderr)
-            return 1
         sampler.start()
         deadline = time.monotonic() + args.max_minutes * 60
         capture = None if args.no_capture else Capture(work / "soak.pcap", agent_ports)
@@ -314,17 +311,6 @@ def run(args: argparse.Namespace) -> int:
         result.reply_gap_p99_ms = None if p99 is None else round(p99, 1)
     _print(result, args.format)
     return 0
-
-
-def _started(serve_log: Path, proc: subprocess.Popen, timeout_s: float = 240) -> bool:
-    """``event=ready`` in the serve log; False at once if the worker died before that."""
-    end = time.monotonic() + timeout_s
-    while time.monotonic() < end and proc.poll() is None:
-        if wait_for_line(serve_log, "event=ready", 1.0, proc):
-            return True
-        if "event=worker-died" in serve_log.read_text(errors="replace"):
-            return False
-    return False
 
 
 def _open_calls(db: Path) -> int:

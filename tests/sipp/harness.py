@@ -11,12 +11,11 @@ import re
 import signal
 import sqlite3
 import subprocess
-import sys
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from agent.bench.call import free_port, wait_for_line
+from agent.bench.call import free_port, start_serve
 from agent.sip.useragent import RTP_PORT_RANGE
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -95,10 +94,7 @@ spool_dir = "{tmp / 'spool'}"
 {dialplan}
 """)
     log = tmp / "serve.log"
-    with open(log, "w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "agent.cli.main", "serve", "--config",
-                                 str(config)], stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
-    if not wait_for_line(log, "event=ready", startup_s, proc):
-        proc.kill()
+    proc = start_serve(config, log, startup_s)
+    if proc is None:
         raise RuntimeError(f"agent did not start:\n{log.read_text()[-3000:]}")
     return AgentProcess(proc, port, rtp_port, db, log)
