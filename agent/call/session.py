@@ -96,7 +96,7 @@ class CallSession:
         self.state: State = "ringing"
         self.states: list[StateChanged] = []
         self.history: list[ChatMessage] = []
-        worker = TurnWorker(self.runner, self.history, self.playout, self._inbox.put, clock)
+        worker = TurnWorker(self.runner, self.history, self.playout, self._inbox.put)
         self.turntaking = TurnTaking(self.call_id, profile.audio, worker, self._rec,
                                  state=lambda: self.state, set_state=self._set_state)
         self.barge_ins = 0

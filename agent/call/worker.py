@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from agent.call.clock import Clock
 from agent.call.messages import EndOfTurnScored, Message, ReplyAudio, Transcribed, TurnDone
 from agent.call.playout import Playout
 from agent.turn.runner import TurnResult, TurnRunner
@@ -92,16 +91,14 @@ class TurnWorker:
         history: the call's chat history (appended by the runner once a gate opened).
         playout: where reply audio goes.
         post: sends messages to the session thread.
-        clock: the call's clock.
     """
 
     def __init__(self, runner: TurnRunner, history: list[ChatMessage], playout: Playout,
-                 post: Callable[[Message], None], clock: Clock):
+                 post: Callable[[Message], None]):
         self.runner = runner
         self.history = history
         self.playout = playout
         self.post = post
-        self.clock = clock
 
     def start(self, turn: Turn, call_id: str) -> None:
         turn.thread = threading.Thread(target=self._work, args=(turn,), daemon=True,
