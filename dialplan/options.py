@@ -107,10 +107,14 @@ class ASROptions:
 
 @dataclass(frozen=True)
 class LLMOptions:
-    """Language model (``[llm]``), run by llama.cpp."""
+    """Language model (``[llm]``), run by llama.cpp here or by an OpenAI-compatible server."""
 
+    backend: Literal["llama-cpp", "openai"] = "llama-cpp"
+    """llama-cpp runs the GGUF in this process; openai streams from an OpenAI-compatible
+    server at ``base_url`` (llama.cpp's server, vLLM, a GPU box shared by many agents)."""
     model: str = "qwen2.5-1.5b-instruct"
-    """Bundled name (qwen2.5-1.5b-instruct, smollm2-135m) or a path to a .gguf file."""
+    """Bundled name (qwen2.5-1.5b-instruct, smollm2-135m) or a path to a .gguf file; with
+    backend openai, the model name sent to the server."""
     n_ctx: int = 2048
     """Context window in tokens; old turns are dropped to fit."""
     threads: int = 2
@@ -126,6 +130,14 @@ class LLMOptions:
     pjsua2 cap is 4): a call's next turn finds its history still cached instead of re-reading
     it after another call's turn, and calls generate step by step in turn, not one whole reply
     after another."""
+    base_url: str = ""
+    """Backend openai: the server's API root, e.g. http://127.0.0.1:8080/v1 (required)."""
+    api_key: str = field(default="", repr=False)
+    """Backend openai: bearer token; empty = the CALLAGENT_LLM_API_KEY or OPENAI_API_KEY
+    environment variable, or none (a local server)."""
+    timeout_s: float = 10.0
+    """Backend openai: seconds to connect, then to wait for the first token and each next one;
+    a slower server fails the turn, logged with the error."""
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ BACKENDS = {
     ("asr", "faster-whisper"): "models.asr.faster_whisper:FasterWhisperASR",
     ("asr", "voxtral"): "models.asr.voxtral:VoxtralASR",
     ("llm", "llama-cpp"): "models.llm.llama_cpp:LlamaCppLLM",
+    ("llm", "openai"): "models.llm.openai:OpenAILLM",
     ("tts", "kokoro-onnx"): "models.tts.kokoro_onnx:KokoroOnnxTTS",
     ("tts", "kokoro-torch"): "models.tts.kokoro_torch:KokoroTorchTTS",
     ("vad", "silero"): "models.vad.silero:SileroVAD",
@@ -57,7 +58,7 @@ class ModelCache:
         return self.get("asr", o.backend, o)
 
     def llm(self, o: LLMOptions):
-        return self.get("llm", "llama-cpp", o)
+        return self.get("llm", o.backend, o)
 
     def tts(self, o: TTSOptions):
         return self.get("tts", o.backend, o)
