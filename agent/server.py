@@ -36,6 +36,7 @@ from agent.sip.events import (
 from agent.sip.useragent import SipAgent
 from agent.turn.runner import StageCache, TurnRunner
 from db import log
+from db.placement import this_host
 from db.records import CallLog
 from dialplan import Config, Dialplan, Profile
 from models.scheduler import SCHEDULER, Priority
@@ -50,10 +51,14 @@ class Server:
         config: parsed config (SIP options, profiles, dialplan).
         call_log: where every session writes its records.
         stage_cache: shared model loader (a test may pass one that is already warm).
+        worker: this process's worker id in a cluster (recorded on each call), or None.
     """
 
-    def __init__(self, config: Config, call_log: CallLog, stage_cache: StageCache | None = None):
+    def __init__(self, config: Config, call_log: CallLog, stage_cache: StageCache | None = None,
+                 worker: str | None = None):
         self.config = config
+        self.worker = worker
+        self.host = this_host()
         self.dialplan = Dialplan.from_config(config)
         self.call_log = call_log
         self.cache = stage_cache or StageCache()
@@ -199,7 +204,8 @@ class Server:
     def _session(self, ev: IncomingCall, profile: Profile) -> CallSession:
         runner = self._runner(profile)  # a profile not preloaded (tests) loads now, once
         info = CallInfo(extension=ev.extension, caller_uri=ev.remote_uri,
-                        sip_call_id=ev.sip_call_id, offered_at=datetime.now(UTC))
+                        sip_call_id=ev.sip_call_id, offered_at=datetime.now(UTC),
+                        worker=self.worker, host=self.host)
         key = ev.key
         return CallSession(profile, runner.stages, self.call_log,
                            hangup=lambda: self.sip.hangup(key), phrase=runner.speak,

@@ -31,6 +31,10 @@ class CallStarted:
     source: str = "sip"
     """sip | simulate | bench."""
     answered_at: datetime | None = None
+    worker: str | None = None
+    """The cluster worker that answered (``w1``...); None outside a cluster."""
+    host: str | None = None
+    """The machine the agent ran on (its hostname)."""
 
 
 @dataclass

@@ -73,6 +73,10 @@ class Call(Base):
     source: Mapped[str] = mapped_column(String(16), default="sip")
     turns: Mapped[int] = mapped_column(Integer, default=0)
     barge_ins: Mapped[int] = mapped_column(Integer, default=0)
+    # Where the call ran (revision 0004): the cluster worker id and the host, None for calls
+    # logged before, and the worker None for a serve outside a cluster.
+    worker: Mapped[str | None] = mapped_column(String(64))
+    host: Mapped[str | None] = mapped_column(String(255))
 
     turn_rows: Mapped[list[Turn]] = relationship(
         back_populates="call", order_by="Turn.index", passive_deletes=True

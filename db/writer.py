@@ -27,7 +27,8 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session
 
 from db.log import event
-from db.migrate import close_lost_calls, make_engine, mask_url, upgrade
+from db.migrate import make_engine, mask_url, upgrade
+from db.placement import close_lost_calls_of, this_host
 from db.records import CallEnded, CallStarted, EventRecord, Record, TurnRecord
 from db.schema import TURN_FIELDS, Call, Event, Turn
 from db.spool import Spool
@@ -37,7 +38,7 @@ _WAKE = object()  # queued by close() so the thread stops waiting at once; never
 _UNANSWERED_LEN = Turn.__table__.c.unanswered.type.length
 _CALL_STARTED_FIELDS = (
     "started_at", "answered_at", "caller_uri", "called_extension", "profile", "asr_backend",
-    "asr_model", "llm_model", "tts_voice", "codec", "source",
+    "asr_model", "llm_model", "tts_voice", "codec", "source", "worker", "host",
 )
 
 
@@ -83,6 +84,8 @@ class CallLogWriter:
         retry_s: float = 2.0,
         batch_max: int = 200,
         fault: Callable[[], None] | None = None,
+        worker: str | None = None,
+        host: str | None = None,
     ):
         """Start the writer thread; it migrates the database and replays the spool first.
 
@@ -92,6 +95,10 @@ class CallLogWriter:
             batch_max: Most records written in one transaction.
             fault: Fault-injection hook for tests, called before every database transaction;
                 raise (e.g. :class:`FaultInjected`) to act as if the database were down.
+            worker: The cluster worker id of this process (None outside a cluster): at start
+                the writer closes as ``lost`` only calls this worker left open, never those of
+                the other processes sharing the database.
+            host: This process's host name (default: :func:`db.placement.this_host`).
         """
         self.options = options
         self.spool = Spool(options.spool_dir)
@@ -99,6 +106,8 @@ class CallLogWriter:
         self.fault = fault
         self.retry_s = retry_s
         self.batch_max = batch_max
+        self.worker = worker
+        self.host = host or this_host()
         self._queue: queue.Queue[Record] = queue.Queue(maxsize=max(1, options.queue_size))
         self._stop = threading.Event()
         self._closed = False
@@ -236,7 +245,8 @@ class CallLogWriter:
             if not self._ready:
                 self._check_fault()
                 upgrade(self._engine)
-                self.stats.lost_closed += close_lost_calls(self._engine)
+                self.stats.lost_closed += close_lost_calls_of(self._engine, self.worker,
+                                                              self.host)
                 self._ready = True
                 event("calllog_ready", url=mask_url(self._engine),
                       lost_calls=self.stats.lost_closed)

@@ -26,6 +26,10 @@ class CallInfo:
     sip_call_id: str = ""
     offered_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     source: str = "sip"
+    worker: str | None = None
+    """The cluster worker answering the call (None outside a cluster)."""
+    host: str | None = None
+    """The machine answering it."""
 
 
 class CallRecorder:
@@ -43,7 +47,8 @@ class CallRecorder:
             call_id=self.call_id, started_at=info.offered_at, answered_at=datetime.now(UTC),
             caller_uri=info.caller_uri, called_extension=info.extension, profile=profile.name,
             asr_backend=stages.asr.backend, asr_model=stages.asr.model_name,
-            llm_model=stages.llm.model_name, tts_voice=profile.tts.voice, source=info.source))
+            llm_model=stages.llm.model_name, tts_voice=profile.tts.voice, source=info.source,
+            worker=info.worker, host=info.host))
         log.event("call-answered", self.call_id, extension=info.extension,
                   caller=info.caller_uri, sip_call_id=info.sip_call_id, profile=profile.name)
 

@@ -4,7 +4,8 @@ Formats what :mod:`db.reports` computes (rich tables, JSON or CSV) and writes th
 :mod:`db.html`; holds no query logic of its own. JSON and CSV carry seconds, the call log's
 unit, and unanswered rates as fractions, for programs; the tables, for people, show ms and %.
 
-    callagent report [--since 24h] [--by backend|profile|model] [--calls N] [--slowest N]
+    callagent report [--since 24h] [--by backend|profile|model|worker|host] [--calls N]
+                     [--slowest N]
                      [--call ID] [--format table|json|csv] [--html FILE] [--db URL]
 """
 
@@ -34,8 +35,9 @@ def add_parser(subparsers) -> None:
     cliopts.add_common(p)
     p.add_argument("--since", type=_since, default=None, metavar="WINDOW",
                    help="only calls started in this window: 30m, 24h, 7d (default: all)")
-    p.add_argument("--by", choices=("backend", "profile", "model"), default="backend",
-                   help="group stage percentiles by ASR backend, profile or ASR model")
+    p.add_argument("--by", choices=("backend", "profile", "model", "worker", "host"),
+                   default="backend", help="group stage percentiles by ASR backend, profile, "
+                   "ASR model, or cluster worker (w1@host) or host")
     p.add_argument("--calls", type=int, default=10, metavar="N", help="list the N latest calls")
     p.add_argument("--slowest", type=int, default=5, metavar="N",
                    help="list the N slowest turns (voice-to-voice)")
@@ -50,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     """Print the report; returns the exit code (1: no such database or call)."""
     from sqlalchemy.engine import make_url
 
-    from db import html, reports
+    from db import html, placement, reports
     from db.migrate import current_revision, make_engine
 
     url = cliopts.load(args).db.url
@@ -70,7 +72,11 @@ def run(args: argparse.Namespace) -> int:
             if timeline is None:
                 print(f"callagent: no call {args.call!r}", file=sys.stderr)
                 return 1
-        report = reports.build_report(engine, args.since, args.by, args.calls, args.slowest)
+        if args.by in placement.PLACES:
+            report = placement.build_place_report(engine, args.since, args.by, args.calls,
+                                                  args.slowest)
+        else:
+            report = reports.build_report(engine, args.since, args.by, args.calls, args.slowest)
         if args.html:
             turns = reports.load_turns(engine, args.since, report.generated_at)
             chart_call = timeline
