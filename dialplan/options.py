@@ -246,6 +246,11 @@ class SIPOptions:
     """How far back the scheduler's waits count for admission."""
     overload_code: int = 503
     """SIP status for a call refused because the agent is overloaded (503 or 486)."""
+    metrics_port: int = 0
+    """Port of the Prometheus ``/metrics`` endpoint (plain HTTP on ``host``): calls active,
+    turns, voice-to-voice histogram, unanswered turns by reason, scheduler queue depth.
+    0 = off. Under ``callagent cluster`` this port serves every worker's metrics with a
+    ``worker`` label, and worker N gets this port + N."""
     registrar: RegistrarOptions = field(default_factory=RegistrarOptions)
 
 

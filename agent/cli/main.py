@@ -19,6 +19,7 @@ COMMANDS = (
     "agent.cli.models",
     "agent.cli.simulate",
     "agent.cli.serve",
+    "agent.cli.cluster",
     "agent.cli.call",
     "agent.cli.report",
     "agent.cli.db",

@@ -15,11 +15,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import faulthandler
+import logging
 import signal
 import threading
 
 from agent.cli import options as cliopts
 from db import log
+from dialplan import ConfigError
 
 
 def add_parser(subparsers) -> None:
@@ -30,6 +32,12 @@ def add_parser(subparsers) -> None:
     p.add_argument("--port", type=int, default=None, help="SIP port (over [sip].port)")
     p.add_argument("--worker", action="store_true",
                    help="run the server in this process, unsupervised (the supervisor's child)")
+    p.add_argument("--rtp-port", type=int, default=None, help="first RTP port (over "
+                   "[sip].rtp_port)")
+    p.add_argument("--worker-id", default=None, metavar="ID",
+                   help="this agent's id in a cluster: recorded on its calls and log lines")
+    p.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+                   help="serve Prometheus /metrics on this port (over [sip].metrics_port; 0 off)")
     p.set_defaults(func=run)
 
 
@@ -46,7 +54,15 @@ def run(args: argparse.Namespace) -> int:
         sip = dataclasses.replace(sip, host=args.host)
     if args.port:
         sip = dataclasses.replace(sip, port=args.port)
+    if args.rtp_port:
+        sip = dataclasses.replace(sip, rtp_port=args.rtp_port)
+    if args.metrics_port is not None:
+        sip = dataclasses.replace(sip, metrics_port=args.metrics_port)
+    if not 0 <= sip.metrics_port <= 65535:
+        raise ConfigError(f"sip.metrics_port: {sip.metrics_port} is not a port (0 = off)")
     config = dataclasses.replace(config, sip=sip)
+    if args.worker_id:
+        _tag_log_lines(args.worker_id)
 
     # A fatal signal (SIGSEGV in pjsip or a binding) prints every thread's Python stack to the
     # log before the process dies; `kill -USR1 PID` prints them on demand.
@@ -56,16 +72,33 @@ def run(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
 
-    writer = CallLogWriter(config.db)
-    server = Server(config, writer)
+    writer = CallLogWriter(config.db, worker=args.worker_id)
+    metrics = metrics_http = None
+    if sip.metrics_port:
+        from agent.cluster.metrics import WorkerMetrics
+
+        metrics = WorkerMetrics()
+    server = Server(config, metrics.tee(writer) if metrics else writer, worker=args.worker_id)
     try:
+        if metrics is not None:
+            metrics.track_calls(lambda: len(server.sessions))
+            metrics_http = metrics.serve(sip.host, sip.metrics_port)
         server.start()
         log.event("ready", uri=server.sip.uri, db=mask_url(config.db.url))
         server.run(stop)
     finally:
         server.stop()
         writer.close()
+        if metrics_http is not None:
+            metrics_http.shutdown()
     return 0
+
+
+def _tag_log_lines(worker_id: str) -> None:
+    """Put ``worker=ID`` on every log line: a cluster's workers share one log."""
+    for handler in log.logger.handlers:
+        handler.setFormatter(logging.Formatter(
+            f"%(asctime)s %(levelname)s worker={worker_id} %(message)s"))
 
 
 def _supervise(args: argparse.Namespace) -> int:
@@ -75,4 +108,4 @@ def _supervise(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    return Supervisor(worker_argv(args.argv), config.db.url).run(stop)
+    return Supervisor(worker_argv(args.argv), config.db.url, worker=args.worker_id).run(stop)
