@@ -28,7 +28,11 @@ def free_tcp_port() -> int:
 
 
 class LlamaServer:
-    """``python -m llama_cpp.server`` in a child process; ``url`` is its API root (…/v1)."""
+    """``python -m llama_cpp.server`` in a child process; ``url`` is its API root (…/v1).
+
+    ``--interrupt_requests False``: by default a new request (another call's turn, a prime)
+    cuts the reply being streamed.
+    """
 
     def __init__(self, log_dir: Path, n_ctx: int = 1024):
         self.port = free_tcp_port()
@@ -38,7 +42,7 @@ class LlamaServer:
         cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf),
                "--model_alias", MODEL, "--host", "127.0.0.1", "--port", str(self.port),
                "--n_ctx", str(n_ctx), "--n_threads", "1", "--n_threads_batch", "1",
-               "--verbose", "False"]
+               "--interrupt_requests", "False", "--verbose", "False"]
         with open(self.log_path, "wb") as out:
             self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
                                          env={**os.environ, "PYTHONUNBUFFERED": "1"})

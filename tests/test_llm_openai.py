@@ -300,15 +300,18 @@ def test_no_first_token_within_the_timeout_is_a_server_error(fake):
 
 
 @pytest.mark.unit
-def test_a_stream_that_ends_without_finishing_is_a_server_error(fake):
-    fake.answer = _cut
+@pytest.mark.parametrize("end", [b"", b"data: [DONE]\n\n"], ids=["closed", "done-early"])
+def test_a_stream_that_ends_without_a_finish_reason_is_a_server_error(fake, end):
+    def cut(h: BaseHTTPRequestHandler) -> None:
+        _headers(h)
+        _event(h, {"choices": [{"delta": {"content": "Hello"}}]})
+        h.wfile.write(end)
+
+    fake.answer = cut
+    stream = llm(fake.url).stream(QUESTION)
     with pytest.raises(LLMServerError, match="ended before the reply finished"):
-        list(llm(fake.url).stream(QUESTION))
-
-
-def _cut(h: BaseHTTPRequestHandler) -> None:
-    _headers(h)
-    _event(h, {"choices": [{"delta": {"content": "Hello"}}]})
+        list(stream)
+    assert stream.text == "Hello"
 
 
 def _headers(h: BaseHTTPRequestHandler) -> None:

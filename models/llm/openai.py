@@ -145,7 +145,7 @@ class _Reply:
         self._resp: httpx.Response | None = None
         self._events: Iterator[str] | None = None
         self._closed = False
-        self._finished = False  # a finish_reason or [DONE] came: the reply is whole
+        self._finished = False  # a finish_reason came: the reply is whole
         self.usage: Usage | None = None
 
     def __iter__(self) -> Iterator[Piece]:
@@ -199,8 +199,7 @@ class _Reply:
             self._open()
         deadline = time.monotonic() + self._timeout
         for data in self._events:
-            if data.strip() == "[DONE]":
-                self._finished = True
+            if data.strip() == "[DONE]":  # without a finish_reason first, a cut (see below)
                 break
             event = _parse(data, self._owner.url)
             self.usage = _usage(event) or self.usage
@@ -215,6 +214,8 @@ class _Reply:
                 raise LLMServerError(f"LLM server {self._owner.url}: no token within "
                                      f"{self._timeout:g} s")
         if not self._finished:
+            # llama_cpp.server, for one, ends a stream it interrupts for another request with
+            # [DONE] alone: half a reply is an error to log, not an answer.
             raise LLMServerError(f"LLM server {self._owner.url}: the stream ended before the "
                                  "reply finished")
         raise StopIteration
