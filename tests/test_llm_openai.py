@@ -30,6 +30,7 @@ from models.llm.openai import LLMServerError, OpenAILLM
 from models.registry import ModelCache
 from tests.conftest import TEST_CONFIG
 from tests.llm_server import MODEL, LlamaServer, free_tcp_port
+from tests.waiting import wait_until
 
 QUESTION = [Message("system", TEST_CONFIG["system_prompt"]),
             Message("user", "When does the library open on Saturday?")]
@@ -331,6 +332,29 @@ def test_closing_the_stream_closes_the_connection(fake):
     # The server's next writes fail: it sees the caller gone (and would stop generating).
     assert fake.gone.wait(5.0)
     assert list(it) == [] and stream.metrics.tokens == 3
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("fake", [("stall",)], indirect=True)
+def test_closing_from_another_thread_wakes_a_reader_waiting_for_the_first_token(fake):
+    stream = llm(fake.url, timeout_s=10.0).stream(QUESTION)
+    out: dict = {}
+
+    def read() -> None:
+        try:
+            out["pieces"] = list(stream)
+        except Exception as e:  # kept for the assertion below to show
+            out["error"] = e
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    assert wait_until(lambda: fake.requests, timeout=5.0)
+    time.sleep(0.2)  # the reader is blocked on the socket now
+    t0 = time.monotonic()
+    stream.close()
+    reader.join(5.0)
+    assert not reader.is_alive() and time.monotonic() - t0 < 2.0  # not the 10 s read timeout
+    assert out == {"pieces": []}
 
 
 @pytest.mark.unit

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -135,7 +136,12 @@ class OpenAILLM(LLM):
 
 
 class _Reply:
-    """One streamed completion, read event by event; closing it closes the HTTP response."""
+    """One streamed completion, read event by event; closing it closes the HTTP response.
+
+    ``close`` may come from another thread while this one waits for the next token: the
+    reader is woken by shutting the socket down (closing the response under it would race
+    with its read) and closes the response itself on its way out.
+    """
 
     def __init__(self, owner: OpenAILLM, body: dict[str, Any]):
         self._owner = owner
@@ -145,6 +151,7 @@ class _Reply:
         self._resp: httpx.Response | None = None
         self._events: Iterator[str] | None = None
         self._closed = False
+        self._reading = False
         self._finished = False  # a finish_reason came: the reply is whole
         self.usage: Usage | None = None
 
@@ -152,42 +159,56 @@ class _Reply:
         return self
 
     def __next__(self) -> Piece:
-        if self._closed:
-            raise StopIteration
+        with self._lock:
+            if self._closed:
+                raise StopIteration
+            self._reading = True
         try:
             return self._next()
-        except StopIteration:
-            self.close()
-            raise
-        except httpx.HTTPError as e:
-            closed = self._closed
-            self.close()
-            if closed or self._finished:  # closed by barge-in, or the reply was whole
+        except (httpx.HTTPError, LLMServerError) as e:
+            closed, self._closed = self._closed, True
+            # Closed (barge-in) while reading, or cut after the last token: nothing is lost.
+            if closed or (self._finished and isinstance(e, httpx.HTTPError)):
                 raise StopIteration from None
+            if isinstance(e, LLMServerError):
+                raise
             raise LLMServerError(f"LLM server {self._owner.url}: "
                                  f"{_describe(e, self._timeout)}") from e
-        except BaseException:
-            self.close()
+        except BaseException:  # StopIteration included: the reply is over
+            self._closed = True
             raise
+        finally:
+            with self._lock:
+                self._reading = False
+                done = self._closed
+            if done and self._resp is not None:
+                self._resp.close()
 
     def close(self) -> None:
         with self._lock:
-            if self._closed:
-                return
             self._closed = True
-            resp = self._resp
-        if resp is not None:
+            resp, reading = self._resp, self._reading
+        if resp is None:
+            return
+        if not reading:
             resp.close()
+            return
+        stream = resp.extensions.get("network_stream")
+        sock = stream.get_extra_info("socket") if stream is not None else None
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:  # already closed by the reader
+                pass
 
     def _open(self) -> None:
         client = self._owner._client
         resp = client.send(client.build_request("POST", self._owner.url, json=self._body),
                            stream=True)
         with self._lock:
-            if self._closed:  # closed while connecting
-                resp.close()
-                raise StopIteration
             self._resp = resp
+            if self._closed:  # closed while connecting
+                raise StopIteration
         if resp.status_code >= 400:
             detail = resp.read().decode("utf-8", "replace").strip()[:300]
             raise LLMServerError(f"LLM server {self._owner.url}: HTTP {resp.status_code}"
