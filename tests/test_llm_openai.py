@@ -9,11 +9,10 @@ a disconnect watched from the server's side) and records the requests it gets.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import numpy as np
 import pytest
@@ -29,7 +28,7 @@ from models.llm.base import Message
 from models.llm.openai import LLMServerError, OpenAILLM
 from models.registry import ModelCache
 from tests.conftest import TEST_CONFIG
-from tests.llm_server import MODEL, LlamaServer, free_tcp_port
+from tests.llm_server import MODEL, FakeServer, LlamaServer, event, free_tcp_port, headers
 from tests.waiting import wait_until
 
 QUESTION = [Message("system", TEST_CONFIG["system_prompt"]),
@@ -163,74 +162,6 @@ def test_server_gone_mid_call_fails_the_next_turn_with_the_error_logged(
 # ---- injected faults -----------------------------------------------------------------------
 
 
-class FakeServer:
-    """An HTTP server answering ``POST …/chat/completions`` as ``mode`` says, recording requests.
-
-    Modes: ``ok`` streams ``words`` then usage and [DONE]; ``status`` answers 500 with a body;
-    ``stall`` sends headers and nothing more; ``trickle`` sends an event every 20 ms until
-    the client goes away (``gone`` is set then).
-    """
-
-    def __init__(self, mode: str = "ok", words: tuple[str, ...] = ("Hello", " there", ".")):
-        self.mode, self.words = mode, words
-        self.requests: list[tuple[dict, dict]] = []
-        self.gone = threading.Event()
-        self.release = threading.Event()
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                owner.requests.append((dict(self.headers), body))
-                owner.answer(self)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", free_tcp_port()), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_port}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def answer(self, h: BaseHTTPRequestHandler) -> None:
-        if self.mode == "status":
-            payload = b'{"error": {"message": "model overloaded"}}'
-            h.send_response(500)
-            h.send_header("Content-Length", str(len(payload)))
-            h.end_headers()
-            h.wfile.write(payload)
-            return
-        _headers(h)
-        if self.mode == "stall":
-            self.release.wait(10)
-            return
-        try:
-            if self.mode == "trickle":
-                for i in range(500):
-                    _event(h, {"choices": [{"delta": {"content": f" w{i}"}}]})
-                    time.sleep(0.02)
-                return
-            for w in self.words:
-                _event(h, {"choices": [{"delta": {"content": w}, "finish_reason": None}]})
-            _event(h, {"choices": [{"delta": {}, "finish_reason": "stop"}]})
-            _event(h, {"choices": [], "usage": {"prompt_tokens": 40, "completion_tokens": 2,
-                                                 "prompt_tokens_details": {"cached_tokens": 32}}})
-            h.wfile.write(b"data: [DONE]\n\n")
-        except OSError:
-            self.gone.set()
-
-    def close(self) -> None:
-        self.release.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
-def _event(h: BaseHTTPRequestHandler, obj: dict) -> None:
-    h.wfile.write(b"data: " + json.dumps(obj).encode() + b"\n\n")
-    h.wfile.flush()
-
-
 @pytest.fixture
 def fake(request):
     srv = FakeServer(*getattr(request, "param", ("ok",)))
@@ -257,9 +188,9 @@ def test_request_maps_the_options_and_usage_maps_to_the_metrics(fake):
 def test_llama_server_timings_give_prompt_and_cached_tokens(fake):
     # llama.cpp's C++ server: ``timings`` (prompt_n evaluated now, cache_n reused) and no usage.
     def answer(h: BaseHTTPRequestHandler) -> None:
-        _headers(h)
-        _event(h, {"choices": [{"delta": {"content": "Hi"}}]})
-        _event(h, {"choices": [{"delta": {"content": "."}, "finish_reason": "stop"}],
+        headers(h)
+        event(h, {"choices": [{"delta": {"content": "Hi"}}]})
+        event(h, {"choices": [{"delta": {"content": "."}, "finish_reason": "stop"}],
                    "timings": {"prompt_n": 5, "cache_n": 30, "predicted_n": 2}})
         h.wfile.write(b"data: [DONE]\n\n")
 
@@ -304,8 +235,8 @@ def test_no_first_token_within_the_timeout_is_a_server_error(fake):
 @pytest.mark.parametrize("end", [b"", b"data: [DONE]\n\n"], ids=["closed", "done-early"])
 def test_a_stream_that_ends_without_a_finish_reason_is_a_server_error(fake, end):
     def cut(h: BaseHTTPRequestHandler) -> None:
-        _headers(h)
-        _event(h, {"choices": [{"delta": {"content": "Hello"}}]})
+        headers(h)
+        event(h, {"choices": [{"delta": {"content": "Hello"}}]})
         h.wfile.write(end)
 
     fake.answer = cut
@@ -313,13 +244,6 @@ def test_a_stream_that_ends_without_a_finish_reason_is_a_server_error(fake, end)
     with pytest.raises(LLMServerError, match="ended before the reply finished"):
         list(stream)
     assert stream.text == "Hello"
-
-
-def _headers(h: BaseHTTPRequestHandler) -> None:
-    h.send_response(200)
-    h.send_header("Content-Type", "text/event-stream")
-    h.send_header("Connection", "close")
-    h.end_headers()
 
 
 @pytest.mark.unit
