@@ -109,9 +109,11 @@ class ASROptions:
 class LLMOptions:
     """Language model (``[llm]``), run by llama.cpp here or by an OpenAI-compatible server."""
 
-    backend: Literal["llama-cpp", "openai"] = "llama-cpp"
-    """llama-cpp runs the GGUF in this process; openai streams from an OpenAI-compatible
-    server at ``base_url`` (llama.cpp's server, vLLM, a GPU box shared by many agents)."""
+    backend: Literal["llama-cpp", "xllamacpp", "openai"] = "llama-cpp"
+    """llama-cpp runs the GGUF in this process; xllamacpp runs it in llama.cpp's server engine,
+    in this process, decoding every call's reply in one batch per step; openai streams from an
+    OpenAI-compatible server at ``base_url`` (llama.cpp's server, vLLM, a GPU box shared by
+    many agents)."""
     model: str = "qwen2.5-1.5b-instruct"
     """Bundled name (qwen2.5-1.5b-instruct, smollm2-135m) or a path to a .gguf file; with
     backend openai, the model name sent to the server."""

@@ -17,6 +17,7 @@ BACKENDS = {
     ("asr", "voxtral"): "models.asr.voxtral:VoxtralASR",
     ("llm", "llama-cpp"): "models.llm.llama_cpp:LlamaCppLLM",
     ("llm", "openai"): "models.llm.openai:OpenAILLM",
+    ("llm", "xllamacpp"): "models.llm.xllamacpp:XLlamaCppLLM",
     ("tts", "kokoro-onnx"): "models.tts.kokoro_onnx:KokoroOnnxTTS",
     ("tts", "kokoro-torch"): "models.tts.kokoro_torch:KokoroTorchTTS",
     ("vad", "silero"): "models.vad.silero:SileroVAD",

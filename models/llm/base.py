@@ -35,9 +35,10 @@ class Piece:
 class LLMStream:
     """An iterator of text pieces that records :class:`~models.metrics.LLMMetrics`."""
 
-    def __init__(self, model: str, pieces: Iterator[Piece]):
+    def __init__(self, model: str, pieces: Iterator[Piece], scheduled: bool = True):
         self._model = model
         self._pieces = pieces
+        self._scheduled = scheduled
         self._started = time.monotonic()
         self._first: float | None = None
         self._tokens = 0
@@ -51,7 +52,10 @@ class LLMStream:
             while True:
                 # One scheduler job per step (the prefill, then each decode step), so the
                 # slot is free between tokens for work a caller is waiting on.
-                with SCHEDULER.job("llm"):
+                if self._scheduled:
+                    with SCHEDULER.job("llm"):
+                        piece = next(pieces, None)
+                else:  # an engine that batches and schedules its own steps (or a server)
                     piece = next(pieces, None)
                 if piece is None:
                     break
@@ -89,10 +93,12 @@ class LLM(ABC):
     """A chat model that streams its reply."""
 
     model_name: str = ""
+    scheduled: bool = True
+    """Each step is a job of the process scheduler (False: the backend batches its own steps)."""
 
     def stream(self, messages: list[Message]) -> LLMStream:
         """Start generating a reply to ``messages`` (system prompt first)."""
-        return LLMStream(self.model_name, self._stream_impl(messages))
+        return LLMStream(self.model_name, self._stream_impl(messages), scheduled=self.scheduled)
 
     def prime(self, system_prompt: str) -> None:  # noqa: B027 - optional hook, no-op default
         """Evaluate a system prompt ahead of the first turn (backends with a KV cache)."""

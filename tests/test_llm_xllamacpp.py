@@ -1,0 +1,78 @@
+"""The xllamacpp backend: llama.cpp's server engine in-process, one slot per call, batched.
+
+Real engine, real bundled SmolLM2 weights. Greedy sampling, so a reply is the same whether the
+request runs alone or in one batch with three others.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from dialplan.options import LLMOptions
+from models.llm.base import Message
+from models.registry import ModelCache
+
+pytestmark = pytest.mark.model
+
+SYSTEM = "You are the phone assistant of a public library. Answer in one short sentence."
+QUESTIONS = ("When do you open?", "Can I renew a book?", "Where is the library?",
+             "Do you have audiobooks?")
+
+
+@pytest.fixture(scope="module")
+def llm():
+    return ModelCache().llm(LLMOptions(backend="xllamacpp", model="smollm2-135m",
+                                       max_tokens=24, temperature=0.0, contexts=4))
+
+
+def _ask(llm, question: str) -> str:
+    return "".join(llm.stream([Message("system", SYSTEM), Message("user", question)]))
+
+
+def test_batched_replies_equal_single_replies(llm):
+    single = {q: _ask(llm, q) for q in QUESTIONS}
+    batched: dict[str, str] = {}
+    threads = [threading.Thread(target=lambda q=q: batched.__setitem__(q, _ask(llm, q)))
+               for q in QUESTIONS]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert all(single[q].strip() for q in QUESTIONS)
+    assert batched == single
+
+
+def test_metrics_and_prompt_cache(llm):
+    llm.prime(SYSTEM)
+    stream = llm.stream([Message("system", SYSTEM), Message("user", "Are you open on Sunday?")])
+    text = "".join(stream)
+    m = stream.metrics
+    assert text.strip()
+    assert 0 < m.first_token_at - m.started_at < 10
+    assert 1 <= m.tokens <= 24
+    # The system prompt was evaluated by prime(): this request reused it.
+    assert m.prompt_tokens > m.cached_tokens >= 20
+
+
+def test_close_stops_the_reply_and_frees_the_slot(llm):
+    stream = llm.stream([Message("system", SYSTEM), Message("user", "Tell me a long story.")])
+    pieces = []
+    for piece in stream:
+        pieces.append(piece)
+        if len(pieces) == 2:
+            break
+    t0 = time.monotonic()
+    stream.close()
+    assert time.monotonic() - t0 < 2.0
+    assert stream.metrics.tokens == 2
+    assert _ask(llm, QUESTIONS[0]).strip()  # the engine serves the next request
+
+
+def test_unknown_model_names_the_fix():
+    from models.errors import ModelMissingError
+
+    with pytest.raises((ModelMissingError, ValueError), match="nope"):
+        ModelCache().llm(LLMOptions(backend="xllamacpp", model="nope"))
