@@ -76,7 +76,7 @@ class Server:
         for profile in self.dialplan.profiles():
             t0 = time.monotonic()
             runner = self._runner(profile)
-            for text in (profile.greeting, profile.goodbye, profile.filler):
+            for text in (profile.greeting, profile.goodbye, profile.filler, profile.apology):
                 if text.strip():
                     runner.speak(text)
             runner.warm_up()

@@ -34,7 +34,7 @@ STAGE_SECTIONS: dict[str, type] = {
     "tts": TTSOptions,
     "limits": LimitOptions,
 }
-PROFILE_TEXT_KEYS = ("system_prompt", "greeting", "goodbye", "filler", "repeat")
+PROFILE_TEXT_KEYS = ("system_prompt", "greeting", "goodbye", "filler", "repeat", "apology")
 
 
 class ConfigError(ValueError):

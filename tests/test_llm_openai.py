@@ -142,7 +142,7 @@ class KillOnFirstTurn:
 
 
 @pytest.mark.model
-def test_server_gone_mid_call_fails_the_next_turn_with_the_error_logged(
+def test_server_gone_mid_call_gets_an_apology_and_the_turn_logged_with_the_error(
         own_server, stage_cache):
     profile = openai_profile(own_server.url)
     stages = stage_cache.stages(profile)
@@ -152,7 +152,9 @@ def test_server_gone_mid_call_fails_the_next_turn_with_the_error_logged(
                     greeting=False)
     first, second = call.turns
     assert first.reply_text and first.llm_ttft_s > 0 and not first.unanswered
-    assert second.unanswered == "error" and not second.reply_text
+    # The caller hears the profile's apology, not silence; the turn still counts as unanswered.
+    assert second.unanswered == "error" and second.reply_text == profile.apology
+    assert second.transcript and second.audio_out_s > 1.0
     errors = [r.detail for r in call.records if isinstance(r, EventRecord) and r.kind == "error"]
     assert len(errors) == 1 and "LLMServerError" in errors[0] and own_server.url in errors[0]
     assert "cannot connect" in errors[0]

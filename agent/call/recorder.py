@@ -102,10 +102,10 @@ class CallRecorder:
 
 def unanswered_reason(turn: Turn, end_reason: str = "") -> str:
     """Why the caller heard nothing of this turn's reply ("" when they heard some of it)."""
+    if turn.error:  # whatever was heard (the apology, part of a reply) was not the answer
+        return "error"
     if turn.timeline.first_frame_out_at is not None:
         return ""
-    if turn.error:
-        return "error"
     if turn.result is not None and not turn.result.transcript:
         return "no-words"
     if turn.barge_in:

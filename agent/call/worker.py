@@ -11,6 +11,7 @@ and no database code.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -23,6 +24,9 @@ from db.timeline import TurnTimeline
 from models.llm.base import Message as ChatMessage
 from models.scheduler import Priority, priority
 from models.vad.segmenter import SpeechPaused, Utterance
+
+APOLOGY_WAIT_S = 3.0
+"""How long a failed speculative turn waits for its endpoint before giving up on apologising."""
 
 
 @dataclass(eq=False)
@@ -129,10 +133,40 @@ class TurnWorker:
                 del self.history[turn.history_len:]
         except Exception as e:
             turn.error = repr(e)
+            self._apologise(turn)
         finally:
             if turn.audible and not turn.cancel.is_set():
                 self.playout.end_reply()
             self.post(TurnDone(turn))
+
+    def _apologise(self, turn: Turn) -> None:
+        """The answer failed: say the profile's apology rather than leave the caller in silence.
+
+        Only for a turn whose caller is waiting (its gate opens: endpointed, not talked over)
+        and who has heard nothing of it yet.
+        """
+        profile = self.runner.profile
+        turn.result = turn.result or TurnResult(
+            transcript=turn.transcript or "", audio_in_s=turn.utterance.duration_s)
+        if turn.audible or not profile.apology.strip():
+            return
+        if turn.transcript is None:  # ASR itself failed: let the session open the gate
+            turn.transcript = ""
+            self.post(Transcribed(turn))
+        deadline = time.monotonic() + APOLOGY_WAIT_S
+        while (not turn.gate.is_set() and not turn.cancel.is_set()
+               and time.monotonic() < deadline):
+            turn.gate.wait(0.01)
+        if not turn.gate.is_set() or turn.cancel.is_set():
+            return
+        try:
+            with priority((Priority.FIRST_AUDIO, turn.timeline.speech_end_at or 0.0)):
+                pcm = self.runner.speak(profile.apology)
+        except Exception:  # TTS is what failed: nothing more can be said
+            return
+        turn.result.reply_text = profile.apology
+        turn.result.audio_out_s = len(pcm) / self.runner.out_rate
+        self._emit(turn, pcm)
 
     def _emit(self, turn: Turn, pcm: np.ndarray) -> None:
         if turn.cancel.is_set():
