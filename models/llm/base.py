@@ -10,6 +10,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from models.metrics import LLMMetrics
 from models.scheduler import SCHEDULER
@@ -89,16 +90,39 @@ class LLMStream:
         )
 
 
+CHARS_PER_TOKEN = 3
+"""For trimming history without a tokenizer: English runs ~4 bytes per token; 3 errs safe."""
+CONTEXT_MARGIN = 32
+"""Tokens kept free besides ``max_tokens`` for the chat template's own tokens."""
+
+
 class LLM(ABC):
-    """A chat model that streams its reply."""
+    """A chat model that streams its reply.
+
+    Backends set ``options`` (their :class:`~dialplan.options.LLMOptions`): ``n_ctx`` and
+    ``max_tokens`` bound the history :meth:`fit` keeps.
+    """
 
     model_name: str = ""
+    options: Any = None
     scheduled: bool = True
     """Each step is a job of the process scheduler (False: the backend batches its own steps)."""
 
     def stream(self, messages: list[Message]) -> LLMStream:
         """Start generating a reply to ``messages`` (system prompt first)."""
         return LLMStream(self.model_name, self._stream_impl(messages), scheduled=self.scheduled)
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens in ``text``; an estimate from its UTF-8 length unless a backend can count."""
+        return -(-len(text.encode("utf-8")) // CHARS_PER_TOKEN)
+
+    def fit(self, messages: list[Message]) -> list[Message]:
+        """Drop the oldest exchanges (never the system prompt or the last message) to fit n_ctx."""
+        budget = self.options.n_ctx - self.options.max_tokens - CONTEXT_MARGIN
+        msgs = list(messages)
+        while len(msgs) > 2 and sum(self.count_tokens(m.content) + 8 for m in msgs) > budget:
+            del msgs[1]
+        return msgs
 
     def prime(self, system_prompt: str) -> None:  # noqa: B027 - optional hook, no-op default
         """Evaluate a system prompt ahead of the first turn (backends with a KV cache)."""

@@ -26,8 +26,6 @@ from models.errors import ModelMissingError
 from models.llm.base import LLM, Message, Piece
 from models.scheduler import Priority, priority
 
-CONTEXT_MARGIN = 32  # tokens kept free besides max_tokens for the template's own tokens
-
 
 @dataclass(eq=False)
 class _Context:
@@ -78,14 +76,6 @@ class LlamaCppLLM(LLM):
 
     def count_tokens(self, text: str) -> int:
         return len(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
-
-    def fit(self, messages: list[Message]) -> list[Message]:
-        """Drop the oldest exchanges (never the system prompt or the last message) to fit n_ctx."""
-        budget = self.options.n_ctx - self.options.max_tokens - CONTEXT_MARGIN
-        msgs = list(messages)
-        while len(msgs) > 2 and sum(self.count_tokens(m.content) + 8 for m in msgs) > budget:
-            del msgs[1]
-        return msgs
 
     def _stream_impl(self, messages: list[Message]) -> Iterator[Piece]:
         # Taken now, not on the first step: the steps run inside scheduler slots, and waiting

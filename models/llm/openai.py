@@ -39,10 +39,6 @@ log = logging.getLogger("callagent.llm")
 
 API_KEY_ENV = ("CALLAGENT_LLM_API_KEY", "OPENAI_API_KEY")
 """Where the bearer token comes from when ``llm.api_key`` is empty, first set wins."""
-CHARS_PER_TOKEN = 3
-"""Token count estimate for trimming history (no tokenizer here; English BPE averages about 4
-characters a token, so 3 overestimates and history is dropped before the server refuses it)."""
-CONTEXT_MARGIN = 32  # tokens kept free besides max_tokens for the chat template's own tokens
 
 
 class LLMServerError(RuntimeError):
@@ -121,18 +117,6 @@ class OpenAILLM(LLM):
         except httpx.HTTPError as e:
             log.warning("event=llm-prime-failed call=- url=%s error=%s", self.url,
                         json.dumps(_describe(e, self.options.timeout_s)))
-
-    def count_tokens(self, text: str) -> int:
-        """An estimate from the UTF-8 length (see :data:`CHARS_PER_TOKEN`)."""
-        return -(-len(text.encode("utf-8")) // CHARS_PER_TOKEN)
-
-    def fit(self, messages: list[Message]) -> list[Message]:
-        """Drop the oldest exchanges (never the system prompt or the last message) to fit n_ctx."""
-        budget = self.options.n_ctx - self.options.max_tokens - CONTEXT_MARGIN
-        msgs = list(messages)
-        while len(msgs) > 2 and sum(self.count_tokens(m.content) + 8 for m in msgs) > budget:
-            del msgs[1]
-        return msgs
 
 
 class _Reply:

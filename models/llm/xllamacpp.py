@@ -30,9 +30,6 @@ from models.llm.base import LLM, Message, Piece
 # cores that spinning took the CPU from ASR and TTS (measured: 4.5 s to first token, not 0.3).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-CHARS_PER_TOKEN = 3
-"""For trimming history without a tokenizer: English runs ~4 bytes per token; 3 is safe."""
-CONTEXT_MARGIN = 32
 JOIN_S = 2.0
 
 _END = object()
@@ -69,17 +66,6 @@ class XLlamaCppLLM(LLM):
         for _ in stream:
             break
         stream.close()
-
-    def count_tokens(self, text: str) -> int:
-        return -(-len(text.encode("utf-8")) // CHARS_PER_TOKEN)
-
-    def fit(self, messages: list[Message]) -> list[Message]:
-        """Drop the oldest exchanges (never the system prompt or the last message) to fit n_ctx."""
-        budget = self.options.n_ctx - self.options.max_tokens - CONTEXT_MARGIN
-        msgs = list(messages)
-        while len(msgs) > 2 and sum(self.count_tokens(m.content) + 8 for m in msgs) > budget:
-            del msgs[1]
-        return msgs
 
     def _stream_impl(self, messages: list[Message]) -> Iterator[Piece]:
         o = self.options
