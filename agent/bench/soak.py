@@ -40,133 +40,12 @@ from agent.bench.call import (
     each_call,
     free_port,
     gaps_ms,
-    scenario,
     split_calls,
-    spoken_ulaw,
     start_serve,
 )
 from agent.bench.malformed import send_malformed
-from agent.bench.samples import QUESTIONS
+from agent.bench.soak_callers import BEHAVIOURS, Outcome, Plan, place, plan_calls
 from db.stats import percentile
-from models.audio import PHONE_RATE
-
-BEHAVIOURS = ("answer", "hangup-question", "hangup-reply", "talk-over", "silent", "dtmf")
-SILENCE = b"\xff"  # μ-law digital silence
-LEAD_S = 2.5  # the greeting plays first
-WAIT_S = 10.0  # after a question, for the reply
-EXTENSION = "101"
-
-
-# ---- callers ------------------------------------------------------------------------------------
-
-@dataclass
-class Plan:
-    """One caller: what it does, the audio it streams and when it hangs up."""
-
-    n: int
-    behaviour: str
-    question: str
-    hold_ms: int
-    audio: Path | None = None
-    digit: str = ""
-    malformed: int = 0
-
-
-def _silence(s: float) -> bytes:
-    return SILENCE * int(s * PHONE_RATE)
-
-
-def plan_calls(n: int, seed: int, work: Path, port: int) -> list[Plan]:
-    """The callers, drawn from ``seed`` (the audio files are made here, once per question)."""
-    rng = random.Random(seed)
-    spoken = {}
-    for i, q in enumerate(QUESTIONS):
-        spoken[q] = spoken_ulaw(q, work / f"q{i}.ulaw", lead_s=0, tail_s=0).read_bytes()
-    plans = []
-    for i in range(n):
-        behaviour = rng.choice(BEHAVIOURS)
-        q = rng.choice(QUESTIONS)
-        qs = len(spoken[q]) / PHONE_RATE
-        audio = _silence(LEAD_S) + spoken[q] + _silence(WAIT_S)
-        p = Plan(i, behaviour, q, int(len(audio) / PHONE_RATE * 1000))
-        if behaviour == "hangup-question":
-            p.hold_ms = int((LEAD_S + rng.uniform(0.3, 0.8) * qs) * 1000)
-        elif behaviour == "hangup-reply":
-            p.hold_ms = int((LEAD_S + qs + rng.uniform(1.5, 3.0)) * 1000)
-        elif behaviour == "talk-over":
-            q2 = rng.choice([x for x in QUESTIONS if x != q])
-            p.question = f"{q} / {q2}"
-            audio = (_silence(LEAD_S) + spoken[q] + _silence(rng.uniform(4.0, 8.0))
-                     + spoken[q2] + _silence(WAIT_S))
-            p.hold_ms = int(len(audio) / PHONE_RATE * 1000)
-        elif behaviour == "silent":
-            p.question = ""
-            audio = _silence(rng.uniform(3, 8))
-            p.hold_ms = int(len(audio) / PHONE_RATE * 1000)
-        elif behaviour == "dtmf":
-            p.question, p.digit = "", rng.choice("0123456789")
-            p.hold_ms = 3000
-        if behaviour != "dtmf":
-            p.audio = work / f"call{i}.ulaw"
-            p.audio.write_bytes(audio)
-        if rng.random() < 0.25:
-            p.malformed = rng.randint(1, 3)
-        plans.append(p)
-    return plans
-
-
-@dataclass
-class Outcome:
-    n: int
-    behaviour: str
-    placed: bool = False
-    answered: bool = False
-    rc: int | None = None
-    status: int | None = None
-    seconds: float = 0.0
-
-
-def final_status(message_log: Path) -> int | None:
-    """The final response to the INVITE in sipp's message log (200, 486, 503...), or None."""
-    if not message_log.exists():
-        return None
-    for msg in message_log.read_text(errors="replace").split("message received")[1:]:
-        m = re.search(r"^\s*SIP/2\.0 (\d{3})", msg, re.M)
-        if m and int(m.group(1)) >= 200 and re.search(r"CSeq:\s*1 INVITE", msg):
-            return int(m.group(1))
-    return None
-
-
-def place(plan: Plan, work: Path, port: int, media_port: int, deadline: float) -> Outcome:
-    """Run one caller as one sipp process; not placed if the time is up."""
-    out = Outcome(plan.n, plan.behaviour)
-    if time.monotonic() > deadline:
-        return out
-    if plan.behaviour == "dtmf":
-        xml = scenario("uac_dtmf", work / f"call{plan.n}.xml", hold_ms=plan.hold_ms,
-                       pcap=f"/usr/share/sip-tester/dtmf_2833_{plan.digit}.pcap")
-    else:
-        xml = scenario("uac_stream", work / f"call{plan.n}.xml", audio=plan.audio,
-                       hold_ms=plan.hold_ms)
-    msg_log = work / f"call{plan.n}.messages.log"
-    timeout_s = plan.hold_ms / 1000 + 30
-    cmd = ["sipp", "-sf", str(xml), "-s", EXTENSION, f"127.0.0.1:{port}", "-i", "127.0.0.1",
-           "-mi", "127.0.0.1", "-p", str(free_port()), "-mp", str(media_port), "-m", "1",
-           "-nostdin", "-timeout", f"{int(timeout_s)}s", "-timeout_error", "-trace_err",
-           "-error_file", str(xml.with_suffix(".err")), "-trace_msg", "-message_file",
-           str(msg_log)]
-    started = time.monotonic()
-    out.placed = True
-    try:
-        res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s + 15)
-        out.rc = res.returncode
-    except subprocess.TimeoutExpired:
-        out.rc = -1
-    out.seconds = time.monotonic() - started
-    out.status = final_status(msg_log)
-    out.answered = out.status == 200
-    return out
-
 
 # ---- the worker's memory ------------------------------------------------------------------------
 
@@ -202,6 +81,7 @@ class Result:
     answered: int
     sipp_failed: int
     rejected: dict = field(default_factory=dict)
+    refused_then_redialled: dict = field(default_factory=dict)
     behaviours: dict = field(default_factory=dict)
     malformed_sent: int = 0
     turns: int = 0
@@ -345,6 +225,8 @@ def _result(args, plans: list[Plan], outcomes: list[Outcome], sent: int, work: P
         sipp_failed=sum(o.rc != 0 for o in placed), behaviours=behaviours,
         rejected={str(c): sum(o.status == c for o in placed)
                   for c in sorted({o.status or 0 for o in placed} - {200})},
+        refused_then_redialled={str(c): sum(o.refused.count(c) for o in placed)
+                                for c in (486, 503)},
         malformed_sent=sent, turns=sum(reasons.values()),
         unanswered_turns=sum(n for why, n in reasons.items() if why),
         unanswered_by_reason={why: n for why, n in reasons.items() if why},
@@ -373,6 +255,8 @@ def _print(r: Result, fmt: str) -> None:
         ("answered (200 OK)", r.answered),
         ("not answered: final response (0 = none)",
          ", ".join(f"{c}: {n}" for c, n in r.rejected.items()) or "-"),
+        ("refused, then redialled (486 / 503)",
+         " / ".join(str(n) for n in r.refused_then_redialled.values())),
         ("sipp calls failed (rc != 0)", r.sipp_failed),
         ("answered/placed per behaviour",
          ", ".join(f"{b} {v}" for b, v in r.behaviours.items())),
