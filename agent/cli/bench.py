@@ -11,6 +11,7 @@ BENCHES = {
     "pipeline": ("agent.bench.pipeline", "speech loop on 5 fixed utterances, p50/p95 per stage"),
     "asr": ("agent.bench.asr", "ASR backends: load time, latency, RTF, optimization speedups"),
     "wer": ("agent.bench.wer", "ASR word error rate on 8 kHz phone audio per model and voice"),
+    "tts": ("agent.bench.tts", "TTS voices: time to first audio, RTF, round-trip WER on the line"),
     "call": ("agent.bench.call", "voice-to-voice on the wire with sipp, 1 and 4 calls"),
     "soak": ("agent.bench.soak", "N unruly sipp calls against a supervised serve: crashes, "
                                  "open records, RSS"),

