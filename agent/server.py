@@ -41,6 +41,7 @@ from db.records import CallLog
 from dialplan import Config, Dialplan, Profile
 from models.scheduler import SCHEDULER, Priority
 
+UNDER_LOAD_WINDOW_S = 30.0  # how far back the measured load counts for under_load profiles
 CLOCK_RATE = 8000  # G.711 rate; the bridge resamples G.722 calls to it
 
 
@@ -207,7 +208,11 @@ class Server:
                         sip_call_id=ev.sip_call_id, offered_at=datetime.now(UTC),
                         worker=self.worker, host=self.host)
         key = ev.key
+        cheap = self.dialplan.fallback(profile)
         return CallSession(profile, runner.stages, self.call_log,
                            hangup=lambda: self.sip.hangup(key), phrase=runner.speak,
-                           info=info, rate=CLOCK_RATE)
+                           info=info, rate=CLOCK_RATE,
+                           under_load=None if cheap is None else (
+                               cheap, self._runner(cheap).stages),
+                           waiting=lambda: self.measured_wait(UNDER_LOAD_WINDOW_S))
 

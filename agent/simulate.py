@@ -175,6 +175,8 @@ def simulate(
     greeting: bool = True,
     phrase: Callable[[str], np.ndarray] | None = None,
     echo_gain: float = 0.0,
+    under_load: tuple[Profile, Stages] | None = None,
+    waiting: Callable[[], float] = lambda: 0.0,
 ) -> SimulatedCall:
     """Place one call from caller audio into a :class:`CallSession` and hang up when done.
 
@@ -194,6 +196,8 @@ def simulate(
         greeting: play the profile's greeting (benchmarks that time answers turn it off).
         phrase: cached fixed phrases (a process that already synthesised them passes its own).
         echo_gain: the agent's voice mixed back into the caller's channel at this level.
+        under_load: the profile's cheaper profile and its models (as ``serve`` passes them).
+        waiting: the measured load the session sees (``serve``: the scheduler's).
 
     Returns:
         The records the session wrote, the agent's audio and the end reason.
@@ -207,7 +211,8 @@ def simulate(
     session = CallSession(
         profile, stages, records, hangup=agent_hung_up.set,
         phrase=phrase or TurnRunner(stages, profile, out_rate=PHONE_RATE).speak,
-        info=CallInfo(caller_uri=f"file:{source}", source=source), rate=PHONE_RATE, clock=clock)
+        info=CallInfo(caller_uri=f"file:{source}", source=source), rate=PHONE_RATE, clock=clock,
+        under_load=under_load, waiting=waiting)
     line = SimulatedLine(session.link, PHONE_RATE, clock,
                          skip_while=(lambda: not session.computing) if fast else None,
                          sync=session.wait_frames if fast else None, echo_gain=echo_gain)

@@ -91,6 +91,10 @@ def parse_config(data: dict[str, Any], source: str = "<dict>") -> Config:
         profiles[name] = build(Profile, {"name": name, **merge(base, over)}, f"profiles.{name}")
     if not profiles:
         raise ConfigError("profiles: at least one profile is needed")
+    for name, prof in profiles.items():
+        if prof.under_load and (prof.under_load not in profiles or prof.under_load == name):
+            raise ConfigError(f"profiles.{name}.under_load: '{prof.under_load}' is not another "
+                              f"profile (defined: {', '.join(profiles)})")
 
     plan = data.get("dialplan", {ext: "default" for ext in ("100",) if "default" in profiles})
     _expect_table(plan, "dialplan")

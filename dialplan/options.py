@@ -198,6 +198,10 @@ class LimitOptions:
     line is dead without a BYE: the agent hangs up at once, says no goodbye, and records end
     reason ``rtp-timeout``. Suspended while the caller holds the call (a=sendonly or
     a=inactive). 0 = never."""
+    under_load_after_s: float = 1.0
+    """With an ``under_load`` profile: a turn starting while first-audio work has waited this
+    long for the CPU (p90 over the last 30 s, the scheduler's measure) uses that profile's
+    models instead."""
 
 
 @dataclass(frozen=True)
@@ -216,6 +220,13 @@ class Profile:
     """Spoken before the agent hangs up on a limit."""
     repeat: str = "Sorry, I didn't catch that. Could you say it again?"
     """Said instead of an answer when the transcript is a guess (``asr.min_avg_logprob``)."""
+    apology: str = "Sorry, I'm having trouble answering right now. Please try again."
+    """Spoken instead of an answer that failed (the LLM server down, a model error): the caller
+    is never left in silence, and the turn is logged with the error."""
+    under_load: str = ""
+    """Name of a cheaper profile (e.g. tiny.en, shorter ``llm.max_tokens``) whose models answer
+    a turn while the agent is overloaded (``limits.under_load_after_s``); the call log records
+    each turn it answered. Empty = always this profile's models."""
     filler: str = "One moment, please."
     """Spoken once to a caller whose answer has not started ``limits.filler_after_s`` after
     the end of their turn (a loaded agent), so the line is never dead air."""

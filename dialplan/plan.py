@@ -6,7 +6,7 @@ Pure data: no SIP, no models. ``resolve`` returning ``None`` means the extension
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from dialplan.config import Config
 from dialplan.options import Profile
@@ -17,11 +17,19 @@ class Dialplan:
     """Extension -> profile table built from a :class:`~dialplan.config.Config`."""
 
     routes: dict[str, Profile]
+    under_load: dict[str, Profile] = field(default_factory=dict)
+    """Profile name -> the cheaper profile its turns use while the agent is overloaded."""
 
     @classmethod
     def from_config(cls, config: Config) -> Dialplan:
-        """Resolve every dialplan entry to its profile object once."""
-        return cls({ext: config.profiles[name] for ext, name in config.dialplan.items()})
+        """Resolve every dialplan entry (and its under-load profile) to its profile once."""
+        routes = {ext: config.profiles[name] for ext, name in config.dialplan.items()}
+        under = {p.name: config.profiles[p.under_load] for p in routes.values() if p.under_load}
+        return cls(routes, under)
+
+    def fallback(self, profile: Profile) -> Profile | None:
+        """The profile answering ``profile``'s turns under load, if it names one."""
+        return self.under_load.get(profile.name)
 
     def resolve(self, extension: str) -> Profile | None:
         """Return the profile for ``extension``, or ``None`` if it is not routed."""
@@ -30,6 +38,6 @@ class Dialplan:
     def profiles(self) -> list[Profile]:
         """Distinct profiles reachable from the dialplan (to preload their models)."""
         seen: dict[str, Profile] = {}
-        for p in self.routes.values():
+        for p in (*self.routes.values(), *self.under_load.values()):
             seen.setdefault(p.name, p)
         return list(seen.values())

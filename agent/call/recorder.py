@@ -82,6 +82,8 @@ class CallRecorder:
         self._log.put(rec)
         if result.asked_to_repeat:
             self.event("asked-to-repeat", f"turn {index}: {result.asked_to_repeat}")
+        if turn.under_load:
+            self.event("under-load", f"turn {index}: answered by profile {turn.under_load}")
         log.event("turn", self.call_id, index=index, transcript=result.transcript,
                   reply=result.reply_text, v2v_ms=log.ms(rec.voice_to_voice_s),
                   endpoint_ms=log.ms(rec.endpoint_s), asr_ms=log.ms(rec.asr_s),

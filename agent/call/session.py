@@ -71,11 +71,14 @@ class CallSession:
         info: caller, extension, SIP Call-ID, source.
         rate: sample rate of the line's frames (the port's clock rate).
         clock: the call's clock (a simulation's may skip ahead).
+        under_load, waiting: a cheaper profile and its models, for turns under load (waiting()).
     """
 
     def __init__(self, profile: Profile, stages: Stages, call_log: CallLog,
                  hangup: Callable[[], None], phrase: Callable[[str], np.ndarray],
-                 info: CallInfo | None = None, rate: int = 8000, clock: Clock = REAL_TIME):
+                 info: CallInfo | None = None, rate: int = 8000, clock: Clock = REAL_TIME,
+                 under_load: tuple[Profile, Stages] | None = None,
+                 waiting: Callable[[], float] = lambda: 0.0):
         self.call_id = uuid.uuid4().hex[:16]
         self.profile = profile
         self.info = info or CallInfo()
@@ -96,7 +99,8 @@ class CallSession:
         self.state: State = "ringing"
         self.states: list[StateChanged] = []
         self.history: list[ChatMessage] = []
-        worker = TurnWorker(self.runner, self.history, self.playout, self._inbox.put)
+        worker = TurnWorker(self.runner, self.history, self.playout, self._inbox.put,
+                            under_load=under_load, waiting=waiting)
         self.turntaking = TurnTaking(self.call_id, profile.audio, worker, self._rec,
                                  state=lambda: self.state, set_state=self._set_state)
         self.barge_ins = 0

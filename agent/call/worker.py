@@ -19,8 +19,9 @@ import numpy as np
 
 from agent.call.messages import EndOfTurnScored, Message, ReplyAudio, Transcribed, TurnDone
 from agent.call.playout import Playout
-from agent.turn.runner import TurnResult, TurnRunner
+from agent.turn.runner import Stages, TurnResult, TurnRunner
 from db.timeline import TurnTimeline
+from dialplan.options import Profile
 from models.llm.base import Message as ChatMessage
 from models.scheduler import Priority, priority
 from models.vad.segmenter import SpeechPaused, Utterance
@@ -75,6 +76,8 @@ class Turn:
     """Reply audio has been queued for playout."""
     done: bool = False
     """Set by the session when the worker's TurnDone arrives."""
+    under_load: str = ""
+    """The cheaper profile that answered this turn because the agent was overloaded."""
     thread: threading.Thread | None = None
 
     def join(self, timeout: float | None = None) -> None:
@@ -95,14 +98,30 @@ class TurnWorker:
         history: the call's chat history (appended by the runner once a gate opened).
         playout: where reply audio goes.
         post: sends messages to the session thread.
+        under_load: the profile's cheaper ``under_load`` profile and its models, if any.
+        waiting: the measured load (seconds first-audio work waits for the CPU).
     """
 
     def __init__(self, runner: TurnRunner, history: list[ChatMessage], playout: Playout,
-                 post: Callable[[Message], None]):
+                 post: Callable[[Message], None],
+                 under_load: tuple[Profile, Stages] | None = None,
+                 waiting: Callable[[], float] = lambda: 0.0):
         self.runner = runner
         self.history = history
         self.playout = playout
         self.post = post
+        self.under_load = None if under_load is None else TurnRunner(
+            under_load[1], under_load[0], out_rate=runner.out_rate, clock=runner.now)
+        self.waiting = waiting
+
+    def _runner(self, turn: Turn) -> TurnRunner:
+        """This profile's runner, or the cheaper one while the CPU is overloaded."""
+        if self.under_load is None:
+            return self.runner
+        if self.waiting() <= self.runner.profile.limits.under_load_after_s:
+            return self.runner
+        turn.under_load = self.under_load.profile.name
+        return self.under_load
 
     def start(self, turn: Turn, call_id: str) -> None:
         turn.thread = threading.Thread(target=self._work, args=(turn,), daemon=True,
@@ -115,7 +134,8 @@ class TurnWorker:
                 turn.after.join()  # it may still append to (or roll back) the history
             if turn.cancel.is_set():
                 return
-            eot = self.runner.stages.eot
+            runner = self._runner(turn)
+            eot = runner.stages.eot
             if eot is not None and isinstance(turn.utterance, SpeechPaused):
                 turn.end_probability = eot.score(turn.utterance.audio).probability
                 self.post(EndOfTurnScored(turn))
@@ -123,10 +143,10 @@ class TurnWorker:
             # scheduler re-reads this while the job waits for a slot).
             with priority(lambda: (Priority.FIRST_AUDIO if turn.endpointed
                                    else Priority.SPECULATIVE, turn.timeline.speech_end_at or 0.0)):
-                transcript = self.runner.transcribe(turn.utterance, turn.timeline)
+                transcript = runner.transcribe(turn.utterance, turn.timeline)
             turn.transcript = transcript.text
             self.post(Transcribed(turn))
-            turn.result = self.runner.run(turn.utterance, turn.timeline, self.history,
+            turn.result = runner.run(turn.utterance, turn.timeline, self.history,
                                           lambda pcm: self._emit(turn, pcm), turn.cancel,
                                           gate=turn.gate, transcript=transcript)
             if turn.merged:
