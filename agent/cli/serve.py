@@ -8,6 +8,10 @@ Supervision: the SIP stack runs native code that can crash the process (SIP.md; 
 which restarts it within seconds and closes the calls it left open as ``lost`` with the signal.
 ``--worker`` runs the server in this process (what the supervisor starts). On start the
 call-log writer also marks calls any dead process left open as ``lost``.
+
+``--worker-id`` (set by ``callagent cluster``) records the id on each call and log line and
+limits that closing to this worker's calls; ``--metrics-port`` (or ``sip.metrics_port``) serves
+Prometheus ``/metrics`` (:mod:`agent.cluster.metrics`).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import threading
 
 from agent.cli import options as cliopts
 from db import log
-from dialplan import ConfigError
+from dialplan import Config, ConfigError
 
 
 def add_parser(subparsers) -> None:
@@ -48,19 +52,8 @@ def run(args: argparse.Namespace) -> int:
     from db.migrate import mask_url
     from db.writer import CallLogWriter
 
-    config = cliopts.load(args)
+    config = _config(args)
     sip = config.sip
-    if args.host:
-        sip = dataclasses.replace(sip, host=args.host)
-    if args.port:
-        sip = dataclasses.replace(sip, port=args.port)
-    if args.rtp_port:
-        sip = dataclasses.replace(sip, rtp_port=args.rtp_port)
-    if args.metrics_port is not None:
-        sip = dataclasses.replace(sip, metrics_port=args.metrics_port)
-    if not 0 <= sip.metrics_port <= 65535:
-        raise ConfigError(f"sip.metrics_port: {sip.metrics_port} is not a port (0 = off)")
-    config = dataclasses.replace(config, sip=sip)
     if args.worker_id:
         _tag_log_lines(args.worker_id)
 
@@ -94,6 +87,23 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _config(args: argparse.Namespace) -> Config:
+    """The config with the command line's SIP overrides, checked."""
+    config = cliopts.load(args)
+    sip = config.sip
+    if args.host:
+        sip = dataclasses.replace(sip, host=args.host)
+    if args.port:
+        sip = dataclasses.replace(sip, port=args.port)
+    if args.rtp_port:
+        sip = dataclasses.replace(sip, rtp_port=args.rtp_port)
+    if args.metrics_port is not None:
+        sip = dataclasses.replace(sip, metrics_port=args.metrics_port)
+    if not 0 <= sip.metrics_port <= 65535:
+        raise ConfigError(f"sip.metrics_port: {sip.metrics_port} is not a port (0 = off)")
+    return dataclasses.replace(config, sip=sip)
+
+
 def _tag_log_lines(worker_id: str) -> None:
     """Put ``worker=ID`` on every log line: a cluster's workers share one log."""
     for handler in log.logger.handlers:
@@ -104,7 +114,7 @@ def _tag_log_lines(worker_id: str) -> None:
 def _supervise(args: argparse.Namespace) -> int:
     from agent.supervisor import Supervisor, worker_argv
 
-    config = cliopts.load(args)
+    config = _config(args)  # a bad option fails here, not in a worker restarted forever
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())

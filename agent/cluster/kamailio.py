@@ -262,8 +262,13 @@ class Kamailio:
             raise RuntimeError(f"kamailio rejected {self.config_path}:\n{res.stderr[-2000:]}")
 
     def start(self) -> None:
-        """Write the config and start kamailio; its stderr becomes our log lines."""
+        """Write the config and start kamailio; its stderr becomes our log lines.
+
+        Raises:
+            RuntimeError: kamailio rejected the config (its message says why).
+        """
         self.write_config()
+        self.check()
         user = _drop_to()
         if user is not None:  # kamailio drops to its own user: it must write its runtime dir
             shutil.chown(self.state_dir, user, user)

@@ -1,0 +1,447 @@
+"""``callagent cluster``: kamailio + 2 real workers on 127.0.0.1, called by sipp through kamailio.
+
+The first tests need no models: port planning, the generated kamailio config (checked by the
+real kamailio) and lost-call scoping on a real SQLite call log. Then one cluster (tiny.en +
+SmolLM2-135M, 2 workers, SQLite call log in WAL mode) serves the module in order: 8 concurrent
+calls that each stream a spoken question are answered 4 + 4 and a 9th is refused, and /metrics
+matches the call log; a worker killed mid-call loses only its own calls, is restarted and put
+back by kamailio's OPTIONS probe; ``report --by worker`` shows both; SIGTERM stops everything.
+Last, a smaller round on the suite's temporary PostgreSQL. Timeouts are generous: 2 shared
+cores run both workers.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from db_fixtures import call_started, pg_clean_url_fixture, pg_cluster_fixture, pg_url_fixture  # noqa: F401
+from prometheus_client.parser import text_string_to_metric_families
+from sipp.harness import ROOT, parse_fields
+from sqlalchemy import text
+
+from agent.bench.call import Capture, free_port, scenario, sipp, split_calls, spoken_ulaw
+from agent.bench.samples import QUESTION
+from agent.cluster import aggregate, kamailio
+from agent.cluster.cluster import plan
+from agent.cluster.probe import options_ping
+from db.migrate import make_engine, upgrade
+from db.placement import call_places, close_lost_calls_of, place_groups, this_host
+from db.reports import load_turns
+from db.writer import _apply
+from dialplan import ConfigError
+from tests.waiting import wait_until
+
+TOOLS = ("sipp", "tshark", "espeak-ng", "sox")
+needs_kamailio = pytest.mark.skipif(not os.path.exists("/usr/sbin/kamailio")
+                                    and shutil.which("kamailio") is None,
+                                    reason="kamailio not installed (make setup installs it)")
+needs_tools = pytest.mark.skipif(not all(shutil.which(t) for t in TOOLS),
+                                 reason="sipp, tshark, espeak-ng and sox are needed")
+
+
+def real_cluster(fn):
+    """Marks of a test that runs the real cluster (models, kamailio, sipp)."""
+    for mark in (pytest.mark.sip, pytest.mark.model, needs_kamailio, needs_tools):
+        fn = mark(fn)
+    return fn
+
+
+ROUTED = Path(ROOT) / "agent" / "cluster" / "sipp" / "uac_stream_routed.xml"
+# Lighter than the SIP tests' profile: 2 workers share 2 cores (one thread per stage each, no
+# end-of-turn model), and replies to the 4th caller of a worker can take 50 s there, so the
+# silence limit must not hang up on a caller still waiting for the answer.
+PROFILES = """
+[profiles.fast]
+greeting = "Hello."
+asr = { model = "tiny.en", threads = 1, initial_prompt = "A caller phones the public library." }
+llm = { model = "smollm2-135m", max_tokens = 24, threads = 1 }
+tts = { threads = 1 }
+audio = { end_of_turn = "off" }
+limits = { max_silence_s = 120 }
+"""
+
+
+# ---- no models -------------------------------------------------------------------------------
+
+@pytest.mark.unit
+def test_plan_gives_each_worker_its_ports_and_names_the_bad_option():
+    w1, w2 = plan(2, "127.0.0.1", 5060, 40000, metrics_port=9100)
+    assert (w1.id, w1.sip_port, w1.rtp_port, w1.metrics_port) == ("w1", 5061, 40000, 9101)
+    assert (w2.id, w2.sip_port, w2.rtp_port, w2.metrics_port) == ("w2", 5062, 40100, 9102)
+    assert plan(1, "h", 5060, 40000)[0].metrics_port == 0  # no /metrics unless asked
+    assert "--worker-id" in w1.argv(None, None, "INFO") and w1.argv(None, None, "INFO")[-1] == \
+        "--worker"
+    for kwargs, key in ((dict(workers=0), "--workers"), (dict(rtp_port=65500), "sip.rtp_port"),
+                        (dict(worker_port=5060), "--worker-port"),
+                        (dict(metrics_port=5059), "/metrics port of worker w1.*sip.port"),
+                        (dict(metrics_port=5062), "worker w2.*already the sip.metrics_port"),
+                        (dict(metrics_port=40050), "sip.metrics_port")):
+        args = dict(workers=2, host="127.0.0.1", public_port=5060, rtp_port=40000) | kwargs
+        with pytest.raises(ConfigError, match=key):
+            plan(**args)
+
+
+@pytest.mark.unit
+@needs_kamailio
+def test_kamailio_accepts_the_generated_config(tmp_path):
+    dests = [kamailio.Destination("w1", "sip:127.0.0.1:5061"),
+             kamailio.Destination("w2", "sip:127.0.0.1:5062")]
+    k = kamailio.Kamailio("udp:127.0.0.1:5060", dests, tmp_path)
+    cfg = k.write_config().read_text()
+    for needle in ('ds_select_dst("1", "4")', "record_route()", 't_on_failure("NEXT_WORKER")',
+                   "ds_next_dst()", 't_check_status("486|503|408")', '"ds_ping_interval", 1',
+                   '"ds_probing_mode", 1', "event_route[dispatcher:dst-down]"):
+        assert needle in cfg
+    assert (tmp_path / "dispatcher.list").read_text().splitlines()[1:] == [
+        "1 sip:127.0.0.1:5061 9 0 duid=w1", "1 sip:127.0.0.1:5062 9 0 duid=w2"]
+    k.check()  # kamailio -c: parses, modules load
+    # A standalone front for agents on other hosts (Debian's kamailio.service: syslog).
+    out = tmp_path / "etc"
+    res = subprocess.run([sys.executable, "-m", "agent.cli.main", "cluster", "--write-kamailio",
+                          str(out), "--listen", "udp:127.0.0.1:5070", "--agent",
+                          "sip:10.0.0.11:5060", "--agent", "sip:10.0.0.12:5060"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert "log_stderror=no" in (out / "kamailio.cfg").read_text()
+    assert "sip:10.0.0.12:5060 9 0 duid=w2" in (out / "dispatcher.list").read_text()
+    chk = subprocess.run([kamailio.executable(), "-c", "-f", str(out / "kamailio.cfg")],
+                         capture_output=True, text=True, timeout=30)
+    assert chk.returncode == 0, chk.stderr[-1500:]
+    bad = subprocess.run([sys.executable, "-m", "agent.cli.main", "cluster", "--write-kamailio",
+                          str(out), "--listen", "udp:127.0.0.1:5070", "--agent", "10.0.0.11"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert bad.returncode == 2 and "--agent" in bad.stderr
+
+
+@pytest.mark.unit
+def test_a_dead_workers_calls_are_closed_not_its_neighbours(tmp_path):
+    url = f"sqlite:///{tmp_path / 'calls.db'}"
+    upgrade(url)
+    engine = make_engine(url)
+    from sqlalchemy.orm import Session
+
+    t0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+    with Session(engine) as s, s.begin():
+        for cid, worker, host in (("a", "w1", "h1"), ("b", "w2", "h1"), ("c", "w1", "h2"),
+                                  ("d", None, "h1")):
+            _apply(s, call_started(cid, t0, worker=worker, host=host))
+    assert close_lost_calls_of(engine, "w1", "h1", detail="worker w1 pid 7 died: SIGKILL") == 1
+    with engine.connect() as conn:
+        rows = dict(conn.execute(text("SELECT id, end_reason FROM calls")).all())
+        lost = conn.execute(text("SELECT call_id, detail FROM events")).all()
+    assert rows == {"a": "lost", "b": "", "c": "", "d": ""}
+    assert lost == [("a", "worker w1 pid 7 died: SIGKILL")]
+    assert close_lost_calls_of(engine, None, "h1") == 1  # a lone serve: only worker-less calls
+    assert call_places(engine) == {"a": ("w1", "h1"), "b": ("w2", "h1"), "c": ("w1", "h2"),
+                                   "d": (None, "h1")}
+    engine.dispose()
+
+
+def samples(page: str) -> dict[tuple, float]:
+    """``(sample name, worker[, other label values...]) -> value`` of a /metrics page."""
+    out = {}
+    for fam in text_string_to_metric_families(page):
+        for s in fam.samples:
+            rest = tuple(v for k, v in sorted(s.labels.items()) if k != "worker")
+            out[(s.name, s.labels.get("worker"), *rest)] = s.value
+    return out
+
+
+# ---- a real cluster --------------------------------------------------------------------------
+
+def free_block(n: int, kind: int = socket.SOCK_DGRAM, lo: int = 21000, hi: int = 59000) -> int:
+    """The first port of ``n`` consecutive free ports (UDP or TCP) on 127.0.0.1."""
+    rng = random.Random(os.getpid() ^ time.monotonic_ns())
+    for _ in range(200):
+        start = rng.randrange(lo, hi - n)
+        socks = []
+        try:
+            for p in range(start, start + n):
+                s = socket.socket(socket.AF_INET, kind)
+                socks.append(s)
+                s.bind(("127.0.0.1", p))
+            return start
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError("no free port block")
+
+
+@dataclass
+class ClusterProcess:
+    """A running ``callagent cluster`` and where its outputs are."""
+
+    proc: subprocess.Popen
+    port: int
+    rtp_port: int
+    metrics_port: int
+    db_url: str
+    log: Path
+
+    @property
+    def rtp_ports(self) -> range:
+        return range(self.rtp_port, self.rtp_port + 200)
+
+    def events(self, name: str, **match: str) -> list[dict[str, str]]:
+        lines = self.log.read_text(errors="replace").splitlines()
+        found = [parse_fields(ln) for ln in lines if f"event={name} " in ln + " "]
+        return [f for f in found if all(f.get(k) == v for k, v in match.items())]
+
+    def query(self, sql: str, **params) -> list[tuple]:
+        engine = make_engine(self.db_url)
+        try:
+            with engine.connect() as conn:
+                return [tuple(r) for r in conn.execute(text(sql), params)]
+        finally:
+            engine.dispose()
+
+    def metrics(self) -> dict[tuple, float]:
+        return samples(aggregate.fetch(f"http://127.0.0.1:{self.metrics_port}/metrics", 20))
+
+    def stop(self, timeout: float = 90) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout)
+
+
+def start_cluster(tmp: Path, db_url: str, metrics: bool = True) -> ClusterProcess:
+    port = free_block(3)
+    rtp = free_block(200)
+    mport = free_block(3, socket.SOCK_STREAM) if metrics else 0
+    config = tmp / "config.toml"
+    # Admission control off: only the 4-call cap refuses, so the spread is exactly 4 + 4.
+    config.write_text(f"""
+system_prompt = "You are the phone assistant of a public library. The library opens 10 am to \
+4 pm on Saturday. Answer in one short spoken sentence."
+[sip]
+port = {port}
+rtp_port = {rtp}
+admit_max_wait_s = 0.0
+metrics_port = {mport}
+[db]
+url = "{db_url}"
+spool_dir = "{tmp / 'spool'}"
+{PROFILES}
+[dialplan]
+"101" = "fast"
+""")
+    log = tmp / "cluster.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "agent.cli.main", "cluster", "--config",
+                                 str(config), "--workers", "2"], stdout=out,
+                                stderr=subprocess.STDOUT, cwd=ROOT)
+    c = ClusterProcess(proc, port, rtp, mport, db_url, log)
+    if not wait_until(lambda: c.events("cluster-ready") or proc.poll() is not None, 400, 0.5) \
+            or proc.poll() is not None:
+        proc.kill()
+        raise RuntimeError(f"cluster did not start:\n{log.read_text()[-4000:]}")
+    return c
+
+
+def calls(cluster: ClusterProcess, xml: Path, n: int, timeout_s: float) -> subprocess.Popen:
+    """Start sipp placing ``n`` simultaneous calls to the cluster's public port."""
+    return subprocess.Popen(
+        ["sipp", "-sf", str(xml), "-s", "101", f"127.0.0.1:{cluster.port}", "-i", "127.0.0.1",
+         "-mi", "127.0.0.1", "-p", str(free_port()), "-mp", str(free_block(4 * n)), "-m", str(n),
+         "-l", str(n), "-r", str(n), "-nostdin", "-timeout", f"{int(timeout_s)}s",
+         "-timeout_error", "-trace_err", "-error_file", str(xml.with_suffix(".err"))],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def routed(tmp: Path, name: str, audio: Path, hold_ms: int) -> Path:
+    out = tmp / f"{name}.xml"
+    out.write_text(ROUTED.read_text().replace("@@AUDIO@@", str(audio))
+                   .replace("@@HOLD_MS@@", str(hold_ms)))
+    return out
+
+
+def by_worker(cluster, where: str = "1 = 1", **params) -> dict[str, int]:
+    return dict(cluster.query(f"SELECT worker, count(*) FROM calls WHERE {where} "
+                              "GROUP BY worker", **params))
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("cluster")
+    c = start_cluster(tmp, f"sqlite:///{tmp / 'calls.db'}")
+    yield c
+    c.stop()
+
+
+@pytest.fixture(scope="module")
+def question(tmp_path_factory):
+    # Silent RTP after the question until the BYE, as a phone sends (no RTP = a dead line).
+    return spoken_ulaw(QUESTION, tmp_path_factory.mktemp("audio") / "q.ulaw", lead_s=2.0,
+                       tail_s=90.0)
+
+
+@real_cluster
+@pytest.mark.timeout(900)
+def test_eight_calls_are_answered_four_and_four_and_a_ninth_is_refused(cluster, question,
+                                                                      tmp_path):
+    assert options_ping("127.0.0.1", cluster.port) == 200  # kamailio
+    assert options_ping("127.0.0.1", cluster.port + 1) == 200  # a worker: pjsua2 answers too
+    # 8 calls on 2 shared cores (load average 6-9 from other jobs): in trial runs replies came
+    # 14-52 s after the question, each worker's 4th caller last.
+    xml = routed(tmp_path, "eight", question, hold_ms=90000)
+    with Capture(tmp_path / "eight.pcap", cluster.rtp_ports) as cap:
+        eight = calls(cluster, xml, 8, timeout_s=150)
+        assert wait_until(lambda: by_worker(cluster, "ended_at IS NULL") == {"w1": 4, "w2": 4},
+                          timeout=60), by_worker(cluster)
+        ninth = scenario("uac_reject", tmp_path / "ninth.xml", code=486)
+        res = sipp(ninth, "101", cluster.port, free_port(), free_port(), timeout_s=20)
+        assert res.returncode == 0, res.stdout[-1500:]  # both workers full: 486 after failover
+        out, _ = eight.communicate(timeout=200)
+    assert eight.returncode == 0, out[-3000:]  # 8 x (200 with SDP, BYE answered 200)
+    assert cluster.events("refused", status="486")
+    assert cluster.events("failover", status="486")
+    wire = split_calls(cap.packets(), cluster.rtp_ports)
+    assert len(wire) == 8
+    for call in wire.values():
+        assert sum(b - a for a, b in call.reply_runs()) >= 0.5, "no reply speech on the wire"
+    assert by_worker(cluster, "end_reason = 'caller-bye'") == {"w1": 4, "w2": 4}
+    assert {h for (h,) in cluster.query("SELECT DISTINCT host FROM calls")} == {this_host()}
+    assert wait_until(lambda: cluster.query("SELECT count(*) FROM turns")[0][0] >= 8, 30)
+
+    # /metrics: each worker's counters are the call log's.
+    def agrees() -> bool:
+        m = cluster.metrics()
+        for w in ("w1", "w2"):
+            turns = cluster.query("SELECT t.unanswered, t.voice_to_voice_s FROM turns t JOIN "
+                                  "calls c ON c.id = t.call_id WHERE c.worker = :w", w=w)
+            answered = [v for why, v in turns if not why and v is not None]
+            unanswered = Counter(why for why, _ in turns if why)
+            got = {k[2]: v for k, v in m.items()
+                   if k[:2] == ("callagent_unanswered_turns_total", w)}
+            if (m.get(("callagent_calls_total", w)), m.get(("callagent_turns_total", w)),
+                    m.get(("callagent_voice_to_voice_seconds_count", w)), got,
+                    m.get(("callagent_calls_active", w))) != (
+                    4, len(turns), len(answered), unanswered, 0):
+                return False
+            assert m[("callagent_voice_to_voice_seconds_sum", w)] == pytest.approx(sum(answered))
+            assert m[("callagent_worker_up", w)] == 1
+            assert ("callagent_scheduler_queue_depth", w) in m
+        return m[("callagent_calls_ended_total", "w1", "caller-bye")] == 4
+    assert wait_until(agrees, timeout=30, every=1), cluster.metrics()
+
+
+@real_cluster
+@pytest.mark.timeout(900)
+def test_a_killed_worker_loses_only_its_calls_and_comes_back(cluster, question, tmp_path):
+    quiet = tmp_path / "quiet.ulaw"
+    quiet.write_bytes(b"\xff" * 8000 * 30)  # μ-law silence
+    before = set(c for (c,) in cluster.query("SELECT id FROM calls"))
+    held = calls(cluster, routed(tmp_path, "held", quiet, hold_ms=25000), 4, timeout_s=60)
+    assert wait_until(lambda: by_worker(cluster, "ended_at IS NULL") == {"w1": 2, "w2": 2},
+                      timeout=60), by_worker(cluster, "ended_at IS NULL")
+    (started,) = cluster.events("worker-started", worker="w1")[-1:]
+    readies = len(cluster.events("ready", worker="w1"))
+    os.kill(int(started["pid"]), signal.SIGKILL)
+
+    assert wait_until(lambda: cluster.events("worker-died", worker="w1"), timeout=30)
+    (died,) = cluster.events("worker-died", worker="w1")
+    assert (died["reason"], died["calls_lost"]) == ("SIGKILL", "2")
+    lost = cluster.query("SELECT c.worker, e.detail FROM calls c JOIN events e ON e.call_id = "
+                         "c.id WHERE c.end_reason = 'lost' AND e.kind = 'lost'")
+    assert [w for w, _ in lost] == ["w1", "w1"]
+    assert all("worker w1" in d and "SIGKILL" in d for _, d in lost)
+    assert by_worker(cluster, "ended_at IS NULL") == {"w2": 2}  # the neighbour's calls go on
+    # kamailio takes w1 out; a call now goes to w2 (2 free slots) instead of into the void.
+    assert wait_until(lambda: cluster.events("worker-down", worker="w1"), timeout=20)
+    one = calls(cluster, routed(tmp_path, "one", quiet, hold_ms=3000), 1, timeout_s=30)
+    assert one.wait(60) == 0, one.stdout.read()[-2000:]
+    held.wait(90)  # w1's two calls fail at their BYE (no one answers it); w2's end normally
+    new = "id NOT IN ({})".format(",".join(f"'{c}'" for c in before) or "''")
+    assert wait_until(lambda: by_worker(cluster, f"end_reason = 'caller-bye' AND {new}")
+                      == {"w2": 3}, 30), by_worker(cluster, new)
+
+    # The supervisor restarts w1, kamailio's probe puts it back: the next 4 calls spread 2 + 2.
+    assert wait_until(lambda: len(cluster.events("ready", worker="w1")) > readies, timeout=400)
+    assert wait_until(lambda: len(cluster.events("worker-up", worker="w1")) >= 2, timeout=30)
+    seen = set(c for (c,) in cluster.query("SELECT id FROM calls"))
+    nxt = calls(cluster, routed(tmp_path, "next", question, hold_ms=25000), 4, timeout_s=60)
+    out, _ = nxt.communicate(timeout=120)
+    assert nxt.returncode == 0, out[-3000:]
+
+    def fresh() -> list[tuple]:
+        return [r for r in cluster.query("SELECT id, worker, end_reason FROM calls")
+                if r[0] not in seen]
+    assert wait_until(lambda: {r for _, _, r in fresh()} == {"caller-bye"}, 30), fresh()
+    assert sorted(w for _, w, _ in fresh()) == ["w1", "w1", "w2", "w2"]
+    assert wait_until(lambda: {cid for (cid,) in cluster.query(
+        "SELECT DISTINCT call_id FROM turns WHERE unanswered = ''")} >= {c for c, _, _ in fresh()},
+        30), "a call of the 4 was not answered"
+
+
+@real_cluster
+def test_report_by_worker_shows_both_workers(cluster):
+    host = this_host()
+    res = subprocess.run([sys.executable, "-m", "agent.cli.main", "report", "--db",
+                          cluster.db_url, "--by", "worker", "--format", "json"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert res.returncode == 0, res.stderr
+    groups = {g["key"]: g for g in json.loads(res.stdout)["groups"]}
+    assert set(groups) == {f"w1@{host}", f"w2@{host}"}
+    db = dict(cluster.query("SELECT c.worker, count(*) FROM turns t JOIN calls c "
+                            "ON c.id = t.call_id GROUP BY c.worker"))
+    assert {k.split("@")[0]: g["turns"] for k, g in groups.items()} == db
+    table = subprocess.run([sys.executable, "-m", "agent.cli.main", "report", "--db",
+                            cluster.db_url, "--by", "host"], capture_output=True, text=True,
+                           cwd=ROOT, timeout=60)
+    assert table.returncode == 0 and "Latency by host" in table.stdout and host in table.stdout
+
+
+@real_cluster
+def test_sigterm_stops_workers_and_kamailio(cluster):
+    pids = [int(e["pid"]) for e in cluster.events("worker-started")]
+    pids += [int(e["pid"]) for e in cluster.events("kamailio-started")]
+    started = time.monotonic()
+    assert cluster.stop() == 0
+    assert time.monotonic() - started < 60
+    assert cluster.events("kamailio-stopped") and cluster.events("cluster-stopped")
+    assert len(cluster.events("stopped")) == 2  # each worker's clean shutdown line
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    assert options_ping("127.0.0.1", cluster.port, timeout=0.5) is None
+
+
+@real_cluster
+@pytest.mark.timeout(900)
+def test_cluster_on_postgres(pg_clean_url, question, tmp_path):
+    c = start_cluster(tmp_path, pg_clean_url, metrics=False)
+    try:
+        two = calls(c, routed(tmp_path, "two", question, hold_ms=25000), 2, timeout_s=60)
+        assert wait_until(lambda: by_worker(c, "ended_at IS NULL") == {"w1": 1, "w2": 1}, 60)
+        (started,) = c.events("worker-started", worker="w2")[-1:]
+        os.kill(int(started["pid"]), signal.SIGKILL)
+        assert wait_until(lambda: by_worker(c, "end_reason = 'lost'") == {"w2": 1}, 30)
+        two.wait(90)
+        assert wait_until(lambda: by_worker(c, "end_reason = 'caller-bye'") == {"w1": 1}, 30)
+        assert wait_until(lambda: len(c.events("worker-up", worker="w2")) >= 2, timeout=400)
+        nxt = calls(c, routed(tmp_path, "next", question, hold_ms=25000), 2, timeout_s=60)
+        out, _ = nxt.communicate(timeout=120)
+        assert nxt.returncode == 0, out[-3000:]
+        assert wait_until(lambda: by_worker(c, "end_reason = 'caller-bye'")
+                          == {"w1": 2, "w2": 1}, 30), by_worker(c)
+        engine = make_engine(pg_clean_url)
+        groups = place_groups(load_turns(engine), call_places(engine), "worker")
+        engine.dispose()
+        assert [g.key.split("@")[0] for g in groups] == ["w1", "w2"]
+        assert all(g.turns >= 1 for g in groups)
+    finally:
+        assert c.stop() == 0
