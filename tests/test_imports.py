@@ -33,7 +33,7 @@ BASE_RULES = {
 # db, dialplan). A call (agent.call) uses the turn runner and the audio link, never the CLI.
 AGENT_LAYERS = (
     "agent.cli",
-    "agent.bench",
+    ("agent.bench", "agent.cluster"),
     ("agent.server", "agent.simulate", "agent.supervisor"),
     "agent.call",
     ("agent.turn", "agent.sip"),
