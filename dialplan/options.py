@@ -244,9 +244,6 @@ class RegistrarOptions:
     uri: str = ""
     """Registrar URI, e.g. sip:pbx.example.com."""
     username: str = ""
-    apology: str = "Sorry, I'm having trouble answering right now. Please try again."
-    """Spoken instead of an answer that failed (the LLM server down, a model error): the caller
-    is never left in silence, and the turn is logged with the error."""
     """Digest auth user (also the account's user part)."""
     password: str = ""
     """Digest auth password (never logged)."""
