@@ -7,33 +7,37 @@ calls that each stream a spoken question are answered 4 + 4 and a 9th is refused
 matches the call log; a worker killed mid-call loses only its own calls, is restarted and put
 back by kamailio's OPTIONS probe; ``report --by worker`` shows both; SIGTERM stops everything.
 Last, a smaller round on the suite's temporary PostgreSQL. Timeouts are generous: 2 shared
-cores run both workers.
+cores run both workers. Starting the cluster, placing calls and reading its log, call log and
+/metrics are :mod:`cluster_harness`.
 """
 from __future__ import annotations
 
 import json
 import os
-import random
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
+from cluster_harness import (
+    by_worker,
+    calls,
+    needs_kamailio,
+    real_cluster,
+    routed,
+    start_cluster,
+)
 from db_fixtures import call_started, pg_clean_url_fixture, pg_cluster_fixture, pg_url_fixture  # noqa: F401
-from prometheus_client.parser import text_string_to_metric_families
-from sipp.harness import ROOT, parse_fields
+from sipp.harness import ROOT
 from sqlalchemy import text
 
-from agent.bench.call import Capture, free_port, scenario, sipp, split_calls, spoken_ulaw
+from agent.bench.agentproc import free_port
 from agent.bench.samples import QUESTION
-from agent.cluster import aggregate, kamailio
+from agent.bench.wire import Capture, scenario, sipp, split_calls, spoken_ulaw
+from agent.cluster import kamailio
 from agent.cluster.cluster import plan
 from agent.cluster.probe import options_ping
 from db.migrate import make_engine, upgrade
@@ -42,36 +46,6 @@ from db.reports import load_turns
 from db.writer import _apply
 from dialplan import ConfigError
 from tests.waiting import wait_until
-
-TOOLS = ("sipp", "tshark", "espeak-ng", "sox")
-needs_kamailio = pytest.mark.skipif(not os.path.exists("/usr/sbin/kamailio")
-                                    and shutil.which("kamailio") is None,
-                                    reason="kamailio not installed (make setup installs it)")
-needs_tools = pytest.mark.skipif(not all(shutil.which(t) for t in TOOLS),
-                                 reason="sipp, tshark, espeak-ng and sox are needed")
-
-
-def real_cluster(fn):
-    """Marks of a test that runs the real cluster (models, kamailio, sipp)."""
-    for mark in (pytest.mark.sip, pytest.mark.model, needs_kamailio, needs_tools):
-        fn = mark(fn)
-    return fn
-
-
-ROUTED = Path(ROOT) / "agent" / "cluster" / "sipp" / "uac_stream_routed.xml"
-# Lighter than the SIP tests' profile: 2 workers share 2 cores (one thread per stage each, no
-# end-of-turn model), and replies to the 4th caller of a worker can take 50 s there, so the
-# silence limit must not hang up on a caller still waiting for the answer.
-PROFILES = """
-[profiles.fast]
-greeting = "Hello."
-asr = { model = "tiny.en", threads = 1, initial_prompt = "A caller phones the public library." }
-llm = { model = "smollm2-135m", max_tokens = 24, threads = 1 }
-tts = { threads = 1 }
-audio = { end_of_turn = "off" }
-limits = { max_silence_s = 120 }
-"""
-
 
 # ---- no models -------------------------------------------------------------------------------
 
@@ -149,130 +123,7 @@ def test_a_dead_workers_calls_are_closed_not_its_neighbours(tmp_path):
     engine.dispose()
 
 
-def samples(page: str) -> dict[tuple, float]:
-    """``(sample name, worker[, other label values...]) -> value`` of a /metrics page."""
-    out = {}
-    for fam in text_string_to_metric_families(page):
-        for s in fam.samples:
-            rest = tuple(v for k, v in sorted(s.labels.items()) if k != "worker")
-            out[(s.name, s.labels.get("worker"), *rest)] = s.value
-    return out
-
-
 # ---- a real cluster --------------------------------------------------------------------------
-
-def free_block(n: int, kind: int = socket.SOCK_DGRAM, lo: int = 21000, hi: int = 59000) -> int:
-    """The first port of ``n`` consecutive free ports (UDP or TCP) on 127.0.0.1."""
-    rng = random.Random(os.getpid() ^ time.monotonic_ns())
-    for _ in range(200):
-        start = rng.randrange(lo, hi - n)
-        socks = []
-        try:
-            for p in range(start, start + n):
-                s = socket.socket(socket.AF_INET, kind)
-                socks.append(s)
-                s.bind(("127.0.0.1", p))
-            return start
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError("no free port block")
-
-
-@dataclass
-class ClusterProcess:
-    """A running ``callagent cluster`` and where its outputs are."""
-
-    proc: subprocess.Popen
-    port: int
-    rtp_port: int
-    metrics_port: int
-    db_url: str
-    log: Path
-
-    @property
-    def rtp_ports(self) -> range:
-        return range(self.rtp_port, self.rtp_port + 200)
-
-    def events(self, name: str, **match: str) -> list[dict[str, str]]:
-        lines = self.log.read_text(errors="replace").splitlines()
-        found = [parse_fields(ln) for ln in lines if f"event={name} " in ln + " "]
-        return [f for f in found if all(f.get(k) == v for k, v in match.items())]
-
-    def query(self, sql: str, **params) -> list[tuple]:
-        engine = make_engine(self.db_url)
-        try:
-            with engine.connect() as conn:
-                return [tuple(r) for r in conn.execute(text(sql), params)]
-        finally:
-            engine.dispose()
-
-    def metrics(self) -> dict[tuple, float]:
-        return samples(aggregate.fetch(f"http://127.0.0.1:{self.metrics_port}/metrics", 20))
-
-    def stop(self, timeout: float = 90) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout)
-
-
-def start_cluster(tmp: Path, db_url: str, metrics: bool = True) -> ClusterProcess:
-    port = free_block(3)
-    rtp = free_block(200)
-    mport = free_block(3, socket.SOCK_STREAM) if metrics else 0
-    config = tmp / "config.toml"
-    # Admission control off: only the 4-call cap refuses, so the spread is exactly 4 + 4.
-    config.write_text(f"""
-system_prompt = "You are the phone assistant of a public library. The library opens 10 am to \
-4 pm on Saturday. Answer in one short spoken sentence."
-[sip]
-port = {port}
-rtp_port = {rtp}
-admit_max_wait_s = 0.0
-metrics_port = {mport}
-[db]
-url = "{db_url}"
-spool_dir = "{tmp / 'spool'}"
-{PROFILES}
-[dialplan]
-"101" = "fast"
-""")
-    log = tmp / "cluster.log"
-    with open(log, "w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "agent.cli.main", "cluster", "--config",
-                                 str(config), "--workers", "2"], stdout=out,
-                                stderr=subprocess.STDOUT, cwd=ROOT)
-    c = ClusterProcess(proc, port, rtp, mport, db_url, log)
-    if not wait_until(lambda: c.events("cluster-ready") or proc.poll() is not None, 400, 0.5) \
-            or proc.poll() is not None:
-        proc.kill()
-        raise RuntimeError(f"cluster did not start:\n{log.read_text()[-4000:]}")
-    return c
-
-
-def calls(cluster: ClusterProcess, xml: Path, n: int, timeout_s: float) -> subprocess.Popen:
-    """Start sipp placing ``n`` simultaneous calls to the cluster's public port."""
-    return subprocess.Popen(
-        ["sipp", "-sf", str(xml), "-s", "101", f"127.0.0.1:{cluster.port}", "-i", "127.0.0.1",
-         "-mi", "127.0.0.1", "-p", str(free_port()), "-mp", str(free_block(4 * n)), "-m", str(n),
-         "-l", str(n), "-r", str(n), "-nostdin", "-timeout", f"{int(timeout_s)}s",
-         "-timeout_error", "-trace_err", "-error_file", str(xml.with_suffix(".err"))],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-
-def routed(tmp: Path, name: str, audio: Path, hold_ms: int) -> Path:
-    out = tmp / f"{name}.xml"
-    out.write_text(ROUTED.read_text().replace("@@AUDIO@@", str(audio))
-                   .replace("@@HOLD_MS@@", str(hold_ms)))
-    return out
-
-
-def by_worker(cluster, where: str = "1 = 1", **params) -> dict[str, int]:
-    return dict(cluster.query(f"SELECT worker, count(*) FROM calls WHERE {where} "
-                              "GROUP BY worker", **params))
-
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):

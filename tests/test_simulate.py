@@ -16,9 +16,10 @@ import sqlite3
 import numpy as np
 import pytest
 
-from agent.bench.call import free_port, scenario, sipp
+from agent.bench.agentproc import free_port
 from agent.bench.samples import spoken
 from agent.bench.scoring import wer
+from agent.bench.wire import scenario, sipp
 from agent.cli import main as cli
 from agent.simulate import simulate
 from agent.turn.runner import TurnRunner

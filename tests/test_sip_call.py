@@ -19,17 +19,10 @@ import pytest
 import soundfile as sf
 from sipp.harness import ROOT, start_agent
 
-from agent.bench.call import (
-    Capture,
-    free_port,
-    levels,
-    scenario,
-    sipp,
-    split_calls,
-    spoken_ulaw,
-)
+from agent.bench.agentproc import free_port
 from agent.bench.samples import QUESTION
 from agent.bench.scoring import wer
+from agent.bench.wire import Capture, levels, scenario, sipp, split_calls, spoken_ulaw
 from models.audio import FRAME_MS, PHONE_RATE, SPEECH_RMS, frame_samples, rms, speech_runs
 from tests.waiting import wait_until
 

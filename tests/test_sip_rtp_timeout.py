@@ -27,13 +27,8 @@ from pathlib import Path
 import pytest
 from sipp.harness import start_agent
 
-from agent.bench.call import (
-    Capture,
-    free_port,
-    levels,
-    read_pcap,
-    scenario,
-)
+from agent.bench.agentproc import free_port
+from agent.bench.wire import Capture, levels, read_pcap, scenario
 from agent.sip.audiolink import AudioLink
 from agent.sip.events import (
     CallDisconnected,

@@ -34,17 +34,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from agent.bench.call import (
-    Capture,
-    bench_config,
-    each_call,
-    free_port,
-    gaps_ms,
-    split_calls,
-    start_serve,
-)
+from agent.bench.agentproc import bench_config, free_port, start_serve
 from agent.bench.malformed import send_malformed
 from agent.bench.soak_callers import BEHAVIOURS, Outcome, Plan, place, plan_calls
+from agent.bench.wire import Capture, each_call, gaps_ms, split_calls
 from db.stats import percentile
 
 # ---- the worker's memory ------------------------------------------------------------------------

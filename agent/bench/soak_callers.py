@@ -15,8 +15,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent.bench.call import free_port, scenario, spoken_ulaw
+from agent.bench.agentproc import free_port
 from agent.bench.samples import QUESTIONS
+from agent.bench.wire import scenario, spoken_ulaw
 from models.audio import PHONE_RATE
 
 BEHAVIOURS = ("answer", "hangup-question", "hangup-reply", "talk-over", "silent", "dtmf")

@@ -1,0 +1,146 @@
+"""The agent under a benchmark or test, as a subprocess: a supervised ``serve`` or a ``cluster``.
+
+Both are started with ``python -m agent.cli.main`` from the project root, log to a file, and
+count as up once their log says so (``event=ready`` of the serve's worker; ``event=cluster-ready``
+once kamailio routes to every worker). :func:`bench_config` writes the benchmarks' config (one
+profile on extension 101, SQLite call log); :func:`free_port` and :func:`free_block` find ports
+on 127.0.0.1. Started as processes, not imported: the bench stays clear of pjsua2 and of the
+cluster's code, and measures what a user runs.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    """A UDP port on 127.0.0.1 that nothing holds right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def free_block(n: int, kind: int = socket.SOCK_DGRAM, lo: int = 21000, hi: int = 59000) -> int:
+    """The first port of ``n`` consecutive free ports (UDP or TCP) on 127.0.0.1.
+
+    Random, not first-fit: benchmarks and tests run side by side on one machine.
+    """
+    rng = random.Random(os.getpid() ^ time.monotonic_ns())
+    for _ in range(200):
+        start = rng.randrange(lo, hi - n)
+        socks = []
+        try:
+            for p in range(start, start + n):
+                s = socket.socket(socket.AF_INET, kind)
+                socks.append(s)
+                s.bind(("127.0.0.1", p))
+            return start
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError(f"no {n} consecutive free ports in {lo}-{hi}")
+
+
+def wait_for_line(path: Path, needle: str, timeout_s: float, proc=None) -> bool:
+    """Poll a log file for ``needle``; False on timeout or if ``proc`` exited."""
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if path.exists() and needle in path.read_text(errors="replace"):
+            return True
+        if proc is not None and proc.poll() is not None:
+            return False
+        time.sleep(0.2)
+    return False
+
+
+def _start(argv: list[str], log_path: Path, ready: str, timeout_s: float,
+           give_up: str | None = None) -> subprocess.Popen | None:
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "agent.cli.main", *argv], stdout=log,
+                                stderr=subprocess.STDOUT, cwd=ROOT)
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end and proc.poll() is None:
+        if wait_for_line(log_path, ready, 1.0, proc):
+            return proc
+        if give_up and give_up in log_path.read_text(errors="replace"):
+            break
+    proc.kill()
+    proc.wait()
+    return None
+
+
+def start_serve(config: Path, serve_log: Path, timeout_s: float = 240) -> subprocess.Popen | None:
+    """Start a supervised ``callagent serve`` on ``config``, logging to ``serve_log``.
+
+    Returns:
+        The supervisor process once its worker logged ``event=ready``; None (process stopped)
+        if it did not within ``timeout_s`` or the worker died first.
+    """
+    return _start(["serve", "--config", str(config)], serve_log, "event=ready", timeout_s,
+                  give_up="event=worker-died")
+
+
+def start_cluster(config: Path, log: Path, workers: int,
+                  timeout_s: float = 400) -> subprocess.Popen | None:
+    """Start ``callagent cluster --workers N`` on ``config``, logging to ``log``.
+
+    The config's ``sip.port`` is kamailio's; worker i gets SIP port ``sip.port + i`` and the
+    i-th block of 100 RTP ports from ``sip.rtp_port``.
+
+    Returns:
+        The cluster process once it logged ``event=cluster-ready`` (kamailio answers and routes
+        to every worker); None (process stopped) if it did not within ``timeout_s``. A worker
+        that dies while loading is restarted by the cluster, so only the timeout ends that.
+    """
+    return _start(["cluster", "--config", str(config), "--workers", str(workers)], log,
+                  "event=cluster-ready", timeout_s)
+
+
+def bench_config(port: int, rtp: int, work: Path, llm: str, threads: int,
+                 asr: str = "base", *, stage_threads: int | None = None,
+                 max_silence_s: float | None = None) -> str:
+    """A config for the benchmarks: one profile on extension 101, SQLite in ``work``.
+
+    Args:
+        port: ``sip.port`` (kamailio's under a cluster).
+        rtp: ``sip.rtp_port``, the first RTP port.
+        work: where the call log and the spool go.
+        llm: the profile's LLM model.
+        threads: the LLM's threads.
+        asr: the profile's ASR model.
+        stage_threads: ASR and TTS threads (None: their defaults).
+        max_silence_s: the profile's ``limits.max_silence_s`` (None: the default), longer than
+            a caller who holds the line in silence while 8 calls queue for 2 cores.
+    """
+    asr_threads = "" if stage_threads is None else f", threads = {stage_threads}"
+    extra = "" if stage_threads is None else f"tts = {{ threads = {stage_threads} }}\n"
+    if max_silence_s is not None:
+        extra += f"limits = {{ max_silence_s = {max_silence_s:g} }}\n"
+    return f"""
+system_prompt = "You are the phone assistant of a public library. The library opens 10 am \
+to 4 pm on Saturday. Answer in one short spoken sentence."
+[sip]
+port = {port}
+rtp_port = {rtp}
+max_calls = 4
+[db]
+url = "sqlite:///{work}/calls.db"
+spool_dir = "{work}/spool"
+[profiles.fast]
+greeting = "Hello, quick assistant here."
+llm = {{ model = "{llm}", max_tokens = 40, threads = {threads} }}
+asr = {{ model = "{asr}", initial_prompt = "A caller phones the public library with a question."\
+{asr_threads} }}
+{extra}[dialplan]
+"101" = "fast"
+"""
