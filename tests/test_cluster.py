@@ -5,13 +5,15 @@ real kamailio) and lost-call scoping on a real SQLite call log. Then one cluster
 SmolLM2-135M, 2 workers, SQLite call log in WAL mode) serves the module in order: 8 concurrent
 calls that each stream a spoken question are answered 4 + 4 and a 9th is refused, and /metrics
 matches the call log; a worker killed mid-call loses only its own calls, is restarted and put
-back by kamailio's OPTIONS probe; ``report --by worker`` shows both; SIGTERM stops everything.
+back by kamailio's OPTIONS probe; ``report --by worker`` shows both; a ``bench call`` round
+through kamailio measures one call per worker; SIGTERM stops everything.
 Last, a smaller round on the suite's temporary PostgreSQL. Timeouts are generous: 2 shared
 cores run both workers. Starting the cluster, placing calls and reading its log, call log and
 /metrics are :mod:`cluster_harness`.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -20,6 +22,7 @@ import sys
 import time
 from collections import Counter
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from cluster_harness import (
@@ -34,7 +37,8 @@ from db_fixtures import call_started, pg_clean_url_fixture, pg_cluster_fixture, 
 from sipp.harness import ROOT
 from sqlalchemy import text
 
-from agent.bench.agentproc import free_port
+from agent.bench import call as bench_call
+from agent.bench.agentproc import bench_config, free_port
 from agent.bench.samples import QUESTION
 from agent.bench.wire import Capture, scenario, sipp, split_calls, spoken_ulaw
 from agent.cluster import kamailio
@@ -43,8 +47,9 @@ from agent.cluster.probe import options_ping
 from db.migrate import make_engine, upgrade
 from db.placement import call_places, close_lost_calls_of, place_groups, this_host
 from db.reports import load_turns
+from db.stats import percentile
 from db.writer import _apply
-from dialplan import ConfigError
+from dialplan import ConfigError, load_config
 from tests.waiting import wait_until
 
 # ---- no models -------------------------------------------------------------------------------
@@ -97,6 +102,24 @@ def test_kamailio_accepts_the_generated_config(tmp_path):
                           str(out), "--listen", "udp:127.0.0.1:5070", "--agent", "10.0.0.11"],
                          capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert bad.returncode == 2 and "--agent" in bad.stderr
+
+
+@pytest.mark.unit
+def test_bench_call_takes_a_list_of_setups_and_writes_a_config_the_agent_loads(tmp_path):
+    assert bench_call.worker_counts("1,2") == [1, 2] and bench_call.worker_counts("4") == [4]
+    for bad in ("0", "1,x", ""):
+        with pytest.raises(argparse.ArgumentTypeError):
+            bench_call.worker_counts(bad)
+    path = tmp_path / "config.toml"
+    path.write_text(bench_config(5060, 40000, tmp_path, "smollm2-135m", 1, "tiny.en",
+                                 stage_threads=1, max_silence_s=120))
+    config = load_config(path)
+    fast = config.profiles["fast"]
+    assert (config.sip.port, config.sip.rtp_port, config.sip.max_calls) == (5060, 40000, 4)
+    assert (fast.asr.model, fast.asr.threads, fast.llm.threads, fast.tts.threads) == (
+        "tiny.en", 1, 1, 1)
+    assert fast.limits.max_silence_s == 120
+    assert config.db.url == f"sqlite:///{tmp_path}/calls.db"
 
 
 @pytest.mark.unit
@@ -254,6 +277,24 @@ def test_report_by_worker_shows_both_workers(cluster):
                             cluster.db_url, "--by", "host"], capture_output=True, text=True,
                            cwd=ROOT, timeout=60)
     assert table.returncode == 0 and "Latency by host" in table.stdout and host in table.stdout
+
+
+@real_cluster
+@pytest.mark.timeout(300)
+def test_bench_call_round_through_kamailio_measures_each_worker(cluster, question, capsys):
+    # One round of `bench call --workers 2` against the running cluster: the wire and the call
+    # log must agree on 2 answered calls, one per worker.
+    args = argparse.Namespace(hold_s=45.0, rounds=1)
+    setup = Path(cluster.db_url.removeprefix("sqlite:///")).parent
+    r = bench_call.one_round(2, 2, args, setup, cluster.port, question, cluster.rtp_ports)
+    assert (r.placed, r.answered, r.sipp_rc) == (2, 2, 0)
+    assert r.per_worker == {"w1": 1, "w2": 1}
+    assert len(r.v2v_ms) == 2 and all(0 < v < 39000 for v in r.v2v_ms), r.v2v_ms
+    assert r.turns >= 2 and r.unanswered == {}
+    assert r.gaps_ms and min(r.gaps_ms) > 0
+    bench_call.print_table([r], baseline_s=percentile(r.v2v_ms, 50) / 1000)
+    row = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("cluster 2")][-1]
+    assert row.split()[2:4] == ["2", "2/2"] and "1.00x" in row and row.endswith("w1 1, w2 1")
 
 
 @real_cluster
