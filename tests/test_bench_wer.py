@@ -10,6 +10,7 @@ import pytest
 
 from agent.bench.wer import add_arguments, bench, run, settings_from
 from agent.bench.wer import line as ln
+from agent.bench.wer.engine import Run, Variant
 from agent.bench.wer.questions import QUESTIONS, errors, normalize
 from agent.bench.wer.stats import bootstrap_ci, bootstrap_diff_ci, corpus_wer
 from agent.bench.wer.voices import (
@@ -255,3 +256,18 @@ def test_quick_run_on_tiny_en_with_two_voices(tmp_path, capsys):
     # Seeded and greedy: the same run scores the same.
     again = bench(settings_from(args, CONFIG))
     assert list(again.runs[0].errors) == [u["errors"] for u in only["utterances"]]
+    # The saved run prints the same tables again without measuring.
+    assert run(args_for("--from-json", str(out)), CONFIG) == 0
+    assert capsys.readouterr().out.splitlines()[:8] == printed.splitlines()[:8]
+
+
+@pytest.mark.unit
+def test_a_runaway_transcript_counts_once_in_the_capped_wer():
+    said = ["I lost my card", "how do I get a new one"]
+    heard = ["I lost my car " + "I knew " * 40, "how do I get a new one"]
+    scored = [errors(r, h) for r, h in zip(said, heard, strict=True)]
+    run_ = Run(Variant("tiny.en"), "ulaw", [0, 1], np.array([e for e, _ in scored]),
+               np.array([n for _, n in scored]), np.ones(2), np.ones(2), heard)
+    assert list(run_.errors) == [81, 0] and list(run_.capped) == [4, 0]
+    assert run_.loops == 1
+    assert corpus_wer(run_.capped, run_.words) == pytest.approx(4 / 11)

@@ -57,6 +57,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--worst", type=int, default=0, help="list each model's N worst utterances")
     p.add_argument("--json", metavar="PATH", help="write every transcription and score here")
+    p.add_argument("--from-json", metavar="PATH",
+                   help="print the tables of an earlier --json run instead of measuring")
 
 
 def settings_from(args: argparse.Namespace, config: Config) -> engine.Settings:
@@ -120,16 +122,23 @@ def bench(s: engine.Settings, console: Console | None = None) -> engine.Results:
 
 def run(args: argparse.Namespace, config: Config) -> int:
     err = Console(stderr=True)
+    t0 = time.monotonic()
     try:
-        s = settings_from(args, config)
-    except ValueError as e:
+        if args.from_json:
+            with open(args.from_json) as f:
+                results = report.from_json(json.load(f))
+            s = results.settings
+        else:
+            s = settings_from(args, config)
+    except (OSError, ValueError) as e:
         err.print(f"callagent bench wer: {e}")
         return 2
-    t0 = time.monotonic()
-    results = bench(s, err)
-    out = Console(width=None if sys.stdout.isatty() else 200)
+    if not args.from_json:
+        results = bench(s, err)
+    out = Console(width=None if sys.stdout.isatty() else 220)
     out.print(report.summary_table(results))
     out.print(report.condition_table(results))
+    out.print(report.condition_legend(results))
     out.print(report.group_table(results))
     for table in (report.decoding_table(results), report.context_table(results)):
         if table is not None:
@@ -145,7 +154,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
     )
     if s.plan.skipped:
         out.print(f"skipped: {'; '.join(s.plan.skipped)}")
-    if args.json:
+    if args.json and not args.from_json:
         with open(args.json, "w") as f:
             json.dump(report.as_json(results), f, indent=1)
     return 0

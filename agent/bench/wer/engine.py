@@ -17,7 +17,7 @@ import numpy as np
 
 from agent.bench.wer import line as line_mod
 from agent.bench.wer.line import REFERENCE, Condition, seed_for
-from agent.bench.wer.questions import BABBLE_TEXT, QUESTIONS, errors
+from agent.bench.wer.questions import BABBLE_TEXT, QUESTIONS, errors, normalize
 from agent.bench.wer.voices import Plan, Synthesizer, Voice
 from dialplan.options import ASROptions
 from models.registry import backend_class
@@ -64,6 +64,21 @@ class Run:
     compute_s: np.ndarray
     audio_s: np.ndarray
     hyps: list[str]
+
+    @property
+    def capped(self) -> np.ndarray:
+        """Errors per utterance, at most its reference words.
+
+        A runaway transcript then counts as one utterance missed, not as hundreds of
+        insertions that outweigh every other utterance.
+        """
+        return np.minimum(self.errors, self.words)
+
+    @property
+    def loops(self) -> int:
+        """Runaway transcripts: more than twice the words said, plus 5 (a decoding loop)."""
+        heard = np.array([len(normalize(h).split()) for h in self.hyps])
+        return int(np.sum(heard > 2 * self.words + 5))
 
     def restrict(self, keep: list[int]) -> Run:
         """The same run on the utterances ``keep`` only (in that order)."""

@@ -11,9 +11,10 @@ from __future__ import annotations
 import numpy as np
 from rich.table import Table
 
-from agent.bench.wer.engine import Results, Run, Variant
-from agent.bench.wer.line import CONDITIONS, REFERENCE
+from agent.bench.wer.engine import Results, Run, Settings, Utterance, Variant
+from agent.bench.wer.line import CONDITIONS, REFERENCE, parse_conditions
 from agent.bench.wer.stats import bootstrap_ci, bootstrap_diff_ci, corpus_wer
+from agent.bench.wer.voices import Plan, Voice
 
 
 def _pct(x: float) -> str:
@@ -27,12 +28,18 @@ def wer_cell(errors, words, seed: int) -> str:
 
 
 def diff_cell(a: Run, b: Run, seed: int, sign: int = 1) -> str:
-    """``+3.1 [+1.0, +5.2]``: sign × (WER(a) − WER(b)) in points, paired over ``a``'s utts."""
+    """``+3.1 [+1.0, +5.2]``: sign × (capped WER(a) − capped WER(b)), points, on ``a``'s utts."""
     b = b.restrict(a.utts)
-    d = sign * (corpus_wer(a.errors, a.words) - corpus_wer(b.errors, a.words)) + 0.0
-    lo, hi = sorted(sign * x + 0.0 for x in bootstrap_diff_ci(a.errors, b.errors, a.words,
+    d = sign * (corpus_wer(a.capped, a.words) - corpus_wer(b.capped, a.words)) + 0.0
+    lo, hi = sorted(sign * x + 0.0 for x in bootstrap_diff_ci(a.capped, b.capped, a.words,
                                                               seed=seed))
     return f"{100 * d:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]"
+
+
+def scores(run: Run, seed: int) -> list[str]:
+    """WER, capped WER (each with its interval) and the number of runaway transcripts."""
+    return [wer_cell(run.errors, run.words, seed), wer_cell(run.capped, run.words, seed),
+            str(run.loops)]
 
 
 def cost(run: Run) -> tuple[str, str]:
@@ -43,64 +50,77 @@ def cost(run: Run) -> tuple[str, str]:
     return f"{1000 * float(np.mean(run.compute_s)):.0f}", f"{rtf:.2f}"
 
 
+def _columns(t: Table, names: tuple[str, ...], left: int = 1) -> None:
+    for i, c in enumerate(names):
+        t.add_column(c, justify="left" if i < left else "right")
+
+
+SCORE_COLUMNS = ("WER [95 % CI]", "capped", "loops")
+
+
 def summary_table(r: Results) -> Table:
     s = r.settings
-    t = Table(title="ASR WER per model (%, 95 % bootstrap CI over utterances)")
-    for c in ("model", "μ-law, all utterances", "n", "every condition pooled", "n",
-              "ms/utt", "RTF"):
-        t.add_column(c, justify="left" if c == "model" else "right")
+    first = s.models[0]
+    t = Table(title="ASR WER per model on μ-law, all utterances (%, 95 % bootstrap CI; capped: "
+                    "an utterance counts at most its words; loops: runaway transcripts)")
+    _columns(t, ("model", "n", *SCORE_COLUMNS, f"Δ capped vs {first}",
+                 "capped, every condition", "ms/utt", "RTF"))
     for m in s.models:
         ref = r.find(Variant(m))
+        if ref is None:
+            continue
         main = [x for x in r.runs if x.variant == Variant(m)]
-        e = np.concatenate([x.errors for x in main])
+        cap = np.concatenate([x.capped for x in main])
         w = np.concatenate([x.words for x in main])
-        cells = [wer_cell(ref.errors, ref.words, s.seed), str(len(ref.utts))] if ref else ["–", ""]
-        t.add_row(m, *cells, wer_cell(e, w, s.seed), str(len(e)), *cost(ref or main[0]))
+        other = r.find(Variant(first))
+        delta = diff_cell(ref, other, s.seed) if m != first and other else ""
+        t.add_row(m, str(len(ref.utts)), *scores(ref, s.seed), delta,
+                  f"{wer_cell(cap, w, s.seed)} (n {len(cap)})", *cost(ref))
     return t
 
 
 def condition_table(r: Results) -> Table:
     s = r.settings
-    t = Table(title="WER per line condition (%; Δ vs μ-law on the same utterances, points)")
-    t.add_column("condition")
-    t.add_column("n", justify="right")
+    t = Table(title="WER per line condition (%; Δ capped vs μ-law on the same utterances, "
+                    "points, + = worse)")
+    _columns(t, ("condition", "n"))
     for m in s.models:
-        for c in ("WER [95 % CI]", "Δ vs μ-law", "ms/utt", "RTF"):
-            t.add_column(f"{m} {c}" if c.startswith("WER") else c, justify="right")
+        _columns(t, (f"{m} WER", "capped", "loops", "Δ capped", "ms/utt", "RTF"), left=0)
     for c in s.conditions:
         cells: list[str] = []
         n = ""
         for m in s.models:
             run, ref = r.find(Variant(m), c.name), r.find(Variant(m))
             if run is None:
-                cells += ["–"] * 4
+                cells += ["–"] * 6
                 continue
             n = str(len(run.utts))
             delta = diff_cell(run, ref, s.seed) if ref and c.name != REFERENCE else ""
-            cells += [wer_cell(run.errors, run.words, s.seed), delta, *cost(run)]
-        t.add_row(f"{c.name}: {CONDITIONS[c.name].description}", n, *cells)
+            cells += [*scores(run, s.seed), delta, *cost(run)]
+        t.add_row(c.name, n, *cells)
     return t
+
+
+def condition_legend(r: Results) -> str:
+    return "; ".join(f"{c.name}: {CONDITIONS[c.name].description}" for c in r.settings.conditions)
 
 
 def group_table(r: Results) -> Table:
     s = r.settings
     t = Table(title="WER per voice group on μ-law (%, 95 % CI)")
-    t.add_column("voice group")
-    t.add_column("n", justify="right")
+    _columns(t, ("voice group", "n"))
     for m in s.models:
-        t.add_column(f"{m} WER", justify="right")
-        t.add_column("ms/utt", justify="right")
-    groups = sorted({u.voice.group for u in r.utterances})
-    for g in groups:
+        _columns(t, (f"{m} WER", "capped", "loops", "ms/utt"), left=0)
+    for g in sorted({u.voice.group for u in r.utterances}):
         keep = [u.index for u in r.utterances if u.voice.group == g]
         cells = []
         for m in s.models:
             ref = r.find(Variant(m))
             if ref is None:
-                cells += ["–", "–"]
+                cells += ["–"] * 4
                 continue
             sub = ref.restrict(keep)
-            cells += [wer_cell(sub.errors, sub.words, s.seed), cost(sub)[0]]
+            cells += [*scores(sub, s.seed), cost(sub)[0]]
         t.add_row(g, str(len(keep)), *cells)
     return t
 
@@ -111,13 +131,12 @@ def decoding_table(r: Results) -> Table | None:
     rows = [(m, b) for m in s.models for b in (1, *s.beams) if r.find(Variant(m, beam=b))]
     if not any(b != 1 for _, b in rows):
         return None
-    t = Table(title="Beam width, μ-law subset (%; Δ vs beam 1, points, + = worse)")
-    for c in ("model", "beam", "n", "WER [95 % CI]", "Δ vs beam 1", "ms/utt", "RTF"):
-        t.add_column(c, justify="left" if c == "model" else "right")
+    t = Table(title="Beam width, μ-law subset (%; Δ capped vs beam 1, points, + = worse)")
+    _columns(t, ("model", "beam", "n", *SCORE_COLUMNS, "Δ capped", "ms/utt", "RTF"))
     for m, b in rows:
         one = r.find(Variant(m)).restrict(r.subset)
         run = r.find(Variant(m, beam=b)).restrict(r.subset)
-        t.add_row(m, str(b), str(len(run.utts)), wer_cell(run.errors, run.words, s.seed),
+        t.add_row(m, str(b), str(len(run.utts)), *scores(run, s.seed),
                   diff_cell(run, one, s.seed) if b != 1 else "", *cost(run))
     return t
 
@@ -128,19 +147,17 @@ def context_table(r: Results) -> Table | None:
     rows = [(m, c) for m in s.models for c in s.contexts if r.find(Variant(m, context=c))]
     if not rows:
         return None
-    t = Table(title="Context, μ-law subset (%; gain = WER without − WER with, points)")
-    for c in ("model", "context", "n", "WER [95 % CI]", "gain [95 % CI]", "ms/utt", "RTF"):
-        t.add_column(c, justify="left" if c in ("model", "context") else "right")
+    t = Table(title="Context, μ-law subset (%; gain = capped WER without − with, points, "
+                    "+ = better)")
+    _columns(t, ("model", "context", "n", *SCORE_COLUMNS, "gain", "ms/utt", "RTF"), left=2)
     for m in s.models:
         none = r.find(Variant(m)).restrict(r.subset)
-        t.add_row(m, "none", str(len(none.utts)), wer_cell(none.errors, none.words, s.seed), "",
-                  *cost(none))
+        t.add_row(m, "none", str(len(none.utts)), *scores(none, s.seed), "", *cost(none))
         for c in s.contexts:
             run = r.find(Variant(m, context=c))
-            if run is None:
-                continue
-            t.add_row(m, c, str(len(run.utts)), wer_cell(run.errors, run.words, s.seed),
-                      diff_cell(run, none, s.seed, sign=-1), *cost(run))
+            if run is not None:
+                t.add_row(m, c, str(len(run.utts)), *scores(run, s.seed),
+                          diff_cell(run, none, s.seed, sign=-1), *cost(run))
     return t
 
 
@@ -164,7 +181,10 @@ def as_json(r: Results) -> dict:
         "models": list(s.models),
         "conditions": [c.name for c in s.conditions],
         "seed": s.seed,
+        "subset": s.subset,
+        "beams": list(s.beams),
         "contexts": {"domain": s.domain, "greeting": s.greeting, "hotwords": list(s.hotwords)},
+        "context_runs": list(s.contexts),
         "skipped_voices": list(s.plan.skipped),
         "utterances": [{"index": u.index, "text": u.text, "voice": u.voice.name,
                         "group": u.voice.group, "subset": u.in_subset} for u in r.utterances],
@@ -183,3 +203,39 @@ def as_json(r: Results) -> dict:
             for x in r.runs
         ],
     }
+
+
+def from_json(data: dict) -> Results:
+    """Results read back from :func:`as_json`, to print the tables again without re-running.
+
+    Raises:
+        ValueError: the file is not a ``bench wer --json`` output.
+    """
+    try:
+        runs = [
+            Run(Variant(x["model"], x["beam"], x["context"]), x["condition"],
+                [u["index"] for u in x["utterances"]],
+                np.array([u["errors"] for u in x["utterances"]], dtype=np.int64),
+                np.array([u["words"] for u in x["utterances"]], dtype=np.int64),
+                np.array([u["compute_s"] for u in x["utterances"]], dtype=np.float64),
+                np.array([u["audio_s"] for u in x["utterances"]], dtype=np.float64),
+                [u["heard"] for u in x["utterances"]])
+            for x in data["runs"]
+        ]
+        utts = [Utterance(u["index"], u["text"], Voice(u["voice"], u["group"], "espeak"),
+                          np.zeros(0, np.float32), 0, u["subset"]) for u in data["utterances"]]
+        ctx = data["contexts"]
+        settings = Settings(
+            models=tuple(data["models"]),
+            conditions=tuple(parse_conditions(data["conditions"])),
+            plan=Plan((), tuple(data["skipped_voices"])),
+            subset=data.get("subset", sum(u.in_subset for u in utts)),
+            beams=tuple(data.get("beams", sorted({r.variant.beam for r in runs} - {1}))),
+            contexts=tuple(data.get("context_runs", sorted({r.variant.context for r in runs}
+                                                           - {"none"}))),
+            domain=ctx["domain"], greeting=ctx["greeting"], hotwords=tuple(ctx["hotwords"]),
+            seed=data["seed"],
+        )
+    except (KeyError, TypeError) as e:
+        raise ValueError(f"not a bench wer --json file (missing {e})") from e
+    return Results(settings, utts, runs)
