@@ -1,7 +1,8 @@
 """faster-whisper (CTranslate2) ASR backend; the offline default.
 
-Measured on 8 kHz phone speech (MODELS.md): tiny.en WER 19 % at RTF 0.15 beat base (35 %,
-RTF 0.33), and beam 5 bought nothing, hence tiny.en with greedy decoding by default.
+Greedy decoding (beam 5 bought 2-3 WER points for no less time), no timestamps, no VAD filter
+(utterances are VAD-bounded), and a token budget from the utterance's length. The model is the
+profile's: ``bench wer`` (130 voices, 10 line conditions) is what chose base over tiny.en.
 """
 
 from __future__ import annotations
@@ -13,7 +14,23 @@ import numpy as np
 from dialplan.options import ASROptions
 from models import catalog
 from models.asr.base import ASR, Hypothesis
+from models.audio import ASR_RATE
 from models.errors import ModelMissingError
+
+TOKENS_PER_S = 8
+"""Fast speech is ~4 words (~5 tokens) a second: more than this is a decoding loop. Greedy
+tiny.en looped on 2 of 179 line utterances ("the the the..." to the 448-token limit), each
+costing seconds of decoding and a nonsense answer; base on 1 of 41 with a domain prompt."""
+
+
+MAX_NEW_TOKENS = 200
+"""Whisper's window is 448 tokens, prompt included, and faster-whisper keeps up to 224 of an
+``initial_prompt`` (plus hotwords and special tokens): 200 always fits beside them."""
+
+
+def max_tokens(duration_s: float) -> int:
+    """The most tokens an utterance this long can hold (a bound on runaway decoding)."""
+    return min(MAX_NEW_TOKENS, int(TOKENS_PER_S * duration_s) + 8)
 
 
 class FasterWhisperASR(ASR):
@@ -72,6 +89,7 @@ class FasterWhisperASR(ASR):
             hotwords=" ".join(o.hotwords) or None,
             without_timestamps=True,
             vad_filter=False,  # utterances are already VAD-bounded
+            max_new_tokens=max_tokens(len(audio) / ASR_RATE),
         )
         segments = list(segments)
         text = " ".join(s.text.strip() for s in segments)

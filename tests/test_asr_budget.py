@@ -1,0 +1,52 @@
+"""A transcript cannot run away: Whisper's token budget follows the utterance's length.
+
+Greedy tiny.en looped on this voice and question in ``bench wer`` ("I lost my car, I knew I knew
+I knew..." to Whisper's 448-token limit, 4.3 s of decoding for 2.6 s of speech).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from agent.bench.samples import spoken
+from agent.turn.runner import looped
+from dialplan.options import ASROptions
+from models.asr.faster_whisper import max_tokens
+from models.audio import ASR_RATE, PHONE_RATE, pcm16_to_float, resample, through_phone_line
+
+pytestmark = pytest.mark.model
+
+LOOPED = ("I lost my card, how do I get a new one?", "en-gb-scotland+Alicia", 190)
+
+
+@pytest.mark.unit
+def test_the_budget_covers_fast_speech_and_no_more():
+    assert max_tokens(2.6) == 28  # 11 words of fast speech need ~14 tokens
+    assert max_tokens(20.0) == 168 < 448  # Whisper's own limit, reached by loops
+    assert max_tokens(60.0) == 200  # leaves room for a prompt in the 448-token window
+
+
+def test_a_looping_utterance_stops_within_the_budget(stage_cache):
+    text, voice, wpm = LOOPED
+    audio, rate = spoken(text, voice=voice, wpm=wpm)
+    line = resample(pcm16_to_float(through_phone_line(audio, rate)), PHONE_RATE, ASR_RATE)
+    asr = stage_cache.models.asr(ASROptions(model="tiny.en"))
+    t0 = time.monotonic()
+    heard = asr.transcribe(line).text
+    spent = time.monotonic() - t0
+    words = heard.split()
+    assert words[:3] == ["I", "lost", "my"], heard
+    # ~1 token a word: the budget allows 28 tokens for these 2.6 s, not 448.
+    assert len(words) <= 28, heard
+    assert spent < 10.0
+    assert looped(heard)  # and the agent asks the caller to repeat instead of answering it
+
+
+@pytest.mark.unit
+def test_only_a_phrase_said_four_times_in_a_row_is_a_loop():
+    assert looped("I lost my car, I knew I knew I knew I knew")
+    assert looped("My phone number is 077 0 0 0 0 0")
+    assert not looped("My number is 0 7 7 0 0, 9 0 0, 4 6 1.")
+    assert not looped("No, no, no, that is not what I meant.")
