@@ -142,24 +142,33 @@ class LLMOptions:
     a slower server fails the turn, logged with the error."""
 
 
+TTS_DEFAULTS = {"piper": "en_US-joe-medium", "kokoro": "kokoro-82m-int8"}
+"""Each TTS backend's bundled model (kokoro-torch has none bundled: it needs a path)."""
+KOKORO_VOICE = "jf_gongitsune"
+
+
 @dataclass(frozen=True)
 class TTSOptions:
     """Speech synthesis (``[tts]``)."""
 
-    backend: Literal["kokoro-onnx", "kokoro-torch", "piper"] = "kokoro-onnx"
-    """kokoro-onnx runs the bundled int8 ONNX model; kokoro-torch needs user-supplied weights;
-    piper runs a Piper voice (bundled: en_US-joe-medium, a native US English speaker). With
-    piper, a ``model`` or ``voice`` still at Kokoro's default means the bundled Piper voice,
-    so ``tts = { backend = "piper" }`` alone works; ``lang`` and ``voices`` are not used."""
-    model: str = "kokoro-82m-int8"
+    backend: Literal["kokoro-onnx", "kokoro-torch", "piper"] = "piper"
+    """piper runs a Piper voice (bundled: en_US-joe-medium, a native US English speaker; the
+    default: first audio ~0.2 s and a seventh of Kokoro's CPU for the same intelligibility on
+    the line, ``bench tts``); kokoro-onnx runs the bundled Kokoro int8 ONNX model (Japanese
+    voices speaking English); kokoro-torch needs user-supplied weights. ``lang`` and ``voices``
+    are Kokoro's only."""
+    model: str = ""
     """Bundled name, or a path to an .onnx (kokoro-onnx) / .pth (kokoro-torch) file; for piper
-    a bundled voice (en_US-joe-medium) or a voice .onnx with its .onnx.json beside it."""
+    a bundled voice or a voice .onnx with its .onnx.json beside it. Empty = the backend's
+    bundled one (en_US-joe-medium, kokoro-82m-int8); another backend's bundled default counts
+    as empty, so a profile that only switches ``backend`` gets that backend's own voice."""
     voices: str = ""
     """Path to a voices .npz (kokoro-onnx) or a voices folder (kokoro-torch); empty = bundled."""
-    voice: str = "jf_gongitsune"
-    """Voice name inside the voices file. Default measured most intelligible on the line:
-    8 % WER through tiny.en at 8 kHz vs 16 % for jf_alpha (4 replies).
-    For piper: the voice's name (its one speaker) or a speaker of a multi-speaker voice."""
+    voice: str = ""
+    """Voice name: for Kokoro inside the voices file (empty = jf_gongitsune, measured most
+    intelligible on the line: 8 % WER through tiny.en at 8 kHz vs 16 % for jf_alpha); for
+    piper the voice's name (its one speaker) or a speaker of a multi-speaker voice (empty =
+    the model's name)."""
     speed: float = 1.0
     """Speaking rate multiplier."""
     lang: str = "en-us"
@@ -170,16 +179,17 @@ class TTSOptions:
     """Speak the first clause as soon as it has this many words (shorter first audio)."""
 
     def __post_init__(self) -> None:
-        # The model and voice defaults are Kokoro's and reach a piper profile through the merge
-        # with the top-level [tts]: there they mean "the bundled Piper voice", so the call log
-        # names the voice actually speaking.
-        if self.backend == "piper":
-            fields = type(self).__dataclass_fields__
-            if self.model == fields["model"].default:
-                object.__setattr__(self, "model", "en_US-joe-medium")
-            if self.voice == fields["voice"].default:
-                name = self.model.rsplit("/", 1)[-1].removesuffix(".onnx")
-                object.__setattr__(self, "voice", name)
+        # Resolved here, so the call log names the model and voice actually speaking. A top-level
+        # [tts] may name one backend's bundled voice and a profile switch the backend: that
+        # other backend's default then means "this backend's own".
+        piper = self.backend == "piper"
+        model = self.model if self.model not in TTS_DEFAULTS.values() else ""
+        model = model or TTS_DEFAULTS["piper" if piper else "kokoro"]
+        voice = self.voice if self.voice not in (KOKORO_VOICE, "en_US-joe-medium") else ""
+        if not voice:
+            voice = model.rsplit("/", 1)[-1].removesuffix(".onnx") if piper else KOKORO_VOICE
+        object.__setattr__(self, "model", model)
+        object.__setattr__(self, "voice", voice)
 
 
 @dataclass(frozen=True)

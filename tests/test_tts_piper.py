@@ -41,11 +41,14 @@ def tiny(cache):
 
 
 @pytest.mark.unit
-def test_kokoro_defaults_are_untouched_and_piper_gets_its_own():
-    kokoro = TTSOptions()
-    assert (kokoro.backend, kokoro.model, kokoro.voice) == (
-        "kokoro-onnx", "kokoro-82m-int8", "jf_gongitsune")
-    only_backend = TTSOptions(backend="piper")
+def test_piper_is_the_default_and_each_backend_resolves_its_own_voice():
+    default = TTSOptions()
+    assert (default.backend, default.model, default.voice) == (
+        "piper", "en_US-joe-medium", "en_US-joe-medium")
+    kokoro = TTSOptions(backend="kokoro-onnx")
+    assert (kokoro.model, kokoro.voice) == ("kokoro-82m-int8", "jf_gongitsune")
+    assert TTSOptions(backend="kokoro-onnx", voice="jf_alpha").voice == "jf_alpha"
+    only_backend = TTSOptions(backend="piper", model="kokoro-82m-int8", voice="jf_gongitsune")
     assert (only_backend.model, only_backend.voice) == ("en_US-joe-medium", "en_US-joe-medium")
     own = TTSOptions(backend="piper", model="/voices/en_GB-alan-low.onnx")
     assert own.voice == "en_GB-alan-low"
@@ -63,7 +66,7 @@ def test_piper_profile_over_kokoro_top_level_resolves_to_one_voice():
         },
     })
     p = config.profiles
-    assert p["default"].tts.voice == "jf_gongitsune"
+    assert (p["default"].tts.backend, p["default"].tts.voice) == ("kokoro-onnx", "jf_gongitsune")
     assert p["english"].tts == p["short"].tts == PIPER
     assert p["english"].tts.voice == "en_US-joe-medium"
 
