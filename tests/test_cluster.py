@@ -40,7 +40,7 @@ from sqlalchemy import text
 from agent.bench import call as bench_call
 from agent.bench.agentproc import bench_config, free_port
 from agent.bench.samples import QUESTION
-from agent.bench.wire import Capture, scenario, sipp, split_calls, spoken_ulaw
+from agent.bench.wire import Capture, scenario, sipp, sipp_refusals, split_calls, spoken_ulaw
 from agent.cluster import kamailio
 from agent.cluster.cluster import plan
 from agent.cluster.probe import options_ping
@@ -120,6 +120,16 @@ def test_bench_call_takes_a_list_of_setups_and_writes_a_config_the_agent_loads(t
         "tiny.en", 1, 1, 1)
     assert fast.limits.max_silence_s == 120
     assert config.db.url == f"sqlite:///{tmp_path}/calls.db"
+    # sipp's error file as SIPp 3.6 writes it: refusals are counted by status, a timeout is not.
+    err = tmp_path / "stream_8.err"
+    abort = ("2026-11-23\t15:38:03.296171\t1795448283.296171: Aborting call on unexpected "
+             "message for Call-Id '{n}-28622@127.0.0.1': while expecting '100' (index 1), "
+             "received 'SIP/2.0 {code} Busy Here\nVia: SIP/2.0/UDP 127.0.0.1:52299\nCSeq: 1 "
+             "INVITE\n\n'")
+    err.write_text("The following events occurred:\n" + "".join(
+        abort.format(n=n, code=code) for n, code in ((5, 486), (6, 486), (7, 503)))
+        + "2026-11-23\t15:39:00.1\t1.1: Call-Id '9-28622@127.0.0.1' timed out\n")
+    assert sipp_refusals(tmp_path / "stream_8.xml") == {486: 2, 503: 1}
 
 
 @pytest.mark.unit
@@ -287,14 +297,14 @@ def test_bench_call_round_through_kamailio_measures_each_worker(cluster, questio
     args = argparse.Namespace(hold_s=45.0, rounds=1)
     setup = Path(cluster.db_url.removeprefix("sqlite:///")).parent
     r = bench_call.one_round(2, 2, args, setup, cluster.port, question, cluster.rtp_ports)
-    assert (r.placed, r.answered, r.sipp_rc) == (2, 2, 0)
+    assert (r.placed, r.answered, r.refused, r.sipp_rc) == (2, 2, {}, 0)
     assert r.per_worker == {"w1": 1, "w2": 1}
     assert len(r.v2v_ms) == 2 and all(0 < v < 39000 for v in r.v2v_ms), r.v2v_ms
     assert r.turns >= 2 and r.unanswered == {}
     assert r.gaps_ms and min(r.gaps_ms) > 0
     bench_call.print_table([r], baseline_s=percentile(r.v2v_ms, 50) / 1000)
     row = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("cluster 2")][-1]
-    assert row.split()[2:4] == ["2", "2/2"] and "1.00x" in row and row.endswith("w1 1, w2 1")
+    assert row.split()[2:5] == ["2", "2/2", "0"] and "1.00x" in row and row.endswith("w1 1, w2 1")
 
 
 @real_cluster

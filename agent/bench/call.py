@@ -12,9 +12,10 @@ round, from the capture:
 * reply packet gap = interval between consecutive agent RTP packets inside a reply (target
   <= 40 ms);
 
-and from the call log: calls answered of those placed (a refused call leaves no record),
-unanswered turns by reason, and calls per worker. ``--workers 1,2`` runs both setups in one
-invocation and prints their rounds in one table, beside the naive serial pipeline.
+and from the call log: calls answered of those placed (a refused call leaves no record; sipp's
+error file gives the status the caller got), unanswered turns by reason, and calls per worker.
+``--workers 1,2`` runs both setups in one invocation and prints their rounds in one table,
+beside the naive serial pipeline.
 
 A benchmark, not a test: it prints numbers and asserts nothing. Wire reading and the sipp /
 tshark tools are :mod:`agent.bench.wire`, starting the agent :mod:`agent.bench.agentproc`.
@@ -52,6 +53,7 @@ from agent.bench.wire import (
     gaps_ms,
     scenario,
     sipp,
+    sipp_refusals,
     split_calls,
     spoken_ulaw,
 )
@@ -101,6 +103,8 @@ class Round:
     placed: int
     answered: int
     """Calls in the call log (the agent answered them)."""
+    refused: dict[int, int]
+    """Calls the caller saw refused, by SIP status (from sipp's error file)."""
     v2v_ms: list[float]
     """Voice-to-voice on the wire, one per call where both sides spoke."""
     gaps_ms: list[float]
@@ -122,10 +126,12 @@ class Round:
     def line(self) -> str:
         missed = sum(self.unanswered.values())
         return (f"{self.setup}, concurrency {self.concurrency}: answered {self.answered}/"
-                f"{self.placed}, {len(self.v2v_ms)} measured on the wire, sipp rc={self.sipp_rc}"
+                f"{self.placed}, refused {refused_text(self.refused)}, {len(self.v2v_ms)} "
+                f"measured on the wire, sipp rc={self.sipp_rc}"
                 f" | voice-to-voice p50 {self.pct(self.v2v_ms, 50)} ms p95 "
-                f"{self.pct(self.v2v_ms, 95)} ms | unanswered turns {missed} of {self.turns} "
-                f"{self.unanswered or ''}| reply packet gap p50 {self.pct(self.gaps_ms, 50)} ms "
+                f"{self.pct(self.v2v_ms, 95)} ms | unanswered turns {missed} of {self.turns}"
+                f"{f' ({split_text(self.unanswered)})' if missed else ''} | reply packet gap "
+                f"p50 {self.pct(self.gaps_ms, 50)} ms "
                 f"p99 {self.pct(self.gaps_ms, 99)} ms max "
                 f"{max(self.gaps_ms) if self.gaps_ms else float('nan'):.0f} ms | per worker "
                 f"{split_text(self.per_worker)}")
@@ -133,6 +139,10 @@ class Round:
 
 def split_text(per_worker: dict[str, int]) -> str:
     return ", ".join(f"{w} {n}" for w, n in sorted(per_worker.items())) or "-"
+
+
+def refused_text(refused: dict[int, int]) -> str:
+    return ",".join(f"{n}x{code}" for code, n in sorted(refused.items())) or "0"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -221,8 +231,8 @@ def one_round(n: int, concurrency: int, args, setup: Path, port: int, audio: Pat
         if (v := call.voice_to_voice_s()) is not None:
             v2v.append(v * 1000)
         gaps.extend(gaps_ms(call.agent, call.reply_runs()))
-    r = Round(n, concurrency, placed, len(calls), v2v, gaps, len(turns), unanswered,
-              per_worker, res.returncode)
+    r = Round(n, concurrency, placed, len(calls), sipp_refusals(xml), v2v, gaps, len(turns),
+              unanswered, per_worker, res.returncode)
     print(r.line(), flush=True)
     return r
 
@@ -254,7 +264,8 @@ def print_table(rounds: list[Round], baseline_s: float) -> None:
     """Every round of every setup in one table, with p50 over the naive serial pipeline."""
     print(f"\nnaive serial pipeline (same models, same question, hangover + ASR + LLM to first "
           f"clause + TTS): {baseline_s * 1000:.0f} ms")
-    head = (f"{'setup':<11} {'calls':>5} {'answered':>8} {'v2v p50':>8} {'v2v p95':>8} "
+    head = (f"{'setup':<11} {'calls':>5} {'answered':>8} {'refused':>7} {'v2v p50':>8} "
+            f"{'v2v p95':>8} "
             f"{'p50/serial':>10} {'unanswered':>10} {'gap p99':>7}  per worker")
     print(head)
     print("-" * len(head))
@@ -262,11 +273,13 @@ def print_table(rounds: list[Round], baseline_s: float) -> None:
         p50 = percentile(r.v2v_ms, 50)
         ratio = "n/a" if p50 is None else f"{p50 / 1000 / baseline_s:.2f}x"
         print(f"{r.setup:<11} {r.concurrency:>5} {f'{r.answered}/{r.placed}':>8} "
+              f"{refused_text(r.refused):>7} "
               f"{r.pct(r.v2v_ms, 50):>8} {r.pct(r.v2v_ms, 95):>8} {ratio:>10} "
               f"{f'{sum(r.unanswered.values())}/{r.turns}':>10} {r.pct(r.gaps_ms, 99):>7}  "
               f"{split_text(r.per_worker)}")
-    print("(calls: simultaneous callers; answered: calls in the call log of those placed; v2v and "
-          "gap in ms on the wire; unanswered: turns without reply audio / turns)")
+    print("(calls: simultaneous callers; answered: calls in the call log of those placed; "
+          "refused: N x SIP status the callers got; v2v and gap in ms on the wire; unanswered: "
+          "turns without reply audio / turns)")
 
 
 def _serial_baseline(config: Path) -> float:

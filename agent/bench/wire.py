@@ -13,6 +13,7 @@ one detector, :func:`models.audio.speech_runs`. Imports no pjsua2.
 
 from __future__ import annotations
 
+import re
 import signal
 import struct
 import subprocess
@@ -220,6 +221,20 @@ def sipp(scenario_path: Path, extension: str, port: int, local_port: int, media_
     return subprocess.run(sipp_argv(scenario_path, extension, port, local_port, media_port,
                                     calls, concurrent, timeout_s),
                           capture_output=True, text=True, timeout=timeout_s + 15)
+
+
+def sipp_refusals(scenario_path: Path) -> dict[int, int]:
+    """Final error statuses (4xx-6xx) that ended sipp's calls, by code, from its error file.
+
+    sipp aborts a call on a response its scenario did not expect and writes the message there.
+    """
+    err = scenario_path.with_suffix(".err")
+    text = err.read_text(errors="replace") if err.exists() else ""
+    out: dict[int, int] = {}
+    for code in re.findall(r"Aborting call on unexpected message.*?received 'SIP/2\.0 ([4-6]\d\d)",
+                           text):
+        out[int(code)] = out.get(int(code), 0) + 1
+    return out
 
 
 def spoken_ulaw(text: str, out: Path, lead_s: float = 3.0, tail_s: float = 1.0) -> Path:
