@@ -175,3 +175,30 @@ def request_user(whole_msg: str) -> str:
     uri = parts[1] if len(parts) >= 2 else ""
     uri = uri.split(":", 1)[1] if ":" in uri else uri
     return uri.split("@", 1)[0].split(";", 1)[0] if "@" in uri else ""
+
+
+def set_codecs(ep: pj.Endpoint, wanted: list[str]) -> None:
+    """Only the configured codecs, in the configured order.
+
+    Everything else is disabled, so an offer of speex/iLBC/GSM alone is refused (488) instead
+    of decoded at a loss.
+    """
+    prio = {name.upper(): 255 - i for i, name in enumerate(wanted)}
+    for info in ep.codecEnum2():
+        name = info.codecId.split("/", 1)[0].upper()
+        ep.codecSetPriority(info.codecId, prio.get(name, 0))
+
+
+def stop_clock(ep: pj.Endpoint | None) -> None:
+    """Close the null sound device, which drives the conference bridge's clock thread.
+
+    That thread calls into every port the bridge still knows; with it stopped, no frame
+    callback can run while ports and calls are freed at shutdown (the test suite crashed in
+    that gc twice, the second time after ports were already unbridged first).
+    """
+    if ep is None:
+        return
+    try:
+        ep.audDevManager().setNoDev()
+    except pj.Error:
+        pass

@@ -32,7 +32,7 @@ from collections.abc import Callable
 import pjsua2 as pj
 
 from agent.sip.audiolink import AudioLink
-from agent.sip.callbacks import _Account, _Call, _Port, request_user
+from agent.sip.callbacks import _Account, _Call, _Port, request_user, set_codecs, stop_clock
 from agent.sip.events import (
     CallDisconnected,
     IncomingCall,
@@ -240,7 +240,7 @@ class SipAgent:
             transport_ids.append(ep.transportCreate(kind, tcfg))
         ep.libStart()
         ep.audDevManager().setNullDev()  # no sound card; also drives the bridge clock
-        self._set_codecs(ep, o.codecs)
+        set_codecs(ep, o.codecs)
 
         acfg = pj.AccountConfig()
         acfg.mediaConfig.transportConfig.port = o.rtp_port
@@ -264,15 +264,6 @@ class SipAgent:
         acc = _Account(self)
         acc.create(acfg, True)
         self._acc = acc
-
-    @staticmethod
-    def _set_codecs(ep, wanted: list[str]) -> None:
-        # Only the configured codecs, in the configured order; everything else disabled so an
-        # offer of speex/iLBC/GSM alone is refused (488) instead of decoded at a loss.
-        prio = {name.upper(): 255 - i for i, name in enumerate(wanted)}
-        for info in ep.codecEnum2():
-            name = info.codecId.split("/", 1)[0].upper()
-            ep.codecSetPriority(info.codecId, prio.get(name, 0))
 
     def _shutdown(self) -> None:
         self._hangup_all()
@@ -302,6 +293,7 @@ class SipAgent:
         # below was seen once in the test suite). stopTransmit takes the bridge's lock, which
         # the clock thread holds for a whole tick, so no callback is running once it returns.
         self._unbridge_all()
+        stop_clock(self._ep)
         self._calls.clear()
         self._dead.clear()
         self._idle_ports.clear()
