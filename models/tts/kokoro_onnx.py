@@ -14,7 +14,7 @@ import numpy as np
 from dialplan.options import TTSOptions
 from models import catalog
 from models.errors import ModelMissingError
-from models.tts.base import TTS
+from models.tts.base import TTS, cpu_session
 
 
 class KokoroOnnxTTS(TTS):
@@ -24,7 +24,7 @@ class KokoroOnnxTTS(TTS):
 
     def __init__(self, options: TTSOptions):
         try:
-            import onnxruntime as ort
+            import onnxruntime  # noqa: F401 - missing means the same install hint
             from kokoro_onnx import Kokoro
         except ImportError as e:
             raise ModelMissingError("kokoro-onnx missing: pip install kokoro-onnx==0.6.1") from e
@@ -35,16 +35,7 @@ class KokoroOnnxTTS(TTS):
         )
         if not voices.exists():
             raise ModelMissingError(f"tts.voices: {voices} not found")
-        so = ort.SessionOptions()
-        # Measured: 2 intra-op threads RTF 0.45, 1 thread 0.83 (MODELS.md).
-        so.intra_op_num_threads = options.threads
-        so.inter_op_num_threads = 1
-        # Do not spin between runs: the LLM is generating on the same cores meanwhile.
-        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        session = ort.InferenceSession(
-            str(model), sess_options=so, providers=["CPUExecutionProvider"]
-        )
-        self._kokoro = Kokoro.from_session(session, str(voices))
+        self._kokoro = Kokoro.from_session(cpu_session(model, options.threads), str(voices))
         if options.voice not in self._kokoro.get_voices():
             raise ModelMissingError(
                 f"tts.voice '{options.voice}' not in {voices.name}: "

@@ -16,7 +16,7 @@ import numpy as np
 from dialplan.options import TTSOptions
 from models import catalog
 from models.errors import ModelMissingError
-from models.tts.base import TTS
+from models.tts.base import TTS, cpu_session
 
 VOLUME = 0.9
 """Piper scales each sentence to full scale; 0.9 leaves headroom for resampling to the line's
@@ -63,7 +63,7 @@ class PiperTTS(TTS):
 
     def __init__(self, options: TTSOptions):
         try:
-            import onnxruntime as ort
+            import onnxruntime  # noqa: F401 - missing means the same install hint
             from piper import PiperConfig, PiperVoice, SynthesisConfig
         except ImportError as e:
             raise ModelMissingError("piper-tts missing: pip install piper-tts==1.8.0") from e
@@ -74,16 +74,7 @@ class PiperTTS(TTS):
         config = PiperConfig.from_dict(json.loads(config_path.read_text(encoding="utf-8")))
         name = onnx.name.removesuffix(".onnx")
         speaker = self._speaker(config, name, options.voice)
-        so = ort.SessionOptions()
-        # As for Kokoro: 2 intra-op threads, one inter-op, and no spinning between runs while
-        # the LLM generates on the same cores.
-        so.intra_op_num_threads = options.threads
-        so.inter_op_num_threads = 1
-        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        session = ort.InferenceSession(
-            str(onnx), sess_options=so, providers=["CPUExecutionProvider"]
-        )
-        self._voice = PiperVoice(session=session, config=config)
+        self._voice = PiperVoice(session=cpu_session(onnx, options.threads), config=config)
         self._syn = SynthesisConfig(
             speaker_id=speaker,
             # length_scale stretches phoneme durations: speed 1.25 = 1/1.25 of the length.
