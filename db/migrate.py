@@ -19,6 +19,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, event, func, insert, select, update
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
+from sqlalchemy.sql import ColumnElement
 
 from db.schema import Call, Event, Turn
 
@@ -147,7 +148,7 @@ def current_revision(engine: Engine) -> str | None:
         return MigrationContext.configure(conn).get_current_revision()
 
 
-def close_lost_calls(engine: Engine, detail: str = "") -> int:
+def close_lost_calls(engine: Engine, detail: str = "", *owner: ColumnElement[bool]) -> int:
     """Close calls that have no ``ended_at``: a crash or kill left them open.
 
     They get ``end_reason = 'lost'`` and, as the end time, the last thing known about them (their
@@ -159,6 +160,7 @@ def close_lost_calls(engine: Engine, detail: str = "") -> int:
         engine: Engine of a migrated call-log database.
         detail: if given, recorded on each closed call as a ``lost`` event (e.g. the signal
             its worker process died of).
+        owner: further conditions on the calls to close (one process's calls in a cluster).
 
     Returns:
         How many calls were closed.
@@ -169,7 +171,8 @@ def close_lost_calls(engine: Engine, detail: str = "") -> int:
     last_event = select(func.max(Event.at)).where(Event.call_id == Call.id).scalar_subquery()
     with engine.begin() as conn:
         rows = conn.execute(
-            select(Call.id, Call.started_at, last_turn, last_event).where(Call.ended_at.is_(None))
+            select(Call.id, Call.started_at, last_turn, last_event)
+            .where(Call.ended_at.is_(None), *owner)
         ).all()
         for call_id, started_at, turn_at, event_at in rows:
             stamps = [_aware(s) for s in (started_at, turn_at, event_at) if s is not None]

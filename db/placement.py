@@ -17,8 +17,9 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
-from sqlalchemy import Engine, func, insert, or_, select, update
+from sqlalchemy import Engine, or_, select
 
+from db.migrate import close_lost_calls
 from db.reports import (
     Report,
     StageGroup,
@@ -30,7 +31,7 @@ from db.reports import (
     slowest_turns,
     totals,
 )
-from db.schema import Call, Event, Turn
+from db.schema import Call
 from db.stats import Percentiles
 from db.timeline import STAGES
 
@@ -66,29 +67,9 @@ def close_lost_calls_of(engine: Engine, worker: str | None, host: str | None,
     owner = [Call.worker == worker] if worker is not None else [Call.worker.is_(None)]
     if host is not None:
         owner.append(or_(Call.host == host, Call.host.is_(None)))
-    last_turn = (
-        select(func.max(Turn.recorded_at)).where(Turn.call_id == Call.id).scalar_subquery()
-    )
-    last_event = select(func.max(Event.at)).where(Event.call_id == Call.id).scalar_subquery()
-    with engine.begin() as conn:
-        rows = conn.execute(select(Call.id, Call.started_at, last_turn, last_event)
-                            .where(Call.ended_at.is_(None), *owner)).all()
-        for call_id, started_at, turn_at, event_at in rows:
-            stamps = [_utc(s) for s in (started_at, turn_at, event_at) if s is not None]
-            ended = max(stamps) if stamps else datetime.now(UTC)
-            conn.execute(update(Call).where(Call.id == call_id, Call.ended_at.is_(None))
-                         .values(ended_at=ended, end_reason="lost"))
-            if detail:
-                conn.execute(insert(Event).values(call_id=call_id, at=datetime.now(UTC),
-                                                  kind="lost", detail=detail))
-    return len(rows)
+    return close_lost_calls(engine, detail, *owner)
 
 
-def _utc(value: datetime | str) -> datetime:
-    # max() over a scalar subquery loses the column type on SQLite: the raw text comes back.
-    if isinstance(value, str):
-        value = datetime.fromisoformat(value)
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 def place_key(worker: str | None, host: str | None, by: PlaceBy) -> str:
