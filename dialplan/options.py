@@ -99,6 +99,11 @@ class ASROptions:
     """A transcript whose mean token log-probability is below this is a guess: the agent asks
     the caller to repeat (``repeat``) instead of answering it. Measured on the line with base:
     spoken questions -0.2 to -0.83, reversed speech -1.34. -inf = always answer."""
+    window_margin_s: float = 5.0
+    """faster-whisper encodes the utterance plus this much padding instead of Whisper's fixed
+    30 s window (CTranslate2 takes a shorter encoder input; negative = the full 30 s). ``bench
+    wer``, base, 179 line utterances, capped WER against the full window: margin 5 s -2.2 points
+    [-4.7, +0.4] at 0.49 s an utterance instead of 1.39 s; 2 s +2.1, 1 s +5.0, 0 s +11.9."""
     hotwords: tuple[str, ...] = ()
     """Names and words callers will say that the model may not know (a street, a product, the
     business's name); faster-whisper's ``hotwords`` bias the decoder towards them."""

@@ -108,7 +108,7 @@ def start_cluster(config: Path, log: Path, workers: int,
 
 def bench_config(port: int, rtp: int, work: Path, llm: str, threads: int,
                  asr: str = "base", *, stage_threads: int | None = None,
-                 max_silence_s: float | None = None) -> str:
+                 max_silence_s: float | None = None, llm_backend: str = "llama-cpp") -> str:
     """A config for the benchmarks: one profile on extension 101, SQLite in ``work``.
 
     Args:
@@ -116,6 +116,7 @@ def bench_config(port: int, rtp: int, work: Path, llm: str, threads: int,
         rtp: ``sip.rtp_port``, the first RTP port.
         work: where the call log and the spool go.
         llm: the profile's LLM model.
+        llm_backend: the profile's ``llm.backend``.
         threads: the LLM's threads.
         asr: the profile's ASR model.
         stage_threads: ASR and TTS threads (None: their defaults).
@@ -138,7 +139,7 @@ url = "sqlite:///{work}/calls.db"
 spool_dir = "{work}/spool"
 [profiles.fast]
 greeting = "Hello, quick assistant here."
-llm = {{ model = "{llm}", max_tokens = 40, threads = {threads} }}
+llm = {{ backend = "{llm_backend}", model = "{llm}", max_tokens = 40, threads = {threads} }}
 asr = {{ model = "{asr}", initial_prompt = "A caller phones the public library with a question."\
 {asr_threads} }}
 {extra}[dialplan]

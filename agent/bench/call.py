@@ -83,6 +83,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rounds", type=int, default=2, help="calls per caller slot")
     parser.add_argument("--profile-llm", default="qwen2.5-1.5b-instruct",
                         help="LLM of the bench profile (default: the shipped default)")
+    parser.add_argument("--llm-backend", default="llama-cpp",
+                        choices=("llama-cpp", "xllamacpp"), help="LLM backend of the bench profile")
     parser.add_argument("--asr-model", default="base", help="ASR model of the bench profile")
     parser.add_argument("--threads", type=int, default=None,
                         help="ASR, LLM and TTS threads per worker (default: CPU cores / workers, "
@@ -185,7 +187,8 @@ def run_setup(n: int, args, setup: Path, config: Path, audio: Path) -> list[Roun
     agent_ports = range(rtp, rtp + n * RTP_PORT_RANGE)
     config.write_text(bench_config(port, rtp, setup, args.profile_llm,
                                    args.llm_threads or threads, args.asr_model,
-                                   stage_threads=threads, max_silence_s=args.hold_s + 30))
+                                   stage_threads=threads, max_silence_s=args.hold_s + 30,
+                                   llm_backend=args.llm_backend))
     log = setup / ("serve.log" if n == 1 else "cluster.log")
     proc = start_serve(config, log) if n == 1 else start_cluster(config, log, n)
     if proc is None:

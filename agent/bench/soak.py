@@ -102,6 +102,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="stop launching calls after this long (default 20)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the callers' behaviour")
     parser.add_argument("--profile-llm", default="smollm2-135m", help="LLM of the bench profile")
+    parser.add_argument("--llm-backend", default="llama-cpp",
+                        choices=("llama-cpp", "xllamacpp"), help="LLM backend of the bench profile")
     parser.add_argument("--asr-model", default="tiny.en", help="ASR model of the bench profile")
     parser.add_argument("--llm-threads", type=int, default=2, help="llama.cpp threads")
     parser.add_argument("--no-capture", action="store_true",
@@ -124,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
     agent_ports = range(rtp, rtp + RTP_PORT_RANGE)
     config = work / "config.toml"
     config.write_text(bench_config(port, rtp, work, args.profile_llm, args.llm_threads,
-                                   args.asr_model))
+                                   args.asr_model, llm_backend=args.llm_backend))
     plans = plan_calls(args.calls, args.seed, work, port)
     serve_log = work / "serve.log"
     proc = start_serve(config, serve_log)

@@ -1,0 +1,62 @@
+"""Whisper encodes the utterance, not a 30 s window of mostly padding.
+
+faster-whisper pads every segment to 30 s before the encoder; CTranslate2 takes a shorter
+input, so the backend cuts the padding to the utterance plus ``asr.window_margin_s``
+(5 s: measured as accurate as the full window, see its option).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from agent.bench.samples import spoken
+from dialplan.options import ASROptions
+from models.audio import ASR_RATE, PHONE_RATE, pcm16_to_float, resample, through_phone_line
+
+pytestmark = pytest.mark.model
+
+
+def _line(text: str) -> np.ndarray:
+    audio, rate = spoken(text)
+    return resample(pcm16_to_float(through_phone_line(audio, rate)), PHONE_RATE, ASR_RATE)
+
+
+def _encoded_frames(asr, monkeypatch) -> list[int]:
+    """Encoder output lengths (in mel frames) of every pass through ``asr`` from now on."""
+    seen: list[int] = []
+    model = asr._model
+    encode = model.encode
+
+    def watched(features):
+        out = encode(features)
+        seen.append(2 * out.shape[1])  # the encoder's stride-2 convolution halves the frames
+        return out
+
+    monkeypatch.setattr(model, "encode", watched)
+    return seen
+
+
+def test_a_question_is_encoded_without_the_padding_and_heard_the_same(stage_cache, monkeypatch):
+    line = _line("What time does the library open on Saturday?")
+    trimmed = stage_cache.models.asr(ASROptions(model="base"))
+    full = stage_cache.models.asr(ASROptions(model="base", window_margin_s=-1))
+    seen_trimmed = _encoded_frames(trimmed, monkeypatch)
+    seen_full = _encoded_frames(full, monkeypatch)
+    text = trimmed.transcribe(line).text
+    assert text.lower() == full.transcribe(line).text.lower()
+    assert "library" in text and "Saturday" in text, text
+    duration_s = len(line) / ASR_RATE
+    assert seen_full == [3000]
+    assert seen_trimmed == [2 * int(np.ceil((duration_s + 5.0) * 50))]
+
+
+def test_audio_longer_than_the_window_is_still_transcribed_whole(stage_cache, monkeypatch):
+    sentence = "Please renew my three books, the cookbook, the atlas and the novel. "
+    line = _line(sentence * 8)
+    assert len(line) / ASR_RATE > 30
+    asr = stage_cache.models.asr(ASROptions(model="tiny.en"))
+    seen = _encoded_frames(asr, monkeypatch)
+    text = asr.transcribe(line).text
+    assert seen[0] == 3000 and len(seen) >= 2  # a full first window, then the rest
+    assert text.lower().count("atlas") >= 6, text
