@@ -1,5 +1,9 @@
 """``callagent bench call``: voice-to-voice and packet pacing measured on the wire.
 
+Every caller asks a different question (the 30 of ``bench wer``, in turn, two espeak-ng voices),
+and all of a round's callers ask at once: one question asked by every call would be answered
+from the LLM's prompt cache after the first call, which no real caller gets.
+
 For each setup of ``--workers`` (``1``: one supervised ``callagent serve``; ``N >= 2``:
 ``callagent cluster --workers N``, kamailio in front), a subprocess with its own ports and
 SQLite call log is started, loopback RTP is captured with ``tshark`` over every worker's RTP
@@ -45,14 +49,14 @@ from agent.bench.agentproc import (
     start_cluster,
     start_serve,
 )
-from agent.bench.samples import QUESTION
+from agent.bench.wer.questions import QUESTIONS
 from agent.bench.wire import (
     ROUTED,
     Capture,
     each_call,
     gaps_ms,
     scenario,
-    sipp,
+    sipp_argv,
     sipp_refusals,
     split_calls,
     spoken_ulaw,
@@ -60,6 +64,10 @@ from agent.bench.wire import (
 from db.stats import percentile
 
 TOOLS = ("sipp", "tshark", "espeak-ng", "sox")
+VOICES = ("en-us", "en")
+"""The callers' espeak-ng voices, in turn (American, British)."""
+SERIAL_QUESTIONS = 6
+"""Questions the naive serial pipeline answers (its median is the ratios' base)."""
 
 
 def worker_counts(text: str) -> list[int]:
@@ -157,7 +165,9 @@ def run(args: argparse.Namespace) -> int:
     work = Path(args.keep or tempfile.mkdtemp(prefix="callagent-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     # Silence after the question until the BYE: a phone keeps sending RTP (no RTP = dead line).
-    audio = spoken_ulaw(QUESTION, work / "question.ulaw", tail_s=args.hold_s)
+    n_audio = min(len(QUESTIONS), max(args.rounds * max(args.concurrency), SERIAL_QUESTIONS))
+    audio = [spoken_ulaw(QUESTIONS[i], work / f"question{i}.ulaw", tail_s=args.hold_s,
+                         voice=VOICES[i % len(VOICES)]) for i in range(n_audio)]
     rounds: list[Round] = []
     configs = []
     for n in args.workers:
@@ -174,7 +184,8 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_setup(n: int, args, setup: Path, config: Path, audio: Path) -> list[Round] | None:
+def run_setup(n: int, args, setup: Path, config: Path,
+              audio: list[Path]) -> list[Round] | None:
     """Start one serve (``n`` = 1) or a cluster of ``n``, run every concurrency, stop it."""
     from agent.sip.useragent import (
         RTP_PORT_RANGE,  # pjsua2 only when the bench runs, not at CLI parse
@@ -208,17 +219,33 @@ def run_setup(n: int, args, setup: Path, config: Path, audio: Path) -> list[Roun
             proc.wait()
 
 
-def one_round(n: int, concurrency: int, args, setup: Path, port: int, audio: Path,
+def one_round(n: int, concurrency: int, args, setup: Path, port: int, audio: list[Path],
               agent_ports: range) -> Round:
     db = setup / "calls.db"
     before = set(_query(db, "SELECT id FROM calls"))
-    # Through kamailio the ACK and BYE must follow Record-Route to the worker that answered.
-    xml = scenario(ROUTED if n > 1 else "uac_stream", setup / f"stream_{concurrency}.xml",
-                   audio=audio, hold_ms=int(args.hold_s * 1000))
     placed = concurrency * args.rounds
+    xmls, rcs = [], []
     with Capture(setup / f"calls_{concurrency}.pcap", agent_ports) as capture:
-        res = sipp(xml, "101", port, free_port(), free_block(4 * concurrency), calls=placed,
-                   concurrent=concurrency, timeout_s=args.hold_s * args.rounds + 60)
+        for r in range(args.rounds):
+            # One sipp per caller, all started together: each streams its own question.
+            procs = []
+            for i in range(concurrency):
+                k = r * concurrency + i
+                # Through kamailio the ACK and BYE must follow Record-Route to the worker.
+                xml = scenario(ROUTED if n > 1 else "uac_stream",
+                               setup / f"stream_{concurrency}_{k}.xml",
+                               audio=audio[k % len(audio)], hold_ms=int(args.hold_s * 1000))
+                xmls.append(xml)
+                argv = sipp_argv(xml, "101", port, free_port(), free_block(4),
+                                 timeout_s=args.hold_s + 60)
+                procs.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL,
+                                              stderr=subprocess.DEVNULL))
+            for proc in procs:
+                try:
+                    rcs.append(proc.wait(args.hold_s + 75))
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    rcs.append(proc.wait())
     calls = _settled(db, before)
     turns = _query(db, "SELECT call_id, unanswered FROM turns") if calls else []
     turns = [why for cid, why in turns if cid in calls]
@@ -234,8 +261,12 @@ def one_round(n: int, concurrency: int, args, setup: Path, port: int, audio: Pat
         if (v := call.voice_to_voice_s()) is not None:
             v2v.append(v * 1000)
         gaps.extend(gaps_ms(call.agent, call.reply_runs()))
-    r = Round(n, concurrency, placed, len(calls), sipp_refusals(xml), v2v, gaps, len(turns),
-              unanswered, per_worker, res.returncode)
+    refused: dict[int, int] = {}
+    for xml in xmls:
+        for code, k in sipp_refusals(xml).items():
+            refused[code] = refused.get(code, 0) + k
+    r = Round(n, concurrency, placed, len(calls), refused, v2v, gaps, len(turns),
+              unanswered, per_worker, max(rcs, default=0))
     print(r.line(), flush=True)
     return r
 
@@ -265,8 +296,8 @@ def _settled(db: Path, before: set[str], timeout_s: float = 30) -> dict[str, str
 
 def print_table(rounds: list[Round], baseline_s: float) -> None:
     """Every round of every setup in one table, with p50 over the naive serial pipeline."""
-    print(f"\nnaive serial pipeline (same models, same question, hangover + ASR + LLM to first "
-          f"clause + TTS): {baseline_s * 1000:.0f} ms")
+    print(f"\nnaive serial pipeline (same models, the first {SERIAL_QUESTIONS} questions, "
+          f"hangover + ASR + LLM to first clause + TTS): {baseline_s * 1000:.0f} ms")
     head = (f"{'setup':<11} {'calls':>5} {'answered':>8} {'refused':>7} {'v2v p50':>8} "
             f"{'v2v p95':>8} "
             f"{'p50/serial':>10} {'unanswered':>10} {'gap p99':>7}  per worker")
@@ -286,9 +317,10 @@ def print_table(rounds: list[Round], baseline_s: float) -> None:
 
 
 def _serial_baseline(config: Path) -> float:
-    """Median voice-to-voice (s) of the naive serial pipeline on the bench's question.
+    """Median voice-to-voice (s) of the naive serial pipeline on the bench's first questions.
 
-    The same models, loaded in this process once the agent has stopped (same machine, same run).
+    The same models and voices, loaded in this process once the agent has stopped (same
+    machine, same run); each question once, after a warm-up on another.
     """
     from agent.bench.baseline import serial_turn
     from agent.bench.samples import spoken
@@ -297,7 +329,8 @@ def _serial_baseline(config: Path) -> float:
 
     profile = load_config(config).profiles["fast"]
     stages = StageCache().stages(profile)
-    audio, rate = spoken(QUESTION)
-    serial_turn(audio, rate, profile, stages)  # warm-up
-    return float(np.median([serial_turn(audio, rate, profile, stages).voice_to_voice_s
-                            for _ in range(3)]))
+    serial_turn(*spoken(QUESTIONS[-1]), profile, stages)  # warm-up
+    return float(np.median([
+        serial_turn(*spoken(QUESTIONS[i], voice=VOICES[i % len(VOICES)]), profile,
+                    stages).voice_to_voice_s
+        for i in range(SERIAL_QUESTIONS)]))

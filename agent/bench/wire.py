@@ -237,10 +237,11 @@ def sipp_refusals(scenario_path: Path) -> dict[int, int]:
     return out
 
 
-def spoken_ulaw(text: str, out: Path, lead_s: float = 3.0, tail_s: float = 1.0) -> Path:
+def spoken_ulaw(text: str, out: Path, lead_s: float = 3.0, tail_s: float = 1.0,
+                voice: str = "en") -> Path:
     """espeak-ng ``text`` -> 8 kHz μ-law raw file with silence around it (sipp rtp_stream)."""
     wav = out.with_suffix(".wav")
-    subprocess.run(["espeak-ng", "-w", str(wav), text], check=True)
+    subprocess.run(["espeak-ng", "-v", voice, "-w", str(wav), text], check=True)
     subprocess.run(["sox", str(wav), "-r", str(PHONE_RATE), "-c", "1", "-e", "u-law", "-t", "raw",
                     str(out), "pad", str(lead_s), str(tail_s)], check=True)
     return out

@@ -59,10 +59,31 @@ class XLlamaCppLLM(LLM):
         p.sampling.seed = options.seed
         p.verbosity = -1
         self._server = xlc.Server(p)
+        self._slots = slots
+        self._primed: set[str] = set()
+        self._primed_lock = threading.Lock()
 
     def prime(self, system_prompt: str) -> None:
-        """Evaluate the system prompt once so every slot's first turn can reuse it."""
-        stream = self.stream([Message("system", system_prompt), Message("user", "Hello")])
+        """Evaluate the system prompt so the next turns reuse it.
+
+        The first time a prompt is primed, every slot gets it at once: a slot that has never
+        held it evaluates it in full (measured, Qwen 1.5B, 4 calls asking at once with one slot
+        primed: 3 of 4 re-read the 39-token prompt, 4.0 s to first token). Later a call's
+        priming needs one slot: llama.cpp hands a request the slot whose prompt it shares most.
+        """
+        with self._primed_lock:
+            first = system_prompt not in self._primed
+            self._primed.add(system_prompt)
+        messages = [Message("system", system_prompt), Message("user", "Hello")]
+        threads = [threading.Thread(target=self._prime_one, args=(messages,), daemon=True)
+                   for _ in range(self._slots if first else 1)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+    def _prime_one(self, messages: list[Message]) -> None:
+        stream = self.stream(messages)
         for _ in stream:
             break
         stream.close()
