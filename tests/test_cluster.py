@@ -296,7 +296,7 @@ def test_bench_call_round_through_kamailio_measures_each_worker(cluster, questio
     # log must agree on 2 answered calls, one per worker.
     args = argparse.Namespace(hold_s=45.0, rounds=1)
     setup = Path(cluster.db_url.removeprefix("sqlite:///")).parent
-    r = bench_call.one_round(2, 2, args, setup, cluster.port, question, cluster.rtp_ports)
+    r = bench_call.one_round(2, 2, args, setup, cluster.port, [question], cluster.rtp_ports)
     assert (r.placed, r.answered, r.refused, r.sipp_rc) == (2, 2, {}, 0)
     assert r.per_worker == {"w1": 1, "w2": 1}
     assert len(r.v2v_ms) == 2 and all(0 < v < 39000 for v in r.v2v_ms), r.v2v_ms
