@@ -23,10 +23,13 @@ class AudioOptions:
     """Speech shorter than this is ignored (clicks, coughs, the agent's own echo)."""
     endpoint_silence_s: float = 0.5
     """Hangover: silence after speech that ends a turn."""
-    speculate_s: float = 0.2
-    """After this much silence the turn starts speculatively (ASR, LLM, TTS); its audio is held
-    until the endpoint and dropped if the caller resumes. 0 = off. Must be < the hangover
-    (and above TAIL_S = 150 ms, so the speculated audio equals the final utterance)."""
+    speculate_s: float = 0.15
+    """After this much silence the turn starts speculatively (end-of-turn model, ASR, LLM,
+    TTS); its audio is held until the endpoint and dropped if the caller resumes. 0 = off.
+    Must be < the hangover and at least TAIL_S = 150 ms (so the speculated audio equals the
+    final utterance; the VAD counts 32 ms chunks, so 0.15 fires at 160 ms). ``bench
+    pipeline``, 1 call: endpoint p50 315 ms at 0.15 against 431 ms at 0.2, no false end of
+    turn on the paused questions with either."""
     pause_tolerance_s: float = 0.9
     """Longer hangover used when the last words sound unfinished ("uh", "and", "to" ...)."""
     max_endpoint_wait_s: float = 1.5

@@ -59,9 +59,9 @@ def test_turn_timings_present_and_consistent(default_call):
     ]
     assert all(s is not None and s >= 0 for s in stages), stages
     assert abs(sum(stages) - t.voice_to_voice_s) < 0.005
-    # Smart Turn ends a finished question at the 200 ms pause (+ VAD chunk, resampler release
+    # Smart Turn ends a finished question at the 150 ms pause (+ VAD chunk, resampler release
     # and the model); the 500 ms hangover is the fallback, never exceeded by much.
-    assert 0.2 <= t.endpoint_s <= 0.7
+    assert 0.15 <= t.endpoint_s <= 0.7
     assert t.llm_total_s >= t.llm_ttft_s and t.llm_tokens >= 3
     assert 0 < t.asr_rtf < 2 and 0 < t.tts_rtf < 3
     assert t.audio_in_s == pytest.approx(2.6, abs=0.8) and t.audio_out_s >= 1.0

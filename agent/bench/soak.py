@@ -34,7 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from agent.bench.agentproc import bench_config, free_port, start_serve
+from agent.bench.agentproc import bench_config, free_block, free_port, start_serve
 from agent.bench.malformed import send_malformed
 from agent.bench.soak_callers import BEHAVIOURS, Outcome, Plan, place, plan_calls
 from agent.bench.wire import Capture, each_call, gaps_ms, split_calls
@@ -122,7 +122,9 @@ def run(args: argparse.Namespace) -> int:
             return 2
     work = Path(args.keep or tempfile.mkdtemp(prefix="callagent-soak-"))
     work.mkdir(parents=True, exist_ok=True)
-    port, rtp = free_port(), 46000
+    # Free blocks, not fixed ports: two soaks (or a soak and the tests) can share a machine.
+    port, rtp = free_port(), free_block(RTP_PORT_RANGE)
+    media = free_block(4 * args.concurrency)  # each caller slot's RTP, RTCP (sipp -mp)
     agent_ports = range(rtp, rtp + RTP_PORT_RANGE)
     config = work / "config.toml"
     config.write_text(bench_config(port, rtp, work, args.profile_llm, args.llm_threads,
@@ -156,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
                     if plan.malformed and time.monotonic() <= deadline:
                         sent += send_malformed(port, rng, plan.n, plan.malformed)
                 try:
-                    return place(plan, work, port, 50000 + 200 * slot, deadline)
+                    return place(plan, work, port, media + 4 * slot, deadline)
                 finally:
                     with lock:
                         slots.append(slot)
