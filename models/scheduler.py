@@ -3,11 +3,12 @@
 On 2 cores, two heavy stages running at once (ASR of one call, TTS of another, an LLM decode)
 each get half the machine and all of them finish late; measured with 4 calls, ASR of an ended
 utterance took 2.1 s instead of 0.3 s. Here each model call (an ASR pass, an LLM prefill or
-one decode step, a TTS chunk, an end-of-turn decision) first takes one of ``slots`` run slots
+one decode step, a TTS chunk) first takes one of ``slots`` run slots
 (1 by default: each model already uses every core it is given), and waiting jobs get the slot
 in priority order, so the work a caller is waiting to hear goes first:
 
-* ``END_OF_TURN``: is the caller done? (tens of ms, decides when everything else starts);
+* ``END_OF_TURN``: reserved (the end-of-turn model, one thread for ~100 ms, runs beside the
+  slots: :mod:`models.eot.base`);
 * ``FIRST_AUDIO``: ASR of an ended utterance, the LLM up to the first clause, TTS of the
   first clause, and any reply whose queued audio is about to run out;
 * ``SPECULATIVE``: work started before the endpoint (it may be thrown away);

@@ -57,3 +57,30 @@ def test_a_pause_the_model_took_for_an_end_is_still_one_turn():
     assert [t.transcript for t in calllog.of(TurnRecord)] == [whole]
     assert [m.content for m in session.history] == [whole, "Sure."]
     close(session, line)
+
+
+def test_the_verdict_does_not_wait_for_the_turns_asr_pass():
+    # ASR takes 0.6 s (a scheduler job), the model 0.3 s beside it: the turn ends 0.3 s into
+    # the pass and 0.3 s of it is left (one after the other, the whole 0.6 s was left).
+    stages = fake_stages(asr=FakeASR(["what time do you open?"], delay_s=0.6),
+                         eot=FakeEOT([0.95], delay_s=0.3))
+    session, line, calllog, _ = make(stages, speculate_s=0.2, endpoint_silence_s=0.9)
+    assert wait_until(lambda: session.state == "listening")
+    line.say(tone(0.8))
+    assert wait_until(lambda: calllog.of(TurnRecord), timeout=10)
+    turn = calllog.of(TurnRecord)[0]
+    assert 0.45 <= turn.endpoint_s <= 0.75, turn  # the pause + the model
+    assert 0.2 <= turn.asr_s <= 0.45, turn  # the rest of the pass
+    close(session, line)
+
+
+def test_a_failing_model_leaves_the_hangover_to_end_the_turn():
+    stages = fake_stages(asr=FakeASR(["what time do you open?"]),
+                         eot=FakeEOT(fail_with=RuntimeError("onnx session lost")))
+    session, line, calllog, _ = make(stages, speculate_s=0.2, endpoint_silence_s=0.6)
+    assert wait_until(lambda: session.state == "listening")
+    line.say(tone(0.8))
+    assert wait_until(lambda: calllog.of(TurnRecord))
+    turn = calllog.of(TurnRecord)[0]
+    assert 0.55 <= turn.endpoint_s <= 0.9 and turn.transcript == "what time do you open?"
+    close(session, line)

@@ -48,7 +48,8 @@ class RssSampler(threading.Thread):
     def __init__(self, serve_log: Path):
         super().__init__(daemon=True)
         self.serve_log = serve_log
-        self.samples: list[tuple[int, int]] = []
+        self.samples: list[tuple[int, int, float]] = []
+        """(pid, VmRSS kB, monotonic time) every second."""
         self.stop = threading.Event()
 
     def run(self) -> None:
@@ -62,7 +63,7 @@ class RssSampler(threading.Thread):
             except OSError:
                 continue
             if m := re.search(r"^VmRSS:\s+(\d+) kB", status, re.M):
-                self.samples.append((int(pids[-1]), int(m.group(1))))
+                self.samples.append((int(pids[-1]), int(m.group(1)), time.monotonic()))
 
 
 # ---- the bench ----------------------------------------------------------------------------------
@@ -90,6 +91,10 @@ class Result:
     rss_start_mb: float | None = None
     rss_end_mb: float | None = None
     rss_peak_mb: float | None = None
+    rss_warm_mb: float | None = None
+    """RSS once a tenth of the calls had ended: arenas and caches have met most inputs."""
+    warm_calls: int = 0
+    rss_growth_after_warm_pct: float | None = None
     reply_gap_p99_ms: float | None = None
     minutes: float = 0.0
     work: str = ""
@@ -150,6 +155,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             slots = list(range(args.concurrency))
             lock = threading.Lock()
+            ended_at: list[float] = []
 
             def one(plan: Plan) -> Outcome:
                 nonlocal sent
@@ -162,6 +168,7 @@ def run(args: argparse.Namespace) -> int:
                 finally:
                     with lock:
                         slots.append(slot)
+                        ended_at.append(time.monotonic())
 
             with ThreadPoolExecutor(args.concurrency) as pool:
                 outcomes = list(pool.map(one, plans))
@@ -179,6 +186,7 @@ def run(args: argparse.Namespace) -> int:
             proc.kill()
             proc.wait()
     result = _result(args, plans, outcomes, sent, work, serve_log, sampler, open_before)
+    _warm_rss(result, sampler, sorted(ended_at))
     result.minutes = round((time.monotonic() - began) / 60, 2)
     if capture:
         gaps = []
@@ -188,6 +196,23 @@ def run(args: argparse.Namespace) -> int:
         result.reply_gap_p99_ms = None if p99 is None else round(p99, 1)
     _print(result, args.format)
     return 0
+
+
+def _warm_rss(result: Result, sampler: RssSampler, ended_at: list[float]) -> None:
+    """RSS after the first tenth of the calls, and the growth from there to the end.
+
+    The first calls meet new input sizes (ASR windows, TTS lengths, KV fill) that the native
+    arenas keep; growth after that is what a leak would show.
+    """
+    warm = max(1, len(ended_at) // 10)
+    if len(ended_at) < warm or not sampler.samples:
+        return
+    after = [kb for _, kb, at in sampler.samples if at >= ended_at[warm - 1]]
+    if not after:
+        return
+    result.warm_calls = warm
+    result.rss_warm_mb = round(after[0] / 1024, 1)
+    result.rss_growth_after_warm_pct = round(100 * (after[-1] - after[0]) / after[0], 1)
 
 
 def _open_calls(db: Path) -> int:
@@ -214,7 +239,7 @@ def _result(args, plans: list[Plan], outcomes: list[Outcome], sent: int, work: P
     reasons = dict(_query(db, "SELECT unanswered, COUNT(*) FROM turns GROUP BY unanswered"))
     ends = dict(_query(db, "SELECT COALESCE(end_reason, ''), COUNT(*) FROM calls "
                            "GROUP BY COALESCE(end_reason, '')"))
-    rss = [kb for _, kb in sampler.samples]
+    rss = [kb for _, kb, _ in sampler.samples]
     mb = (lambda kb: round(kb / 1024, 1))  # noqa: E731
     return Result(
         calls_planned=len(plans), calls_placed=len(placed),
@@ -269,6 +294,8 @@ def _print(r: Result, fmt: str) -> None:
         ("end reasons", ", ".join(f"{k or '(none)'} {v}" for k, v in r.end_reasons.items())),
         ("worker RSS start/end/peak MB", f"{r.rss_start_mb} / {r.rss_end_mb} / "
                                                f"{r.rss_peak_mb}"),
+        (f"worker RSS after the first {r.warm_calls} calls MB, growth after",
+         f"{r.rss_warm_mb} / {r.rss_growth_after_warm_pct} %"),
         ("reply packet gap p99 (ms)", r.reply_gap_p99_ms),
     ]
     for k, v in rows:

@@ -5,6 +5,10 @@ end-of-turn model looks at the turn's audio (its last seconds: words and prosody
 probability that the caller has finished, so the session can answer after ~200 ms of silence
 instead of waiting out the hangover. The public :meth:`EndOfTurn.score` times every call; a
 backend implements only ``_probability``.
+
+A decision takes no slot of the process scheduler: it is one thread for ~100 ms, and it
+decides when everything else starts, so it runs beside whatever holds the cores (the turn's
+own speculative ASR pass starts with it). Queued for a slot, it waited behind whole passes.
 """
 
 from __future__ import annotations
@@ -16,7 +20,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from models.metrics import EOTMetrics
-from models.scheduler import SCHEDULER, Priority
 
 SAMPLE_RATE = 16000
 
@@ -37,10 +40,9 @@ class EndOfTurn(ABC):
 
     def score(self, audio: np.ndarray) -> TurnEnd:
         """Score 16 kHz float32 audio of the turn so far (its end is the caller's last words)."""
-        with SCHEDULER.job("eot", Priority.END_OF_TURN):
-            t0 = time.monotonic()
-            p = float(self._probability(np.asarray(audio, np.float32).reshape(-1)))
-            t1 = time.monotonic()
+        t0 = time.monotonic()
+        p = float(self._probability(np.asarray(audio, np.float32).reshape(-1)))
+        t1 = time.monotonic()
         metrics = EOTMetrics(model=self.model_name, started_at=t0, ended_at=t1,
                              audio_s=len(audio) / SAMPLE_RATE, probability=p)
         return TurnEnd(p, metrics)
