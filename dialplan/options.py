@@ -30,8 +30,11 @@ class AudioOptions:
     final utterance; the VAD counts 32 ms chunks, so 0.15 fires at 160 ms). ``bench
     pipeline``, 1 call: endpoint p50 315 ms at 0.15 against 431 ms at 0.2, no false end of
     turn on the paused questions with either."""
-    pause_tolerance_s: float = 0.9
-    """Longer hangover used when the last words sound unfinished ("uh", "and", "to" ...)."""
+    pause_tolerance_s: float = 1.2
+    """Longer hangover used when the last words sound unfinished ("uh", "and", "to" ...).
+    0.9 s ran out before a caller who went on after a 0.7 s pause was confirmed (0.2 s of
+    ``min_speech_s`` and ~0.1 s of VAD and resampler lag on a SIP line), and the reply began
+    over the rest of their turn."""
     max_endpoint_wait_s: float = 1.5
     """Never wait longer than this after speech ends, whatever the words."""
     max_utterance_s: float = 20.0

@@ -269,7 +269,9 @@ class CallSession:
         for ev in events:
             if isinstance(ev, SpeechStarted):
                 self._idle_since = at
-                self.turntaking.speech_started(self._stamp(ev.start_s, at))
+                if self.turntaking.speech_started(self._stamp(ev.start_s, at)):
+                    self.playout.clear()  # the reply began over the caller: stop it
+                    self._gate.reset()
             elif isinstance(ev, SpeechPaused):
                 self.turntaking.speech_paused(ev, self._stamp(ev.end_s, at), closing)
             elif isinstance(ev, SpeechResumed):
@@ -292,7 +294,7 @@ class CallSession:
             log.event("turn-error", self.call_id, error=error, level=40)
 
     def _tick(self, now: float) -> None:
-        self.turntaking.tick(now)
+        self.turntaking.tick(now, self._segmenter.speech_start_s is not None)
         self._filler(now)
         if self._rec.pending:
             self._rec.flush(self.playout.busy, self._t0)
@@ -336,6 +338,11 @@ class CallSession:
             self._rec.event("filler", f"turn {turn.index}")
 
     def _barge_in(self, at: float) -> None:
+        start = self._segmenter.speech_start_s
+        if start is not None and self.turntaking.resumed_over_reply(self._stamp(start, at)):
+            self.playout.clear()  # not a barge-in: the reply began over the caller's turn
+            self._gate.reset()
+            return
         dropped = self.playout.clear()
         self._gate.reset()
         self.barge_ins += 1

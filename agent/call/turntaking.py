@@ -69,17 +69,22 @@ class TurnTaking:
 
     # ---- segmenter events ------------------------------------------------------------------
 
-    def speech_started(self, start_at: float) -> None:
-        """Confirmed caller speech that began at ``start_at``."""
+    def speech_started(self, start_at: float) -> bool:
+        """Confirmed caller speech that began at ``start_at``.
+
+        Returns True when the reply now playing must stop (see :meth:`resumed_over_reply`).
+        """
+        if self.resumed_over_reply(start_at):
+            return True
         state = self._state()
+        turn = self.turn
         if state in ("greeting", "speaking"):
             # Echo, a backchannel, or the caller talking over the agent: decided once the agent
             # falls silent (see _is_callers).
             self._echo_suspect = True
             self._agent_quiet_at = None
             self._speech_start_at = start_at
-            return
-        turn = self.turn
+            return False
         if state == "thinking" and turn is not None and not turn.audible:
             # The caller resumed before hearing a reply: one turn, answer it after the rest.
             turn.merged = True
@@ -89,6 +94,29 @@ class TurnTaking:
                 (start_at - (turn.timeline.speech_end_at or start_at)) * 1000))
             self._set_state("listening")
         self._speech_start_at = start_at
+        return False
+
+    def resumed_over_reply(self, start_at: float) -> bool:
+        """The caller's speech from ``start_at`` began before the reply now playing did.
+
+        A pause mid-thought that the endpoint took for the end: the agent began speaking over
+        the rest of the caller's turn (none of this speech can be its echo). The turn is held
+        and merged with what the caller says now, like a turn resumed before its reply was
+        ready; True tells the session to stop the reply.
+        """
+        turn = self.turn
+        if (self._state() != "speaking" or turn is None or turn.cancel.is_set()
+                or turn.barge_in or not _began_before_reply(turn, start_at)):
+            return False
+        turn.merged = True
+        turn.cancel.set()
+        self.held, self.turn = turn, None
+        self._echo_suspect = False
+        log.event("turn-resumed", self.call_id, after="reply-start", pause_ms=round(
+            (start_at - (turn.timeline.speech_end_at or start_at)) * 1000))
+        self._set_state("listening")
+        self._speech_start_at = start_at
+        return True
 
     def speech_paused(self, ev: SpeechPaused, end_at: float, closing: bool) -> None:
         """Silence began: run the turn now, its audio held behind the gate until the endpoint."""
@@ -197,9 +225,16 @@ class TurnTaking:
         """The agent's greeting or reply has finished playing (not cut by a barge-in)."""
         self._agent_quiet_at = at
 
-    def tick(self, now: float) -> None:
-        """Open a held gate whose pause-tolerance wait has run out."""
+    def tick(self, now: float, caller_sounding: bool = False) -> None:
+        """Open a held gate whose pause-tolerance wait has run out.
+
+        Not while the caller is sounding again (speech the VAD has heard but not yet
+        confirmed): a caller who resumed at 0.7 s is confirmed only ~0.3 s later, after the
+        0.9 s wait, and the reply then began over the rest of their turn.
+        """
         turn = self.turn
+        if caller_sounding:
+            return
         if turn is not None and turn.hold_until is not None and not turn.gate.is_set():
             self._open_gate(turn, now)
 
@@ -296,3 +331,9 @@ def _same_speech(turn: Turn, utt: Utterance) -> bool:
     one sample short and split a turn in two.
     """
     return turn.utterance.end_s == utt.end_s
+
+
+def _began_before_reply(turn: Turn, start_at: float) -> bool:
+    """The caller's speech began before the turn's reply reached the line (none of it echo)."""
+    first = turn.timeline.first_frame_out_at
+    return first is None or start_at < first

@@ -107,6 +107,11 @@ class Segmenter:
         return self._confirmed
 
     @property
+    def speech_start_s(self) -> float | None:
+        """Where the speech in progress began (stream offset, s); None between utterances."""
+        return self._start_s if self._in_speech else None
+
+    @property
     def offset_s(self) -> float:
         return self._offset / SAMPLE_RATE
 
