@@ -204,9 +204,9 @@ def _warm_rss(result: Result, sampler: RssSampler, ended_at: list[float]) -> Non
     The first calls meet new input sizes (ASR windows, TTS lengths, KV fill) that the native
     arenas keep; growth after that is what a leak would show.
     """
-    warm = max(1, len(ended_at) // 10)
-    if len(ended_at) < warm or not sampler.samples:
+    if not ended_at or not sampler.samples:
         return
+    warm = max(1, len(ended_at) // 10)
     after = [kb for _, kb, at in sampler.samples if at >= ended_at[warm - 1]]
     if not after:
         return

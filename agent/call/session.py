@@ -270,8 +270,7 @@ class CallSession:
             if isinstance(ev, SpeechStarted):
                 self._idle_since = at
                 if self.turntaking.speech_started(self._stamp(ev.start_s, at)):
-                    self.playout.clear()  # the reply began over the caller: stop it
-                    self._gate.reset()
+                    self._stop_reply()  # it began over the caller's turn
             elif isinstance(ev, SpeechPaused):
                 self.turntaking.speech_paused(ev, self._stamp(ev.end_s, at), closing)
             elif isinstance(ev, SpeechResumed):
@@ -337,14 +336,18 @@ class CallSession:
                       waited_ms=round((now - turn.timeline.endpoint_at) * 1000))
             self._rec.event("filler", f"turn {turn.index}")
 
+    def _stop_reply(self) -> int:
+        """Drop the reply audio still queued; frames dropped."""
+        dropped = self.playout.clear()
+        self._gate.reset()
+        return dropped
+
     def _barge_in(self, at: float) -> None:
         start = self._segmenter.speech_start_s
         if start is not None and self.turntaking.resumed_over_reply(self._stamp(start, at)):
-            self.playout.clear()  # not a barge-in: the reply began over the caller's turn
-            self._gate.reset()
+            self._stop_reply()  # not a barge-in: the reply began over the caller's turn
             return
-        dropped = self.playout.clear()
-        self._gate.reset()
+        dropped = self._stop_reply()
         self.barge_ins += 1
         self.turntaking.interrupt()
         log.event("barge-in", self.call_id, state=self.state, dropped_ms=dropped * 20,

@@ -87,12 +87,7 @@ class TurnTaking:
             return False
         if state == "thinking" and turn is not None and not turn.audible:
             # The caller resumed before hearing a reply: one turn, answer it after the rest.
-            turn.merged = True
-            turn.cancel.set()
-            self.held, self.turn = turn, None
-            log.event("turn-resumed", self.call_id, pause_ms=round(
-                (start_at - (turn.timeline.speech_end_at or start_at)) * 1000))
-            self._set_state("listening")
+            self._hold_for_merge(turn, start_at)
         self._speech_start_at = start_at
         return False
 
@@ -108,15 +103,19 @@ class TurnTaking:
         if (self._state() != "speaking" or turn is None or turn.cancel.is_set()
                 or turn.barge_in or not _began_before_reply(turn, start_at)):
             return False
+        self._echo_suspect = False
+        self._hold_for_merge(turn, start_at, after="reply-start")
+        self._speech_start_at = start_at
+        return True
+
+    def _hold_for_merge(self, turn: Turn, start_at: float, **why: object) -> None:
+        """Cancel ``turn`` and hold it: the caller's next utterance is merged into it (one turn)."""
         turn.merged = True
         turn.cancel.set()
         self.held, self.turn = turn, None
-        self._echo_suspect = False
-        log.event("turn-resumed", self.call_id, after="reply-start", pause_ms=round(
+        log.event("turn-resumed", self.call_id, **why, pause_ms=round(
             (start_at - (turn.timeline.speech_end_at or start_at)) * 1000))
         self._set_state("listening")
-        self._speech_start_at = start_at
-        return True
 
     def speech_paused(self, ev: SpeechPaused, end_at: float, closing: bool) -> None:
         """Silence began: run the turn now, its audio held behind the gate until the endpoint."""
@@ -232,9 +231,9 @@ class TurnTaking:
         confirmed): a caller who resumed at 0.7 s is confirmed only ~0.3 s later, after the
         0.9 s wait, and the reply then began over the rest of their turn.
         """
-        turn = self.turn
         if caller_sounding:
             return
+        turn = self.turn
         if turn is not None and turn.hold_until is not None and not turn.gate.is_set():
             self._open_gate(turn, now)
 
