@@ -253,8 +253,9 @@ class CallLogWriter:
             for batch in self.spool.take():
                 records = self.spool.read(batch)
                 self._write_checked(records)
-                self.spool.done(batch)
+                # Counted before the file goes: ``healthy`` (no spool left) implies the count.
                 self.stats.replayed += len(records)
+                self.spool.done(batch)
                 event("calllog_spool_replayed", records=len(records), file=batch.name)
         except Exception as e:  # noqa: BLE001 - any failure means: try again later
             if not self._failing:

@@ -8,14 +8,21 @@ audio (echo, a backchannel) is not answered but is recorded with its reason.
 
 from __future__ import annotations
 
-import pytest
-from fakes import FakeASR, fake_stages, silence, tone
+from types import SimpleNamespace
 
+import numpy as np
+import pytest
+from fakes import FakeASR, ListLog, fake_stages, silence, tone
+
+from agent.call.recorder import CallRecorder
+from agent.call.turntaking import TurnTaking
 from agent.simulate import simulate
-from agent.turn.runner import TurnRunner
+from agent.turn.runner import TurnResult, TurnRunner
 from db.records import EventRecord
 from dialplan import parse_config
 from models.audio import pcm16_to_float
+from models.metrics import VADMetrics
+from models.vad.segmenter import Utterance
 
 pytestmark = pytest.mark.unit
 
@@ -82,3 +89,44 @@ def _cat(*parts):
     import numpy as np
 
     return np.concatenate(parts)
+
+
+def test_a_reply_begun_over_the_rest_of_the_callers_turn_is_merged_not_recorded_twice():
+    """One turn is recorded when a reply began over the rest of the caller's turn.
+
+    The endpoint took a mid-thought pause for the end; the short reply was done (its record
+    queued) before the caller's resumed speech was confirmed. On a loaded SIP line this race
+    once recorded both the cut turn and the merged one.
+    """
+    state = ["listening"]
+    worker = SimpleNamespace(history=[], start=lambda turn, call_id: None)
+    rec = CallRecorder(ListLog(), "c")
+    tt = TurnTaking("c", profile().audio, worker, rec, lambda: state[0],
+                    lambda s: state.__setitem__(0, s))
+
+    def utt(start_s, end_s):
+        vad = VADMetrics("v", 0.0, 0.0, 0.0, 0)
+        return Utterance(np.zeros(int((end_s - start_s) * 16000), np.float32), start_s, end_s,
+                         end_s + 0.3, vad)
+
+    tt.speech_started(0.0)
+    tt.utterance(utt(0.0, 1.0), 1.0, 1.3, closing=False)
+    first = tt.turn
+    first.transcript = "I would like a room."
+    tt.transcribed(first, 1.31)
+    assert first.gate.is_set()
+    first.audible, first.timeline.first_frame_out_at = True, 1.35
+    tt.reply_audio(first)
+    first.result = TurnResult(transcript=first.transcript, reply_text="Sure.")
+    assert tt.turn_done(first) == "" and rec.pending == [first]
+    # The caller had gone on at 1.25 s, before the reply reached the line at 1.35 s.
+    assert tt.speech_started(1.25) is True
+    assert rec.pending == [] and tt.held is first and state[0] == "listening"
+    tt.utterance(utt(1.25, 2.5), 2.5, 2.8, closing=False)
+    merged = tt.turn
+    assert merged.merged_from is first and merged.utterance.start_s == 0.0
+    merged.transcript = "I would like a room for two on Saturday."
+    tt.transcribed(merged, 2.81)
+    merged.result = TurnResult(transcript=merged.transcript)
+    tt.turn_done(merged)
+    assert rec.pending == [merged]

@@ -112,10 +112,20 @@ class TurnTaking:
         """Cancel ``turn`` and hold it: the caller's next utterance is merged into it (one turn)."""
         turn.merged = True
         turn.cancel.set()
+        self._unrecord(turn)
         self.held, self.turn = turn, None
         log.event("turn-resumed", self.call_id, **why, pause_ms=round(
             (start_at - (turn.timeline.speech_end_at or start_at)) * 1000))
         self._set_state("listening")
+
+    def _unrecord(self, turn: Turn) -> None:
+        """A turn merged into the next one is recorded as that one, not on its own too.
+
+        Its worker may have finished already (a short reply, still playing out when the
+        caller's resumed speech was confirmed), which queued its record.
+        """
+        if turn in self._rec.pending:
+            self._rec.pending.remove(turn)
 
     def speech_paused(self, ev: SpeechPaused, end_at: float, closing: bool) -> None:
         """Silence began: run the turn now, its audio held behind the gate until the endpoint."""
@@ -139,6 +149,7 @@ class TurnTaking:
             # will hold this audio too), so only earlier held pieces stay held.
             turn.merged = True
             turn.cancel.set()
+            self._unrecord(turn)
             self.held, self.turn = turn.merged_from, None
             log.event("turn-resumed", self.call_id, after="end-of-turn")
             self._set_state("listening")

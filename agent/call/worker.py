@@ -46,7 +46,8 @@ class Turn:
     utterance: Utterance | SpeechPaused
     timeline: TurnTimeline
     history_len: int
-    """Length of the call's history before this turn (rolled back to it if merged away)."""
+    """Length of the call's history before this turn (rolled back to it if merged away); set
+    again by its worker once the turns before it have finished."""
     after: Turn | None = None
     """A previous turn whose worker must finish first (it may still touch the history)."""
     merged_from: Turn | None = None
@@ -135,6 +136,11 @@ class TurnWorker:
         try:
             if turn.after is not None:
                 turn.after.join()  # it may still append to (or roll back) the history
+            if turn.merged_from is not None:
+                # The turn this one continues may have finished (its reply appended) before
+                # the caller went on: its words are asked again here, whole.
+                del self.history[turn.merged_from.history_len:]
+            turn.history_len = len(self.history)  # now that no earlier worker can touch it
             if turn.cancel.is_set():
                 return
             runner = self._runner(turn)
