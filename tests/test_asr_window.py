@@ -2,7 +2,7 @@
 
 faster-whisper pads every segment to 30 s before the encoder; CTranslate2 takes a shorter
 input, so the backend cuts the padding to the utterance plus ``asr.window_margin_s``
-(5 s: measured as accurate as the full window, see its option).
+(5 s: measured as accurate as the full window, see its option), rounded up to whole seconds.
 """
 
 from __future__ import annotations
@@ -48,7 +48,17 @@ def test_a_question_is_encoded_without_the_padding_and_heard_the_same(stage_cach
     assert "library" in text and "Saturday" in text, text
     duration_s = len(line) / ASR_RATE
     assert seen_full == [3000]
-    assert seen_trimmed == [2 * int(np.ceil((duration_s + 5.0) * 50))]
+    assert seen_trimmed == [100 * int(np.ceil(duration_s + 5.0))]
+
+
+def test_the_window_comes_in_whole_seconds(stage_cache, monkeypatch):
+    # Every distinct encoder length costs the process memory it keeps (~1 MB each, measured):
+    # utterances a few samples apart share a length; at most 25 lengths exist below 30 s.
+    asr = stage_cache.models.asr(ASROptions(model="tiny.en"))
+    seen = _encoded_frames(asr, monkeypatch)
+    for seconds in (0.5, 0.51, 0.99, 1.01, 3.7, 24.9):
+        asr.transcribe(np.zeros(int(seconds * ASR_RATE), np.float32))
+    assert seen == [600, 600, 600, 700, 900, 3000]
 
 
 def test_audio_longer_than_the_window_is_still_transcribed_whole(stage_cache, monkeypatch):

@@ -49,6 +49,13 @@ class Stages:
     """End-of-turn model, if the profile uses one."""
 
 
+WARM_UP_SPEECH = (
+    "Thank you for calling the library; the main branch is open from nine in the morning "
+    "until six in the evening on weekdays, and from ten until four on Saturdays, and you can "
+    "renew your books, book a study room or ask about our events on the phone or online.")
+"""As long as a reply's longest sentence: the TTS warm-up (see :meth:`TurnRunner.warm_up`)."""
+
+
 class StageCache:
     """Loads each distinct model once per process and hands out per-profile :class:`Stages`."""
 
@@ -114,7 +121,10 @@ class TurnRunner:
             self.stages.asr.transcribe(second)
             if self.stages.eot is not None:
                 self.stages.eot.score(second)
-            self.stages.tts.synthesize("Hello.")
+            # A long chunk: the TTS runtime's memory arena grows to the largest chunk it has
+            # seen and keeps it, so it grows here, once, not over the first calls (Piper: +164
+            # MB over its first 50 replies without this).
+            self.stages.tts.synthesize(WARM_UP_SPEECH)
 
     def speak(self, text: str) -> np.ndarray:
         """Synthesise a fixed phrase (greeting, goodbye) once; int16 at ``out_rate``."""

@@ -33,6 +33,9 @@ def cpu_session(path: str, threads: int):
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
     so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    # Memory patterns are planned per input shape, and every chunk of text has its own: with
+    # them, Piper's RSS grew 250 MB over its first 50 chunks; without, 164 MB, at the same speed.
+    so.enable_mem_pattern = False
     return ort.InferenceSession(str(path), sess_options=so, providers=["CPUExecutionProvider"])
 
 
