@@ -52,10 +52,13 @@ def run(args: argparse.Namespace) -> int:
     from db.migrate import mask_url
     from db.writer import CallLogWriter
 
+    arenas = _limit_malloc_arenas()
     config = _config(args)
     sip = config.sip
     if args.worker_id:
         _tag_log_lines(args.worker_id)
+    if arenas:
+        log.event("malloc-arenas", max=arenas)
 
     # A fatal signal (SIGSEGV in pjsip or a binding) prints every thread's Python stack to the
     # log before the process dies; `kill -USR1 PID` prints them on demand.
@@ -102,6 +105,26 @@ def _config(args: argparse.Namespace) -> Config:
     if not 0 <= sip.metrics_port <= 65535:
         raise ConfigError(f"sip.metrics_port: {sip.metrics_port} is not a port (0 = off)")
     return dataclasses.replace(config, sip=sip)
+
+
+def _limit_malloc_arenas() -> int:
+    """Cap glibc's malloc arenas (``MALLOC_ARENA_MAX``, 2 unless set); the cap, 0 if not glibc.
+
+    Every call starts threads (turn workers, priming), and glibc gives threads that contend
+    their own arena (up to 8 per core), each keeping what was freed into it. Measured, 150
+    calls 4 at once, side by side: worker RSS +158 MB over the first 95 calls and still rising
+    with the default, +47 MB and flat after ~25 with 2 arenas.
+    """
+    import ctypes
+    import os
+
+    m_arena_max = -8  # <malloc.h>
+    try:
+        arenas = int(os.environ.get("MALLOC_ARENA_MAX", "2"))
+        libc = ctypes.CDLL("libc.so.6")
+        return arenas if arenas > 0 and libc.mallopt(m_arena_max, arenas) == 1 else 0
+    except (OSError, AttributeError, ValueError):
+        return 0
 
 
 def _tag_log_lines(worker_id: str) -> None:
