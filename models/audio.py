@@ -46,6 +46,24 @@ class StreamResampler:
         return self._stream.resample_chunk(audio, last=last)
 
 
+LINE_TO_ASR_QUALITY = "HQ"
+"""soxr quality of the caller's line on its way to the VAD and ASR (8 to 16 kHz, streamed).
+
+HQ releases audio in bursts (63 ms behind on average, 114 ms at most, with 20 ms frames), which
+the VAD's end-of-speech waits for. Quicker settings cost accuracy: Whisper base, 150 μ-law
+questions (30 × 5 espeak voices), paired 95 % CI against HQ: QQ (no lag) +1.9 WER points
+[-0.8, +4.6], LQ (33 ms) +2.2 [+0.2, +4.1]."""
+
+
+def line_to_asr(audio: np.ndarray, rate: int = PHONE_RATE) -> np.ndarray:
+    """A whole caller line at 16 kHz, resampled as a call's session does it: 20 ms at a time."""
+    rs = StreamResampler(rate, ASR_RATE, quality=LINE_TO_ASR_QUALITY)
+    step = frame_samples(rate)
+    parts = [rs.process(audio[i:i + step]) for i in range(0, len(audio), step)]
+    parts.append(rs.process(np.zeros(0, np.float32), last=True))
+    return np.concatenate(parts).astype(np.float32, copy=False)
+
+
 def resample(audio: np.ndarray, in_rate: int, out_rate: int) -> np.ndarray:
     """One-shot resampling of a whole signal."""
     audio = np.ascontiguousarray(audio, dtype=np.float32).reshape(-1)

@@ -45,7 +45,13 @@ from agent.turn.runner import Stages, TurnRunner
 from db import log
 from db.records import CallLog
 from dialplan.options import Profile
-from models.audio import ASR_RATE, StreamResampler, pcm16_to_float, rms
+from models.audio import (
+    ASR_RATE,
+    LINE_TO_ASR_QUALITY,
+    StreamResampler,
+    pcm16_to_float,
+    rms,
+)
 from models.llm.base import Message as ChatMessage
 from models.vad.segmenter import (
     Segmenter,
@@ -90,7 +96,7 @@ class CallSession:
         self.runner = TurnRunner(stages, profile, out_rate=rate, clock=clock.now)
         self._segmenter = Segmenter(stages.vad.new_stream(), profile.audio,
                                     model=stages.vad.model_name)
-        self._to16k = StreamResampler(rate, ASR_RATE)
+        self._to16k = StreamResampler(rate, ASR_RATE, quality=LINE_TO_ASR_QUALITY)
         self._gate = BargeInGate(profile.audio)
         self.playout = Playout(rate, clock=clock.now)
         self.link = AudioLink(sink=self._on_frame, source=self.playout.next_frame)

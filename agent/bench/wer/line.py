@@ -17,10 +17,10 @@ from typing import Literal
 import numpy as np
 
 from models.audio import (
-    ASR_RATE,
     PHONE_RATE,
     float_to_pcm16,
     frame_samples,
+    line_to_asr,
     pcm16_to_float,
     resample,
     through_phone_line,
@@ -241,9 +241,8 @@ def apply(
     seed: int,
     babble: list[np.ndarray] | None = None,
 ) -> np.ndarray:
-    """:func:`received`, resampled to the 16 kHz float32 the ASR takes."""
-    return resample(pcm16_to_float(received(cond, audio, rate, seed, babble)), PHONE_RATE,
-                    ASR_RATE)
+    """:func:`received`, resampled to the 16 kHz float32 the ASR takes, as a call does it."""
+    return line_to_asr(pcm16_to_float(received(cond, audio, rate, seed, babble)))
 
 
 def parse_conditions(names: list[str] | None) -> list[Condition]:
