@@ -202,10 +202,14 @@ def test_silent_caller_whose_rtp_stops_is_timed_out(line, tmp_path):
 
 
 def test_comfort_noise_counts_as_rtp(line, tmp_path):
-    # sipp streams 1 s of μ-law silence, then only comfort noise (PT 13) comes, for 4 s more:
-    # the timeout counts from the last comfort-noise packet, not from the last voice packet.
-    audio = silence_ulaw(tmp_path / "quiet.ulaw", 1.0)
-    xml = scenario("uac_rtp_stop", tmp_path / "cn.xml", audio=audio, wait_ms=12000)
+    # sipp streams 3 s of μ-law silence; comfort noise (PT 13) starts under it and goes on
+    # alone for ~3.6 s: the timeout counts from the last comfort-noise packet, not from the last
+    # voice packet. The noise starts once sipp's message trace shows the agent's RTP port: the
+    # voice outlasts that by seconds. With 1 s of voice this failed once under CI load with the
+    # BYE < 4 s after the voice: most likely the trace came late and the timeout fired before
+    # any noise did.
+    audio = silence_ulaw(tmp_path / "quiet.ulaw", 3.0)
+    xml = scenario("uac_rtp_stop", tmp_path / "cn.xml", audio=audio, wait_ms=15000)
     messages = tmp_path / "cn.messages.log"
     senders: list[threading.Thread] = []
 
@@ -213,15 +217,15 @@ def test_comfort_noise_counts_as_rtp(line, tmp_path):
         def noise():
             port = answered_rtp_port(messages)
             time.sleep(0.6)
-            send_comfort_noise(port, 4.0)
+            send_comfort_noise(port, 6.0)
         senders.append(threading.Thread(target=noise, daemon=True))
         senders[-1].start()
 
     line.on_media = start_noise
     with SipRtpCapture(tmp_path / "cn.pcap", line.ua.options.port, line.rtp_ports) as cap:
         caller = run_sipp(xml, "1", line.ua.options.port, messages)
-        line.serve(20)
-        out = caller.communicate(timeout=20)[0]
+        line.serve(25)
+        out = caller.communicate(timeout=25)[0]
     assert caller.returncode == 0, out[-1500:]
     received = cap.caller_rtp()
     voice = [p for p in received if p.payload_type == 0]
