@@ -45,13 +45,7 @@ from agent.turn.runner import Stages, TurnRunner
 from db import log
 from db.records import CallLog
 from dialplan.options import Profile
-from models.audio import (
-    ASR_RATE,
-    LINE_TO_ASR_QUALITY,
-    StreamResampler,
-    pcm16_to_float,
-    rms,
-)
+from models.audio import line_resampler, pcm16_to_float, rms
 from models.llm.base import Message as ChatMessage
 from models.vad.segmenter import (
     Segmenter,
@@ -96,7 +90,7 @@ class CallSession:
         self.runner = TurnRunner(stages, profile, out_rate=rate, clock=clock.now)
         self._segmenter = Segmenter(stages.vad.new_stream(), profile.audio,
                                     model=stages.vad.model_name)
-        self._to16k = StreamResampler(rate, ASR_RATE, quality=LINE_TO_ASR_QUALITY)
+        self._to16k = line_resampler(rate)
         self._gate = BargeInGate(profile.audio)
         self.playout = Playout(rate, clock=clock.now)
         self.link = AudioLink(sink=self._on_frame, source=self.playout.next_frame)
@@ -287,8 +281,9 @@ class CallSession:
     def _stamp(self, audio_s: float, at: float) -> float:
         """Clock stamp of a point of the inbound audio, from the arrival of the newest frame.
 
-        Line time, not segmenter time: the 16 kHz resampler releases audio in bursts (soxr HQ:
-        ~100 ms every 5 frames), so an event is seen up to 100 ms after the audio it is about.
+        Line time, not segmenter time: the VAD sees the line through the 16 kHz resampler
+        (3 ms behind with :class:`~models.audio.LineUpsampler`; soxr, on other line rates,
+        releases ~100 ms every 5 frames) and in 32 ms chunks.
         """
         return at - (self._line_s - audio_s)
 
