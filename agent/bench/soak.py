@@ -126,6 +126,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"bench soak: {tool} not found (make setup installs it)", file=sys.stderr)
             return 2
     work = Path(args.keep or tempfile.mkdtemp(prefix="callagent-soak-"))
+    if (work / "calls.db").exists():
+        # Its counts would add this run's calls to the earlier run's (995 records for 500).
+        print(f"bench soak: {work} already holds a call log (calls.db) from an earlier run; "
+              "--keep wants a new or empty folder", file=sys.stderr)
+        return 2
     work.mkdir(parents=True, exist_ok=True)
     # Free blocks, not fixed ports: two soaks (or a soak and the tests) can share a machine.
     port, rtp = free_port(), free_block(RTP_PORT_RANGE)

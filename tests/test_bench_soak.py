@@ -1,0 +1,25 @@
+"""``bench soak`` refuses a ``--keep`` folder that holds an earlier run's call log.
+
+Its counts come from the call log in that folder: an earlier run's records would be added to
+this run's (a soak of 500 calls once reported 995 call records).
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from agent.cli import main as cli
+
+pytestmark = [pytest.mark.unit, pytest.mark.skipif(
+    not all(shutil.which(t) for t in ("sipp", "espeak-ng", "sox", "tshark")),
+    reason="sipp, espeak-ng, sox and tshark are needed (make setup installs them)")]
+
+
+def test_keep_folder_with_a_call_log_is_refused(tmp_path, capsys):
+    (tmp_path / "calls.db").write_bytes(b"")
+    assert cli.main(["bench", "soak", "--calls", "1", "--keep", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "already holds a call log" in err and str(tmp_path) in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["calls.db"]  # nothing started
