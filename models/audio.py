@@ -84,12 +84,16 @@ def line_resampler(rate: int) -> LineUpsampler | StreamResampler:
 
 
 def line_to_asr(audio: np.ndarray, rate: int = PHONE_RATE) -> np.ndarray:
-    """A whole caller line at 16 kHz, resampled as a call's session does it: 20 ms at a time."""
+    """A whole caller line at 16 kHz, resampled as a call's session does it: 20 ms at a time.
+
+    As long as the line (a call hears the filter's delay too, and no flushed tail).
+    """
     rs = line_resampler(rate)
     step = frame_samples(rate)
     parts = [rs.process(audio[i:i + step]) for i in range(0, len(audio), step)]
     parts.append(rs.process(np.zeros(0, np.float32), last=True))
-    return np.concatenate(parts).astype(np.float32, copy=False)
+    out = np.concatenate(parts).astype(np.float32, copy=False)
+    return out[:len(audio) * ASR_RATE // rate]
 
 
 def resample(audio: np.ndarray, in_rate: int, out_rate: int) -> np.ndarray:
