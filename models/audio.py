@@ -67,10 +67,12 @@ class LineUpsampler:
         self._tail = np.zeros(self.TAPS - 1, np.float32)
 
     def process(self, audio: np.ndarray, last: bool = False) -> np.ndarray:
-        """The next piece of the line at 16 kHz, two samples for each one in."""
+        """The next piece of the line at 16 kHz, two samples for each one in.
+
+        ``last`` changes nothing: only the filter's delay is held back, and a call never
+        flushes that either (``last`` is there for :class:`StreamResampler`'s callers).
+        """
         audio = np.ascontiguousarray(audio, dtype=np.float32).reshape(-1)
-        if last:
-            audio = np.concatenate([audio, np.zeros((self.TAPS - 1) // 4, np.float32)])
         stuffed = np.zeros(2 * len(audio), np.float32)
         stuffed[::2] = audio
         x = np.concatenate([self._tail, stuffed])
