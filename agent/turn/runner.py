@@ -112,15 +112,17 @@ class TurnRunner:
             self.stages.llm.prime(self.profile.system_prompt)
 
     def warm_up(self) -> None:
-        """Run ASR, end of turn and TTS once, so the first call does not pay their first pass.
+        """Run every stage once, so the first calls do not pay their first pass.
 
         Measured: the first ASR pass in a fresh process took 1.5 s against 0.8 s for the next.
+        The LLM primes this profile's prompt in every context it has (see the backend's
+        ``prime``): four first callers all start warm.
         """
         with priority(Priority.BACKGROUND):
-            second = np.zeros(ASR_RATE, np.float32)
-            self.stages.asr.transcribe(second)
+            self.stages.llm.prime(self.profile.system_prompt)
+            self.stages.asr.warm_up()
             if self.stages.eot is not None:
-                self.stages.eot.score(second)
+                self.stages.eot.score(np.zeros(ASR_RATE, np.float32))
             # A long chunk: the TTS runtime's memory arena grows to the largest chunk it has
             # seen and keeps it, so it grows here, once, not over the first calls (Piper: +164
             # MB over its first 50 replies without this).

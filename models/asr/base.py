@@ -48,6 +48,15 @@ class ASR(ABC):
     backend: str = "asr"
     model_name: str = ""
 
+    def warm_up_lengths_s(self) -> tuple[float, ...]:
+        """Input lengths the backend sizes its buffers for, to meet in :meth:`warm_up`."""
+        return (1.0,)
+
+    def warm_up(self) -> None:
+        """Transcribe silence at each of :meth:`warm_up_lengths_s` (first-pass cost, memory)."""
+        for s in self.warm_up_lengths_s():
+            self.transcribe(np.zeros(int(SAMPLE_RATE * s), np.float32))
+
     def transcribe(self, audio: np.ndarray) -> Transcript:
         """Transcribe one utterance of 16 kHz mono float32 samples."""
         return self.transcribe_batch([audio])[0]
