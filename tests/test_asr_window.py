@@ -70,3 +70,18 @@ def test_audio_longer_than_the_window_is_still_transcribed_whole(stage_cache, mo
     text = asr.transcribe(line).text
     assert seen[0] == 3000 and len(seen) >= 2  # a full first window, then the rest
     assert text.lower().count("atlas") >= 6, text
+
+
+def test_the_warm_up_meets_every_window_of_a_question_up_to_10_s(stage_cache, monkeypatch):
+    # Each window's buffers are taken at start, not over the first calls (tiny.en: +29 MB
+    # over 60 utterances after a 1 s warm-up, flat after this one).
+    asr = stage_cache.models.asr(ASROptions(model="tiny.en"))
+    seen = _encoded_frames(asr, monkeypatch)
+    asr.warm_up()
+    assert seen == [100 * (s + 5) for s in range(1, 11)]
+    seen.clear()
+    for seconds in np.random.default_rng(1).uniform(0.2, 10.0, 30):
+        asr.transcribe(np.zeros(int(seconds * ASR_RATE), np.float32))
+    assert set(seen) <= {100 * (s + 5) for s in range(1, 11)}
+    full = stage_cache.models.asr(ASROptions(model="tiny.en", window_margin_s=-1))
+    assert full.warm_up_lengths_s() == (1.0,)  # one 30 s window: one length

@@ -1,0 +1,76 @@
+"""The llama-cpp backend's contexts: a prompt primed at warm-up is cached in every one.
+
+Real llama.cpp, real bundled SmolLM2 weights, greedy sampling.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from dialplan.options import LLMOptions
+from models.llm.base import Message
+from models.registry import ModelCache
+
+pytestmark = pytest.mark.model
+
+SYSTEM = "You are the phone assistant of a public library. Answer in one short sentence."
+QUESTIONS = ("When do you open?", "Can I renew a book?", "Where is the library?",
+             "Do you have audiobooks?")
+
+
+@pytest.fixture(scope="module")
+def llm():
+    return ModelCache().llm(LLMOptions(model="smollm2-135m", max_tokens=12, temperature=0.0,
+                                       contexts=4))
+
+
+def _ask_at_once(llm, system: str) -> dict:
+    metrics = {}
+
+    def ask(q: str) -> None:
+        stream = llm.stream([Message("system", system), Message("user", q)])
+        "".join(stream)
+        metrics[q] = stream.metrics
+
+    threads = [threading.Thread(target=ask, args=(q,)) for q in QUESTIONS]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(metrics) == 4
+    return metrics
+
+
+def test_a_new_system_prompt_is_primed_into_every_context(llm):
+    # Four first callers asking at once each find the prompt cached (one primed context left
+    # three to read it cold), and every context's buffers were committed at start.
+    system = SYSTEM + " The library is on Elm Street."
+    llm.prime(system)
+    assert all(c.holds and c.holds[0].content == system for c in llm._contexts)
+    metrics = _ask_at_once(llm, system)
+    assert all(m.cached_tokens >= 20 for m in metrics.values()), metrics
+
+
+def test_priming_a_prompt_again_takes_one_context(llm):
+    # A call primes its profile's prompt during the greeting: one context, not all four.
+    oak, pine = SYSTEM + " The library is on Oak Street.", SYSTEM + " It is on Pine Street."
+    llm.prime(oak)
+    llm.prime(pine)
+    llm.prime(oak)
+    held = [c.holds[0].content for c in llm._contexts]
+    assert held.count(oak) == 1 and held.count(pine) == 3
+
+
+def test_prime_does_not_wait_for_contexts_a_call_holds(llm):
+    # A profile loaded while calls are up primes the free contexts and returns.
+    held = [llm._lease(("x",)) for _ in range(3)]
+    try:
+        done = threading.Event()
+        t = threading.Thread(target=lambda: (llm.prime(SYSTEM + " Open late."), done.set()))
+        t.start()
+        assert done.wait(30)
+    finally:
+        for ctx in held:
+            llm._release(ctx, ())
