@@ -69,8 +69,8 @@ class LlamaCppLLM(LLM):
         Measured on Qwen 1.5B: first-turn time to first token 1.1 s cold, ~0.35 s primed. The
         first time a prompt is primed (the agent's warm-up), every free context gets it, so
         four callers asking at once all start warm, and each context's first evaluation
-        commits its buffers then rather than during the first calls (a soak's worker grew 64
-        MB over its first 5 calls, one context at a time). Later a call's priming needs one.
+        commits its buffers at start rather than in a call (SmolLM2, 4 contexts: +10 MB at
+        start). Later a call's priming needs one.
         """
         msgs = tuple(self.fit([Message("system", system_prompt), Message("user", "Hello")]))
         with self._free:
