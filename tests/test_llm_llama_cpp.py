@@ -10,14 +10,10 @@ import threading
 import pytest
 
 from dialplan.options import LLMOptions
-from models.llm.base import Message
 from models.registry import ModelCache
+from tests.llm_asks import SYSTEM, ask_at_once
 
 pytestmark = pytest.mark.model
-
-SYSTEM = "You are the phone assistant of a public library. Answer in one short sentence."
-QUESTIONS = ("When do you open?", "Can I renew a book?", "Where is the library?",
-             "Do you have audiobooks?")
 
 
 @pytest.fixture(scope="module")
@@ -26,30 +22,14 @@ def llm():
                                        contexts=4))
 
 
-def _ask_at_once(llm, system: str) -> dict:
-    metrics = {}
-
-    def ask(q: str) -> None:
-        stream = llm.stream([Message("system", system), Message("user", q)])
-        "".join(stream)
-        metrics[q] = stream.metrics
-
-    threads = [threading.Thread(target=ask, args=(q,)) for q in QUESTIONS]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert len(metrics) == 4
-    return metrics
-
-
 def test_a_new_system_prompt_is_primed_into_every_context(llm):
     # Four first callers asking at once each find the prompt cached (one primed context left
     # three to read it cold), and every context's buffers were committed at start.
     system = SYSTEM + " The library is on Elm Street."
     llm.prime(system)
     assert all(c.holds and c.holds[0].content == system for c in llm._contexts)
-    metrics = _ask_at_once(llm, system)
+    metrics = ask_at_once(llm, system)
+    assert len(metrics) == 4
     assert all(m.cached_tokens >= 20 for m in metrics.values()), metrics
 
 

@@ -14,12 +14,10 @@ import pytest
 from dialplan.options import LLMOptions
 from models.llm.base import Message
 from models.registry import ModelCache
+from tests.llm_asks import QUESTIONS, SYSTEM, ask_at_once
 
 pytestmark = pytest.mark.model
 
-SYSTEM = "You are the phone assistant of a public library. Answer in one short sentence."
-QUESTIONS = ("When do you open?", "Can I renew a book?", "Where is the library?",
-             "Do you have audiobooks?")
 
 
 @pytest.fixture(scope="module")
@@ -83,17 +81,6 @@ def test_a_new_system_prompt_is_primed_into_every_slot(llm):
     # left three to re-read it (Qwen 1.5B: 4.0 s to first token instead of 1.75 s).
     system = SYSTEM + " The library is on Elm Street."
     llm.prime(system)
-    metrics = {}
-
-    def ask(q: str) -> None:
-        stream = llm.stream([Message("system", system), Message("user", q)])
-        "".join(stream)
-        metrics[q] = stream.metrics
-
-    threads = [threading.Thread(target=ask, args=(q,)) for q in QUESTIONS]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    metrics = ask_at_once(llm, system)
     assert len(metrics) == 4
     assert all(m.cached_tokens >= 20 for m in metrics.values()), metrics
