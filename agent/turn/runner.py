@@ -123,8 +123,8 @@ class TurnRunner:
             # every later call's decoding slower (Qwen 1.5B, one call, 8 calls each way: 108-180
             # against 86-101 ms a token, voice-to-voice 2.6-2.9 s against 2.0 s). Not
             # explained; the main thread keeps its OpenMP team, a warm-up thread does not.
-            primer = threading.Thread(target=self.stages.llm.prime,
-                                      args=(self.profile.system_prompt,), name="warm-up-llm")
+            # (self.prime sets its priority there: a new thread does not inherit this one's.)
+            primer = threading.Thread(target=self.prime, name="warm-up-llm")
             primer.start()
             primer.join()
             self.stages.asr.warm_up()
