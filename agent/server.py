@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 
 from agent.call.recorder import CallInfo
 from agent.call.session import CallSession
+from agent.call.worker import UNDER_LOAD_WINDOW_S
 from agent.sip.events import (
     CallDisconnected,
     DtmfReceived,
@@ -41,7 +42,6 @@ from db.records import CallLog
 from dialplan import Config, Dialplan, Profile
 from models.scheduler import SCHEDULER, Priority
 
-UNDER_LOAD_WINDOW_S = 30.0  # how far back the measured load counts for under_load profiles
 CLOCK_RATE = 8000  # G.711 rate; the bridge resamples G.722 calls to it
 
 

@@ -224,6 +224,10 @@ class LimitOptions:
     """With an ``under_load`` profile: a turn starting while first-audio work has waited this
     long for the CPU (p90 over the last 30 s, the scheduler's measure) uses that profile's
     models instead."""
+    under_load_ahead: int = 1
+    """With an ``under_load`` profile: a turn that starts while this many turns of other calls
+    are still waiting for their first reply audio uses that profile's models (it would wait
+    for all of theirs first). 0 = only the measured wait decides."""
 
 
 @dataclass(frozen=True)
@@ -246,9 +250,11 @@ class Profile:
     """Spoken instead of an answer that failed (the LLM server down, a model error): the caller
     is never left in silence, and the turn is logged with the error."""
     under_load: str = ""
-    """Name of a cheaper profile (e.g. tiny.en, shorter ``llm.max_tokens``) whose models answer
-    a turn while the agent is overloaded (``limits.under_load_after_s``); the call log records
-    each turn it answered. Empty = always this profile's models."""
+    """Name of a cheaper profile (e.g. tiny.en, shorter ``llm.max_tokens``) whose ASR and LLM
+    answer a turn while the agent is overloaded (``limits.under_load_ahead``,
+    ``limits.under_load_after_s``); the persona (prompts, phrases) and the voice stay this
+    profile's, so the caller hears the same agent. The call log records each turn it answered.
+    Empty = always this profile's models."""
     filler: str = "One moment, please."
     """Spoken once to a caller whose answer has not started ``limits.filler_after_s`` after
     the end of their turn (a loaded agent), so the line is never dead air."""

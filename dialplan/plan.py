@@ -6,7 +6,7 @@ Pure data: no SIP, no models. ``resolve`` returning ``None`` means the extension
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from dialplan.config import Config
 from dialplan.options import Profile
@@ -18,13 +18,14 @@ class Dialplan:
 
     routes: dict[str, Profile]
     under_load: dict[str, Profile] = field(default_factory=dict)
-    """Profile name -> the cheaper profile its turns use while the agent is overloaded."""
+    """Profile name -> what its turns use while the agent is overloaded (:func:`under_load`)."""
 
     @classmethod
     def from_config(cls, config: Config) -> Dialplan:
         """Resolve every dialplan entry (and its under-load profile) to its profile once."""
         routes = {ext: config.profiles[name] for ext, name in config.dialplan.items()}
-        under = {p.name: config.profiles[p.under_load] for p in routes.values() if p.under_load}
+        under = {p.name: under_load(p, config.profiles[p.under_load])
+                 for p in routes.values() if p.under_load}
         return cls(routes, under)
 
     def fallback(self, profile: Profile) -> Profile | None:
@@ -41,3 +42,15 @@ class Dialplan:
         for p in (*self.routes.values(), *self.under_load.values()):
             seen.setdefault(p.name, p)
         return list(seen.values())
+
+
+def under_load(profile: Profile, cheap: Profile) -> Profile:
+    """``profile`` with ``cheap``'s ASR and LLM: what answers its turns under load.
+
+    Only the models that cost change. The caller keeps talking to the same agent: the prompts,
+    phrases and voice are ``profile``'s (a voice that changed mid-call would be heard; Piper
+    costs ~0.2 s a clause). Named ``profile/cheap`` in the call log, so a cheap profile that
+    also answers an extension of its own, with its own persona, is a different runner.
+    """
+    return replace(profile, name=f"{profile.name}/{cheap.name}", asr=cheap.asr, llm=cheap.llm,
+                   under_load="")

@@ -1,16 +1,22 @@
 """A profile's cheaper ``under_load`` profile answers turns while the CPU is overloaded.
 
 Real models (Whisper base for the profile, tiny.en for its under-load profile, SmolLM2 for
-both), a real session through ``simulate``; the measured load is what the session is handed
-(the server hands it the scheduler's). The call log names the model and the profile used.
+both), a real session through ``simulate``. Overloaded is either of two things: turns of other
+calls still waiting for their first audio when the turn starts (the process's backlog, which
+every call shares), or first-audio work that lately waited too long for the CPU (the measure
+the session is handed; the server hands it the scheduler's). The call log names the model and
+the profile used.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pytest
 
 from agent.bench.samples import spoken
 from agent.simulate import simulate
+from agent.turn.backlog import BACKLOG, Backlog
 from db.records import EventRecord
 from dialplan import Dialplan, parse_config
 from dialplan.config import ConfigError
@@ -22,8 +28,10 @@ CONFIG = {
     "llm": LLM,
     "profiles": {
         "main": {"asr": {"model": "base"}, "under_load": "busy",
-                 "limits": {"under_load_after_s": 1.0}},
-        "busy": {"asr": {"model": "tiny.en"}},
+                 "system_prompt": "You answer for the town library.",
+                 "tts": {"speed": 1.1}, "limits": {"under_load_after_s": 1.0}},
+        "busy": {"asr": {"model": "tiny.en"}, "system_prompt": "You are a pirate.",
+                 "tts": {"speed": 0.9}},
     },
     "dialplan": {"100": "main"},
 }
@@ -34,24 +42,56 @@ def config():
     return parse_config(CONFIG)
 
 
-@pytest.mark.parametrize("waited_s, model, event", [(0.2, "base", False), (2.5, "tiny.en", True)])
-def test_the_cheaper_profile_answers_only_while_first_audio_work_waits_too_long(
-        stage_cache, config, waited_s, model, event):
-    main, busy = config.profiles["main"], config.profiles["busy"]
-    assert Dialplan.from_config(config).fallback(main) == busy
+@pytest.mark.parametrize("waited_s, ahead, model, event", [
+    (0.2, 0, "base", False),      # idle
+    (2.5, 0, "tiny.en", True),    # first-audio work has lately waited 2.5 s for the CPU
+    (0.2, 1, "tiny.en", True),    # another call's turn is still waiting for its first audio
+])
+def test_the_cheaper_models_answer_only_while_the_agent_is_overloaded(
+        stage_cache, config, waited_s, ahead, model, event):
+    main = config.profiles["main"]
+    busy = Dialplan.from_config(config).fallback(main)
     audio, rate = spoken("What time does the library open on Saturday?")
-    call = simulate(audio, rate, main, stage_cache.stages(main), fast=True, greeting=False,
-                    under_load=(busy, stage_cache.stages(busy)), waiting=lambda: waited_s)
+    other_call = object()
+    tickets = [BACKLOG.enter(other_call)[0] for _ in range(ahead)]
+    try:
+        call = simulate(audio, rate, main, stage_cache.stages(main), fast=True, greeting=False,
+                        under_load=(busy, stage_cache.stages(busy)), waiting=lambda: waited_s)
+    finally:
+        for t in tickets:
+            BACKLOG.leave(t)
     (turn,) = call.turns
     assert turn.asr_model == model and turn.reply_text and not turn.unanswered
     notes = [r.detail for r in call.records if isinstance(r, EventRecord)
              and r.kind == "under-load"]
-    assert notes == (["turn 0: answered by profile busy"] if event else [])
+    assert notes == (["turn 0: answered by profile main/busy"] if event else [])
+    assert len(BACKLOG) == 0  # the turn left the backlog once heard
+
+
+def test_under_load_changes_the_models_not_the_agent_the_caller_hears(config):
+    main, busy = config.profiles["main"], config.profiles["busy"]
+    cheap = Dialplan.from_config(config).fallback(main)
+    assert (cheap.asr, cheap.llm) == (busy.asr, busy.llm)
+    assert cheap == replace(main, name="main/busy", asr=busy.asr, llm=busy.llm, under_load="")
+    assert cheap.system_prompt == "You answer for the town library." and cheap.tts.speed == 1.1
+
+
+def test_a_turn_counts_only_other_calls_turns_ahead_of_it_until_it_is_heard():
+    backlog, a, b = Backlog(), object(), object()
+    t1, ahead1 = backlog.enter(a)
+    t2, ahead2 = backlog.enter(a)       # the same call's own earlier turn is not ahead of it
+    t3, ahead3 = backlog.enter(b)
+    assert (ahead1, ahead2, ahead3) == (0, 0, 2)
+    backlog.leave(t1)
+    backlog.leave(t1)                   # heard, then done: leaving twice is harmless
+    assert backlog.enter(b)[1] == 1 and len(backlog) == 3
+    backlog.leave(t2)
+    backlog.leave(t3)
 
 
 def test_the_under_load_profile_is_preloaded_and_must_exist():
     plan = Dialplan.from_config(parse_config(CONFIG))
-    assert {p.name for p in plan.profiles()} == {"main", "busy"}
+    assert {p.name for p in plan.profiles()} == {"main", "main/busy"}
     bad = {**CONFIG, "profiles": {"main": {"under_load": "nope"}}}
     with pytest.raises(ConfigError, match=r"profiles\.main\.under_load: 'nope'"):
         parse_config(bad)

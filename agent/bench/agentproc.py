@@ -108,7 +108,8 @@ def start_cluster(config: Path, log: Path, workers: int,
 
 def bench_config(port: int, rtp: int, work: Path, llm: str, threads: int,
                  asr: str = "base", *, stage_threads: int | None = None,
-                 max_silence_s: float | None = None, llm_backend: str = "llama-cpp") -> str:
+                 max_silence_s: float | None = None, llm_backend: str = "llama-cpp",
+                 under_load: tuple[str, str] | None = None) -> str:
     """A config for the benchmarks: one profile on extension 101, SQLite in ``work``.
 
     Args:
@@ -122,6 +123,8 @@ def bench_config(port: int, rtp: int, work: Path, llm: str, threads: int,
         stage_threads: ASR and TTS threads (None: their defaults).
         max_silence_s: the profile's ``limits.max_silence_s`` (None: the default), longer than
             a caller who holds the line in silence while 8 calls queue for 2 cores.
+        under_load: (ASR model, LLM model) of an ``under_load`` profile "quick" for the bench
+            profile (None: none, every turn on the profile's own models).
     """
     asr_threads = "" if stage_threads is None else f", threads = {stage_threads}"
     extra = "" if stage_threads is None else f"tts = {{ threads = {stage_threads} }}\n"
@@ -142,6 +145,17 @@ greeting = "Hello, quick assistant here."
 llm = {{ backend = "{llm_backend}", model = "{llm}", max_tokens = 40, threads = {threads} }}
 asr = {{ model = "{asr}", initial_prompt = "A caller phones the public library with a question."\
 {asr_threads} }}
-{extra}[dialplan]
+{extra}{_quick(under_load, llm_backend, threads, asr_threads)}[dialplan]
 "101" = "fast"
+"""
+
+
+def _quick(models: tuple[str, str] | None, backend: str, threads: int, asr_threads: str) -> str:
+    if models is None:
+        return ""
+    asr, llm = models
+    return f"""under_load = "quick"
+[profiles.quick]
+llm = {{ backend = "{backend}", model = "{llm}", max_tokens = 40, threads = {threads} }}
+asr = {{ model = "{asr}"{asr_threads} }}
 """

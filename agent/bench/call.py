@@ -101,7 +101,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="llama.cpp threads, over --threads")
     parser.add_argument("--hold-s", type=float, default=20.0,
                         help="call length after answer; the caller sends silence till its BYE")
+    parser.add_argument("--under-load", type=_model_pair, default=None, metavar="ASR,LLM",
+                        help="give the bench profile an under_load profile with these models, "
+                             "e.g. tiny.en,smollm2-135m (default: none)")
     parser.add_argument("--keep", default=None, help="keep captures and logs in this folder")
+
+
+def _model_pair(text: str) -> tuple[str, str]:
+    """``--under-load`` value: ``"tiny.en,smollm2-135m"`` -> ``("tiny.en", "smollm2-135m")``."""
+    parts = [x.strip() for x in text.split(",")]
+    if len(parts) != 2 or not all(parts):
+        raise argparse.ArgumentTypeError(f"{text!r} is not ASR,LLM such as tiny.en,smollm2-135m")
+    return parts[0], parts[1]
 
 
 @dataclass
@@ -124,6 +135,8 @@ class Round:
     per_worker: dict[str, int]
     """Calls per worker id ("serve" for a lone serve)."""
     sipp_rc: int
+    under_load: int = 0
+    """Turns answered by the profile's cheaper ``under_load`` models."""
 
     def pct(self, xs: list[float], q: float) -> str:
         v = percentile(xs, q)
@@ -140,7 +153,8 @@ class Round:
                 f"measured on the wire, sipp rc={self.sipp_rc}"
                 f" | voice-to-voice p50 {self.pct(self.v2v_ms, 50)} ms p95 "
                 f"{self.pct(self.v2v_ms, 95)} ms | unanswered turns {missed} of {self.turns}"
-                f"{f' ({split_text(self.unanswered)})' if missed else ''} | reply packet gap "
+                f"{f' ({split_text(self.unanswered)})' if missed else ''}, answered under "
+                f"load {self.under_load} | reply packet gap "
                 f"p50 {self.pct(self.gaps_ms, 50)} ms "
                 f"p99 {self.pct(self.gaps_ms, 99)} ms max "
                 f"{max(self.gaps_ms) if self.gaps_ms else float('nan'):.0f} ms | per worker "
@@ -199,7 +213,7 @@ def run_setup(n: int, args, setup: Path, config: Path,
     config.write_text(bench_config(port, rtp, setup, args.profile_llm,
                                    args.llm_threads or threads, args.asr_model,
                                    stage_threads=threads, max_silence_s=args.hold_s + 30,
-                                   llm_backend=args.llm_backend))
+                                   llm_backend=args.llm_backend, under_load=args.under_load))
     log = setup / ("serve.log" if n == 1 else "cluster.log")
     proc = start_serve(config, log) if n == 1 else start_cluster(config, log, n)
     if proc is None:
@@ -265,8 +279,10 @@ def one_round(n: int, concurrency: int, args, setup: Path, port: int, audio: lis
     for xml in xmls:
         for code, k in sipp_refusals(xml).items():
             refused[code] = refused.get(code, 0) + k
+    cheap = [cid for cid in _query(db, "SELECT call_id FROM events WHERE kind = 'under-load'")
+             if cid in calls]
     r = Round(n, concurrency, placed, len(calls), refused, v2v, gaps, len(turns),
-              unanswered, per_worker, max(rcs, default=0))
+              unanswered, per_worker, max(rcs, default=0), len(cheap))
     print(r.line(), flush=True)
     return r
 

@@ -25,7 +25,7 @@ from rich.table import Table
 from agent.bench import scoring
 from agent.bench.baseline import serial_turn
 from agent.bench.samples import PAUSED, QUESTIONS, spoken, spoken_with_pause
-from agent.simulate import SimulatedCall, simulate
+from agent.simulate import SimulatedCall, load_under_load, simulate
 from agent.turn.runner import StageCache, TurnRunner
 from db.records import TurnRecord
 from db.stats import percentile
@@ -55,13 +55,17 @@ def run(args: argparse.Namespace, config: Config) -> int:
     profile = config.profiles[args.profile]
     console = Console(stderr=True)
     t0 = time.monotonic()
-    stages = StageCache().stages(profile)
+    cache = StageCache()
+    stages = cache.stages(profile)
     phrase = TurnRunner(stages, profile).speak
+    # As serve runs them: turns that start behind other calls' use these (limits.under_load_*).
+    cheap = load_under_load(config, profile, cache)
     load_s = time.monotonic() - t0
     clips = [(q, *spoken(q)) for q in QUESTIONS]
     levels = [int(x) for x in args.calls.split(",") if x.strip()]
     # Warm-up: first inference allocates buffers; not counted.
-    simulate(clips[0][1], clips[0][2], profile, stages, fast=True, greeting=False, phrase=phrase)
+    simulate(clips[0][1], clips[0][2], profile, stages, fast=True, greeting=False, phrase=phrase,
+             under_load=cheap)
     results: dict[str, dict] = {}
     with Progress(console=console) as bar:
         task = bar.add_task("serial baseline", total=len(clips) * args.rounds)
@@ -76,7 +80,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
             for _ in range(args.rounds):
                 for i in range(0, len(clips), n):
                     batch = [clips[(i + k) % len(clips)] for k in range(n)]
-                    calls.extend(_at_once(batch, profile, stages, phrase))
+                    calls.extend(_at_once(batch, profile, stages, phrase, cheap))
                     bar.advance(task, len(batch))
             results[str(n)] = _summary(calls)
         task = bar.add_task("mid-sentence pauses", total=len(PAUSED))
@@ -84,7 +88,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
         for first, second in PAUSED:
             audio, rate = spoken_with_pause(first, second)
             call = simulate(audio, rate, profile, stages, fast=True, greeting=False,
-                            phrase=phrase, source="bench")
+                            phrase=phrase, source="bench", under_load=cheap)
             heard = [t for t in call.turns if not t.unanswered]
             false_ends += len(heard) != 1  # answered after the first half, or not at all
             bar.advance(task)
@@ -109,7 +113,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
     return 0
 
 
-def _at_once(batch, profile, stages, phrase) -> list[tuple[str, SimulatedCall]]:
+def _at_once(batch, profile, stages, phrase, cheap) -> list[tuple[str, SimulatedCall]]:
     """Simulate one call per question, all started together."""
     out: list[tuple[str, SimulatedCall] | None] = [None] * len(batch)
 
@@ -120,7 +124,7 @@ def _at_once(batch, profile, stages, phrase) -> list[tuple[str, SimulatedCall]]:
     def one(k: int) -> None:
         text, audio, rate = batch[k]
         out[k] = (text, simulate(audio, rate, profile, stages, fast=fast, greeting=False,
-                                 phrase=phrase, source="bench"))
+                                 phrase=phrase, source="bench", under_load=cheap))
 
     threads = [threading.Thread(target=one, args=(k,)) for k in range(len(batch))]
     for t in threads:

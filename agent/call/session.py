@@ -39,7 +39,7 @@ from agent.call.playout import Playout
 from agent.call.recorder import CallInfo, CallRecorder
 from agent.call.state import State, StateChanged
 from agent.call.turntaking import TurnTaking
-from agent.call.worker import TurnWorker
+from agent.call.worker import TurnWorker, measured_wait
 from agent.sip.audiolink import AudioLink
 from agent.turn.runner import Stages, TurnRunner
 from db import log
@@ -78,7 +78,7 @@ class CallSession:
                  hangup: Callable[[], None], phrase: Callable[[str], np.ndarray],
                  info: CallInfo | None = None, rate: int = 8000, clock: Clock = REAL_TIME,
                  under_load: tuple[Profile, Stages] | None = None,
-                 waiting: Callable[[], float] = lambda: 0.0):
+                 waiting: Callable[[], float] = measured_wait):
         self.call_id = uuid.uuid4().hex[:16]
         self.profile = profile
         self.info = info or CallInfo()

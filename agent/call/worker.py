@@ -19,15 +19,24 @@ import numpy as np
 
 from agent.call.messages import EndOfTurnScored, Message, ReplyAudio, Transcribed, TurnDone
 from agent.call.playout import Playout
+from agent.turn.backlog import BACKLOG, Backlog
 from agent.turn.runner import Stages, TurnResult, TurnRunner
 from db import log
 from db.timeline import TurnTimeline
 from dialplan.options import Profile
 from models.llm.base import Message as ChatMessage
-from models.scheduler import Priority, priority
+from models.scheduler import SCHEDULER, Priority, priority
 from models.vad.segmenter import SpeechPaused, Utterance
 
 APOLOGY_WAIT_S = 3.0
+UNDER_LOAD_WINDOW_S = 30.0
+"""How far back the scheduler's measured waits count for ``limits.under_load_after_s``."""
+
+
+def measured_wait() -> float:
+    """p90 seconds first-audio work waited for the CPU lately: the process's measured load."""
+    return SCHEDULER.recent_wait(Priority.FIRST_AUDIO, UNDER_LOAD_WINDOW_S)
+
 """How long a failed speculative turn waits for its endpoint before giving up on apologising."""
 
 
@@ -80,6 +89,8 @@ class Turn:
     """Set by the session when the worker's TurnDone arrives."""
     under_load: str = ""
     """The cheaper profile that answered this turn because the agent was overloaded."""
+    ticket: int | None = None
+    """Its place in the process's backlog until the caller hears it (or it ends)."""
     thread: threading.Thread | None = None
 
     def join(self, timeout: float | None = None) -> None:
@@ -102,12 +113,13 @@ class TurnWorker:
         post: sends messages to the session thread.
         under_load: the profile's cheaper ``under_load`` profile and its models, if any.
         waiting: the measured load (seconds first-audio work waits for the CPU).
+        backlog: the process's turns not yet heard answered (every call's worker shares it).
     """
 
     def __init__(self, runner: TurnRunner, history: list[ChatMessage], playout: Playout,
                  post: Callable[[Message], None],
                  under_load: tuple[Profile, Stages] | None = None,
-                 waiting: Callable[[], float] = lambda: 0.0):
+                 waiting: Callable[[], float] = measured_wait, backlog: Backlog = BACKLOG):
         self.runner = runner
         self.history = history
         self.playout = playout
@@ -115,13 +127,20 @@ class TurnWorker:
         self.under_load = None if under_load is None else TurnRunner(
             under_load[1], under_load[0], out_rate=runner.out_rate, clock=runner.now)
         self.waiting = waiting
+        self.backlog = backlog
         self.call_id = "-"
 
-    def _runner(self, turn: Turn) -> TurnRunner:
-        """This profile's runner, or the cheaper one while the CPU is overloaded."""
+    def _runner(self, turn: Turn, ahead: int) -> TurnRunner:
+        """This profile's runner, or the cheaper one while the CPU is overloaded.
+
+        Overloaded: ``ahead`` turns of other calls are still waiting for their first audio
+        (this one would wait for all of them), or first-audio work has lately waited too long.
+        """
+        limits = self.runner.profile.limits
         if self.under_load is None:
             return self.runner
-        if self.waiting() <= self.runner.profile.limits.under_load_after_s:
+        if not ((limits.under_load_ahead and ahead >= limits.under_load_ahead)
+                or self.waiting() > limits.under_load_after_s):
             return self.runner
         turn.under_load = self.under_load.profile.name
         return self.under_load
@@ -133,6 +152,7 @@ class TurnWorker:
         turn.thread.start()
 
     def _work(self, turn: Turn) -> None:
+        turn.ticket, ahead = self.backlog.enter(self)
         try:
             if turn.after is not None:
                 turn.after.join()  # it may still append to (or roll back) the history
@@ -143,7 +163,7 @@ class TurnWorker:
             turn.history_len = len(self.history)  # now that no earlier worker can touch it
             if turn.cancel.is_set():
                 return
-            runner = self._runner(turn)
+            runner = self._runner(turn, ahead)
             eot = runner.stages.eot
             if eot is not None and isinstance(turn.utterance, SpeechPaused):
                 # Beside the ASR pass, not before it: the verdict arrives ~100 ms into the
@@ -166,6 +186,7 @@ class TurnWorker:
             turn.error = repr(e)
             self._apologise(turn)
         finally:
+            self.backlog.leave(turn.ticket)
             if turn.audible and not turn.cancel.is_set():
                 self.playout.end_reply()
             self.post(TurnDone(turn))
@@ -212,6 +233,7 @@ class TurnWorker:
             return
         if not turn.audible:
             turn.audible = True
+            self.backlog.leave(turn.ticket)  # heard: turns starting now no longer wait for it
             timeline = turn.timeline
             self.playout.start_reply(lambda t: setattr(timeline, "first_frame_out_at", t))
             self.post(ReplyAudio(turn))

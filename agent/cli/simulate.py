@@ -14,7 +14,7 @@ from rich.console import Console
 
 from agent.cli import options as cliopts
 from agent.cli.format import turn_json, turns_table
-from agent.simulate import simulate
+from agent.simulate import load_under_load, simulate
 from agent.turn.runner import StageCache
 from models.audio import read_audio
 
@@ -46,7 +46,9 @@ def run(args: argparse.Namespace) -> int:
     console = Console(stderr=True)
     audio, rate = read_audio(args.wav)
     t0 = time.monotonic()
-    stages = StageCache().stages(profile)
+    cache = StageCache()
+    stages = cache.stages(profile)
+    cheap = load_under_load(config, profile, cache)
     console.print(
         f"models loaded in {time.monotonic() - t0:.1f} s "
         f"(asr {profile.asr.backend}:{profile.asr.model}, llm {profile.llm.model}, "
@@ -59,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         writer = CallLogWriter(config.db)
     try:
         call = simulate(audio, rate, profile, stages, call_log=writer, fast=args.fast,
-                        greeting=not args.no_greeting, echo_gain=args.echo)
+                        greeting=not args.no_greeting, echo_gain=args.echo, under_load=cheap)
     finally:
         if writer is not None:
             writer.close()

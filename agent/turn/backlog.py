@@ -1,0 +1,48 @@
+"""What the process owes callers right now: turns of every call not yet heard answered.
+
+The scheduler's measured waits (:meth:`models.scheduler.Scheduler.recent_wait`) say how loaded
+the CPU *was*. Four callers who stop talking in the same second meet a quiet history, all four
+start on the profile's full models, and the last of them hears its answer after four turns'
+worth of compute (measured with Whisper base + Qwen 1.5B on 2 cores: ~1.5 s each, p95 13.5 s
+on the wire with the rest of the replies competing). A turn that starts behind others still
+waiting for their first audio will wait for them: that is known the moment it starts, and is
+what ``limits.under_load_ahead`` compares against.
+
+One backlog per process, shared by every call (``serve``, ``simulate``, ``bench pipeline``).
+Imports nothing from the project.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+
+
+class Backlog:
+    """Turns being answered that the caller has not heard yet, by the call they belong to."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._seq = itertools.count()
+        self._open: dict[int, object] = {}  # ticket -> owner (a call)
+
+    def enter(self, owner: object) -> tuple[int, int]:
+        """Count a turn of ``owner`` in; returns (its ticket, other calls' turns ahead of it)."""
+        with self._lock:
+            ahead = sum(1 for o in self._open.values() if o is not owner)
+            ticket = next(self._seq)
+            self._open[ticket] = owner
+            return ticket, ahead
+
+    def leave(self, ticket: int) -> None:
+        """The turn is heard (first audio queued), cancelled or done; idempotent."""
+        with self._lock:
+            self._open.pop(ticket, None)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._open)
+
+
+BACKLOG = Backlog()
+"""The process's backlog: every call's turn worker enters its turns here."""
