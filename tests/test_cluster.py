@@ -49,7 +49,7 @@ from db.placement import call_places, close_lost_calls_of, place_groups, this_ho
 from db.reports import load_turns
 from db.stats import percentile
 from db.writer import _apply
-from dialplan import ConfigError, load_config
+from dialplan import ConfigError, Dialplan, load_config
 from tests.waiting import wait_until
 
 # ---- no models -------------------------------------------------------------------------------
@@ -118,8 +118,17 @@ def test_bench_call_takes_a_list_of_setups_and_writes_a_config_the_agent_loads(t
     assert (config.sip.port, config.sip.rtp_port, config.sip.max_calls) == (5060, 40000, 4)
     assert (fast.asr.model, fast.asr.threads, fast.llm.threads, fast.tts.threads) == (
         "tiny.en", 1, 1, 1)
-    assert fast.limits.max_silence_s == 120
+    assert fast.limits.max_silence_s == 120 and not fast.under_load
     assert config.db.url == f"sqlite:///{tmp_path}/calls.db"
+    path.write_text(bench_config(5060, 40000, tmp_path, "qwen2.5-1.5b-instruct", 2, "base",
+                                 stage_threads=2, under_load=("tiny.en", "smollm2-135m")))
+    dial = Dialplan.from_config(load_config(path))
+    cheap = dial.fallback(dial.resolve("101"))
+    assert (cheap.name, cheap.asr.model, cheap.asr.threads, cheap.llm.model) == (
+        "fast/quick", "tiny.en", 2, "smollm2-135m")
+    assert bench_call._model_pair("tiny.en, smollm2-135m") == ("tiny.en", "smollm2-135m")
+    with pytest.raises(argparse.ArgumentTypeError):
+        bench_call._model_pair("tiny.en")
     # sipp's error file as SIPp 3.6 writes it: refusals are counted by status, a timeout is not.
     err = tmp_path / "stream_8.err"
     abort = ("2026-11-23\t15:38:03.296171\t1795448283.296171: Aborting call on unexpected "
