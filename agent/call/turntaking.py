@@ -158,7 +158,10 @@ class TurnTaking:
         """The end-of-turn model scored a speculative turn: a finished one ends here."""
         p = turn.end_probability
         if (turn is not self.turn or turn.endpointed or turn.cancel.is_set() or p is None
-                or p < self.audio.end_of_turn_threshold or self._state() != "listening"):
+                or self._state() != "listening"):
+            return
+        if p < self.audio.end_of_turn_threshold:  # the hangover decides; say why it waits
+            log.event("end-of-turn-wait", self.call_id, probability=round(p, 3))
             return
         turn.endpointed = turn.early_end = True
         turn.timeline.endpoint_at = now
