@@ -31,13 +31,16 @@ def test_a_finished_turn_ends_at_the_pause_not_the_hangover():
     close(session, line)
 
 
-def test_not_finished_falls_back_to_the_hangover():
+def test_not_finished_falls_back_to_the_hangover(caplog):
     stages = fake_stages(asr=FakeASR(["what time do you open?"]), eot=FakeEOT([0.1]))
     session, line, calllog, _ = make(stages, speculate_s=0.2, endpoint_silence_s=0.6)
     assert wait_until(lambda: session.state == "listening")
-    line.say(tone(0.8))
-    assert wait_until(lambda: calllog.of(TurnRecord))
+    with caplog.at_level("INFO", logger="callagent"):
+        line.say(tone(0.8))
+        assert wait_until(lambda: calllog.of(TurnRecord))
     assert 0.55 <= calllog.of(TurnRecord)[0].endpoint_s <= 0.9
+    # Why the turn waited for the hangover is in the log, with the model's verdict.
+    assert f"event=end-of-turn-wait call={session.call_id} probability=0.1" in caplog.text
     close(session, line)
 
 
