@@ -54,3 +54,18 @@ def test_prime_does_not_wait_for_contexts_a_call_holds(llm):
     finally:
         for ctx in held:
             llm._release(ctx, ())
+
+
+def test_a_wait_for_a_context_is_part_of_the_llm_time(llm):
+    # Every context busy: the reply starts only when one is given back, and its recorded LLM
+    # time (the call log's llm_total) covers that wait, as the caller's time to first token does.
+    from models.llm.base import Message
+
+    held = [llm._lease(("x",)) for _ in range(4)]
+    timer = threading.Timer(0.3, lambda: [llm._release(c, ()) for c in held])
+    timer.start()
+    stream = llm.stream([Message("system", SYSTEM), Message("user", "Hi")])
+    text = "".join(stream)
+    m = stream.metrics
+    assert text and m.first_token_at - m.started_at >= 0.3
+    assert m.duration_s >= m.first_token_at - m.started_at

@@ -36,11 +36,12 @@ class Piece:
 class LLMStream:
     """An iterator of text pieces that records :class:`~models.metrics.LLMMetrics`."""
 
-    def __init__(self, model: str, pieces: Iterator[Piece], scheduled: bool = True):
+    def __init__(self, model: str, pieces: Iterator[Piece], scheduled: bool = True,
+                 started_at: float | None = None):
         self._model = model
         self._pieces = pieces
         self._scheduled = scheduled
-        self._started = time.monotonic()
+        self._started = time.monotonic() if started_at is None else started_at
         self._first: float | None = None
         self._tokens = 0
         self._prompt = self._cached = 0
@@ -110,7 +111,11 @@ class LLM(ABC):
 
     def stream(self, messages: list[Message]) -> LLMStream:
         """Start generating a reply to ``messages`` (system prompt first)."""
-        return LLMStream(self.model_name, self._stream_impl(messages), scheduled=self.scheduled)
+        # Stamped before the backend leases a context: a wait for one (another call's reply,
+        # this call's priming) is part of the LLM's time, as it is of the caller's.
+        started = time.monotonic()
+        return LLMStream(self.model_name, self._stream_impl(messages), scheduled=self.scheduled,
+                         started_at=started)
 
     def count_tokens(self, text: str) -> int:
         """Tokens in ``text``; an estimate from its UTF-8 length unless a backend can count."""
