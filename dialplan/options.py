@@ -49,6 +49,10 @@ class AudioOptions:
     instead of after ``endpoint_silence_s``."""
     end_of_turn_threshold: float = 0.5
     """Probability at or above which the end-of-turn model ends the turn early."""
+    end_of_turn_words: bool = True
+    """Also end the turn at the pause when the quick transcript of the speculative turn is a
+    finished sentence (ends in "?", "!" or ".", and not on a word a sentence rarely ends on),
+    even though the end-of-turn model said "not finished"."""
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,8 @@ def test_a_finished_turn_ends_at_the_pause_not_the_hangover():
 
 def test_not_finished_falls_back_to_the_hangover(caplog):
     stages = fake_stages(asr=FakeASR(["what time do you open?"]), eot=FakeEOT([0.1]))
-    session, line, calllog, _ = make(stages, speculate_s=0.2, endpoint_silence_s=0.6)
+    session, line, calllog, _ = make(stages, speculate_s=0.2, endpoint_silence_s=0.6,
+                                     end_of_turn_words=False)
     assert wait_until(lambda: session.state == "listening")
     with caplog.at_level("INFO", logger="callagent"):
         line.say(tone(0.8))
@@ -41,6 +42,37 @@ def test_not_finished_falls_back_to_the_hangover(caplog):
     assert 0.55 <= calllog.of(TurnRecord)[0].endpoint_s <= 0.9
     # Why the turn waited for the hangover is in the log, with the model's verdict.
     assert f"event=end-of-turn-wait call={session.call_id} probability=0.1" in caplog.text
+    close(session, line)
+
+
+def test_a_whole_sentence_ends_the_turn_when_the_model_says_not_finished(caplog):
+    # The model is unsure (0.1); the quick transcript is a finished question: the turn ends
+    # when it arrives (the pause + the ASR pass), not after the 0.6 s hangover.
+    stages = fake_stages(asr=FakeASR(["what time do you open?"], delay_s=0.1),
+                         eot=FakeEOT([0.1]))
+    session, line, calllog, _ = make(stages, speculate_s=0.2, endpoint_silence_s=0.6,
+                                     end_of_turn_words=True)
+    assert wait_until(lambda: session.state == "listening")
+    with caplog.at_level("INFO", logger="callagent"):
+        line.say(tone(0.8))
+        assert wait_until(lambda: calllog.of(TurnRecord))
+    turn = calllog.of(TurnRecord)[0]
+    assert 0.25 <= turn.endpoint_s <= 0.5, turn
+    assert turn.transcript == "what time do you open?" and turn.reply_text
+    assert f"event=end-of-turn call={session.call_id} by=words" in caplog.text
+    close(session, line)
+
+
+@pytest.mark.parametrize("words", ["I would like to book a room for.", "what time do you open",
+                                   "so I was wondering..."])
+def test_words_that_are_not_a_whole_sentence_wait_for_the_hangover(words):
+    stages = fake_stages(asr=FakeASR([words], delay_s=0.1), eot=FakeEOT([0.1]))
+    session, line, calllog, _ = make(stages, speculate_s=0.2, endpoint_silence_s=0.6,
+                                     pause_tolerance_s=0.0, end_of_turn_words=True)
+    assert wait_until(lambda: session.state == "listening")
+    line.say(tone(0.8))
+    assert wait_until(lambda: calllog.of(TurnRecord))
+    assert 0.55 <= calllog.of(TurnRecord)[0].endpoint_s <= 0.9
     close(session, line)
 
 
@@ -80,7 +112,8 @@ def test_the_verdict_does_not_wait_for_the_turns_asr_pass():
 def test_a_failing_model_leaves_the_hangover_to_end_the_turn():
     stages = fake_stages(asr=FakeASR(["what time do you open?"]),
                          eot=FakeEOT(fail_with=RuntimeError("onnx session lost")))
-    session, line, calllog, _ = make(stages, speculate_s=0.2, endpoint_silence_s=0.6)
+    session, line, calllog, _ = make(stages, speculate_s=0.2, endpoint_silence_s=0.6,
+                                     end_of_turn_words=False)
     assert wait_until(lambda: session.state == "listening")
     line.say(tone(0.8))
     assert wait_until(lambda: calllog.of(TurnRecord))

@@ -47,6 +47,19 @@ def sounds_unfinished(text: str) -> bool:
     return bool(words) and words[-1] in _CONTINUATIONS and not text.endswith(("?", "!"))
 
 
+def sounds_finished(text: str) -> bool:
+    """True when a transcript reads as a whole sentence.
+
+    Whisper closed it with ``?``, ``!`` or ``.`` and its last word is not one a sentence
+    rarely ends on. Whisper punctuates from the words and the intonation it heard; a cut-off
+    clause gets "..." or a comma (unfinished), or a full stop after a dangling "for" or "if"
+    (also unfinished, by the word list).
+    """
+    text = text.strip()
+    return bool(_WORD.search(text.lower())) and text.endswith(("?", "!", ".")) and \
+        not sounds_unfinished(text)
+
+
 def hold_s(options: AudioOptions) -> float:
     """Extra wait after speech ends for an unfinished utterance, capped by the max wait."""
     return min(options.pause_tolerance_s, options.max_endpoint_wait_s)

@@ -3,7 +3,8 @@
 * At ``speculate_s`` of silence (:class:`SpeechPaused`) a turn starts at once, its audio held
   behind a gate; if the caller goes on (:class:`SpeechResumed`) it is dropped unheard.
 * When the end-of-turn model (scored on the speculative turn) says the caller has finished,
-  the turn ends there; otherwise at the VAD endpoint (:class:`Utterance`). The gate opens unless
+  or the speculative turn's quick transcript is a whole sentence, the turn ends there;
+  otherwise at the VAD endpoint (:class:`Utterance`). The gate opens unless
   the transcript sounds unfinished, in which case it waits up to the pause tolerance (capped by
   ``max_endpoint_wait_s`` after speech ended) for more speech.
 * If the caller speaks again before hearing anything, the pending turn is cancelled and its
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from agent.call.endpointing import hold_s, merge, sounds_unfinished
+from agent.call.endpointing import hold_s, merge, sounds_finished, sounds_unfinished
 from agent.call.recorder import CallRecorder
 from agent.call.state import State
 from agent.call.worker import Turn, TurnWorker
@@ -163,10 +164,14 @@ class TurnTaking:
         if p < self.audio.end_of_turn_threshold:  # the hangover decides; say why it waits
             log.event("end-of-turn-wait", self.call_id, probability=round(p, 3))
             return
+        self._end_early(turn, now, by="model", probability=round(p, 3))
+
+    def _end_early(self, turn: Turn, now: float, **why) -> None:
+        """End a speculative turn at the pause, before the VAD hangover runs out."""
         turn.endpointed = turn.early_end = True
         turn.timeline.endpoint_at = now
         self._ended_early = turn  # its segment's Utterance is still to come: not a new turn
-        log.event("end-of-turn", self.call_id, probability=round(p, 3),
+        log.event("end-of-turn", self.call_id, **why,
                   silence_ms=round((now - (turn.timeline.speech_end_at or now)) * 1000))
         self._set_state("thinking")
         self._open_gate(turn, now)
@@ -217,8 +222,18 @@ class TurnTaking:
     # ---- worker messages -------------------------------------------------------------------
 
     def transcribed(self, turn: Turn, now: float) -> None:
-        if turn is self.turn:
-            self._open_gate(turn, now)
+        """The quick transcript is in; a speculative turn whose words are a whole sentence ends.
+
+        The end-of-turn model may have said "not finished": the words overrule it.
+        """
+        if turn is not self.turn:
+            return
+        if (not turn.endpointed and not turn.cancel.is_set() and self.audio.end_of_turn_words
+                and self._state() == "listening" and turn.transcript
+                and sounds_finished(turn.transcript)):
+            self._end_early(turn, now, by="words")
+            return
+        self._open_gate(turn, now)
 
     def reply_audio(self, turn: Turn) -> None:
         if turn is self.turn and self._state() == "thinking":
