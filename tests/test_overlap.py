@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from fakes import FakeASR, ListLog, fake_stages, silence, tone
+from fakes import FakeASR, FakeLLM, ListLog, fake_stages, silence, tone
 
 from agent.call.recorder import CallRecorder
 from agent.call.turntaking import TurnTaking
@@ -130,3 +130,22 @@ def test_a_reply_begun_over_the_rest_of_the_callers_turn_is_merged_not_recorded_
     merged.result = TurnResult(transcript=merged.transcript)
     tt.turn_done(merged)
     assert rec.pending == [merged]
+
+
+@pytest.mark.parametrize("pause_s, merged", [(0.4, True), (0.8, True), (1.5, False)])
+def test_speech_just_after_a_reply_began_goes_on_the_turn_later_speech_barges_in(pause_s, merged):
+    # The words ended the turn at a mid-thought pause; the caller goes on, loud. Within
+    # RESUMED_GRACE_S of the reply's start that is the same turn (too soon to be an answer to
+    # the reply): merged, one answer. Later it is a barge-in on the reply.
+    prof = profile(barge_in_min_s=0.2)
+    asr = FakeASR(["I want to book a room.", "I want to book a room for two on Saturday."])
+    stages = fake_stages(asr=asr, llm=FakeLLM(" ".join(["word"] * 40)))
+    call = run(_cat(tone(0.8), silence(pause_s), tone(1.0, level=0.6)), prof, stages,
+               greeting=False)
+    if merged:
+        assert not events(call, "barge-in")
+        assert [(t.transcript, t.barge_in) for t in call.turns] == [
+            ("I want to book a room for two on Saturday.", False)]
+    else:
+        assert len(events(call, "barge-in")) == 1
+        assert call.turns[0].barge_in and len(call.turns) == 2

@@ -38,7 +38,7 @@ from agent.call.messages import (
 from agent.call.playout import Playout
 from agent.call.recorder import CallInfo, CallRecorder
 from agent.call.state import State, StateChanged
-from agent.call.turntaking import TurnTaking
+from agent.call.turntaking import RESUMED_GRACE_S, TurnTaking
 from agent.call.worker import TurnWorker, measured_wait
 from agent.sip.audiolink import AudioLink
 from agent.turn.runner import Stages, TurnRunner
@@ -345,7 +345,10 @@ class CallSession:
 
     def _barge_in(self, at: float) -> None:
         start = self._segmenter.speech_start_s
-        if start is not None and self.turntaking.resumed_over_reply(self._stamp(start, at)):
+        # Louder than the reply's echo (the barge-in gate's test), so the grace is safe here:
+        # speech that began within it is the caller going on, not an answer to the reply.
+        if start is not None and self.turntaking.resumed_over_reply(self._stamp(start, at),
+                                                                    RESUMED_GRACE_S):
             self._stop_reply()  # not a barge-in: the reply began over the caller's turn
             return
         dropped = self._stop_reply()

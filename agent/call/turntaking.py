@@ -30,6 +30,11 @@ from db.timeline import TurnTimeline
 from dialplan.options import AudioOptions
 from models.vad.segmenter import SpeechPaused, Utterance
 
+RESUMED_GRACE_S = 0.3
+"""Caller speech that began this soon after a reply started is the caller going on (a
+mid-thought pause taken for the end), not a barge-in: the caller hears the reply ~0.1 s after
+it leaves (jitter buffer, packetisation) and cannot react to it in under ~0.2 s."""
+
 ECHO_TAIL_S = 0.4
 """Echo of the agent's voice ends this long after its audio does (the barge-in gate's echo
 window): speech going on longer than that after the agent fell silent is the caller's."""
@@ -92,17 +97,19 @@ class TurnTaking:
         self._speech_start_at = start_at
         return False
 
-    def resumed_over_reply(self, start_at: float) -> bool:
+    def resumed_over_reply(self, start_at: float, grace_s: float = 0.0) -> bool:
         """The caller's speech from ``start_at`` began before the reply now playing did.
 
         A pause mid-thought that the endpoint took for the end: the agent began speaking over
         the rest of the caller's turn (none of this speech can be its echo). The turn is held
         and merged with what the caller says now, like a turn resumed before its reply was
-        ready; True tells the session to stop the reply.
+        ready; True tells the session to stop the reply. With ``grace_s``, speech that began
+        that soon after the reply counts too: too soon to be an answer to it (the caller
+        hears it a line's latency late, and reacts ~0.2 s after that).
         """
         turn = self.turn
         if (self._state() != "speaking" or turn is None or turn.cancel.is_set()
-                or turn.barge_in or not _began_before_reply(turn, start_at)):
+                or turn.barge_in or not _began_before_reply(turn, start_at - grace_s)):
             return False
         self._echo_suspect = False
         self._hold_for_merge(turn, start_at, after="reply-start")
