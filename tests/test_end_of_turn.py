@@ -31,35 +31,26 @@ def test_a_finished_turn_ends_at_the_pause_not_the_hangover():
     close(session, line)
 
 
-def test_not_finished_falls_back_to_the_hangover(caplog):
-    stages = fake_stages(asr=FakeASR(["what time do you open?"]), eot=FakeEOT([0.1]))
-    session, line, calllog, _ = make(stages, speculate_s=0.2, endpoint_silence_s=0.6,
-                                     end_of_turn_words=False)
-    assert wait_until(lambda: session.state == "listening")
-    with caplog.at_level("INFO", logger="callagent"):
-        line.say(tone(0.8))
-        assert wait_until(lambda: calllog.of(TurnRecord))
-    assert 0.55 <= calllog.of(TurnRecord)[0].endpoint_s <= 0.9
-    # Why the turn waited for the hangover is in the log, with the model's verdict.
-    assert f"event=end-of-turn-wait call={session.call_id} probability=0.1" in caplog.text
-    close(session, line)
-
-
-def test_a_whole_sentence_ends_the_turn_when_the_model_says_not_finished(caplog):
-    # The model is unsure (0.1); the quick transcript is a finished question: the turn ends
-    # when it arrives (the pause + the ASR pass), not after the 0.6 s hangover.
+@pytest.mark.parametrize("words_rule, endpoint, logged", [
+    # The hangover decides; why the turn waited is in the log, with the model's verdict.
+    (False, (0.55, 0.9), "event=end-of-turn-wait call={} probability=0.1"),
+    # The quick transcript is a finished question: the turn ends when it arrives (the pause
+    # + the ASR pass), not after the 0.6 s hangover.
+    (True, (0.25, 0.5), "event=end-of-turn call={} by=words"),
+])
+def test_when_the_model_says_not_finished(caplog, words_rule, endpoint, logged):
     stages = fake_stages(asr=FakeASR(["what time do you open?"], delay_s=0.1),
                          eot=FakeEOT([0.1]))
     session, line, calllog, _ = make(stages, speculate_s=0.2, endpoint_silence_s=0.6,
-                                     end_of_turn_words=True)
+                                     end_of_turn_words=words_rule)
     assert wait_until(lambda: session.state == "listening")
     with caplog.at_level("INFO", logger="callagent"):
         line.say(tone(0.8))
         assert wait_until(lambda: calllog.of(TurnRecord))
     turn = calllog.of(TurnRecord)[0]
-    assert 0.25 <= turn.endpoint_s <= 0.5, turn
+    assert endpoint[0] <= turn.endpoint_s <= endpoint[1], turn
     assert turn.transcript == "what time do you open?" and turn.reply_text
-    assert f"event=end-of-turn call={session.call_id} by=words" in caplog.text
+    assert logged.format(session.call_id) in caplog.text
     close(session, line)
 
 
