@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 
 from agent.call.recorder import CallInfo
 from agent.call.session import CallSession
-from agent.call.worker import UNDER_LOAD_WINDOW_S
+from agent.call.worker import UNDER_LOAD_WINDOW_S, measured_wait
 from agent.sip.events import (
     CallDisconnected,
     DtmfReceived,
@@ -40,7 +40,6 @@ from db import log
 from db.placement import this_host
 from db.records import CallLog
 from dialplan import Config, Dialplan, Profile
-from models.scheduler import SCHEDULER, Priority
 
 CLOCK_RATE = 8000  # G.711 rate; the bridge resamples G.722 calls to it
 
@@ -69,7 +68,7 @@ class Server:
         self._ending: list[CallSession] = []
         self._runners: dict[str, TurnRunner] = {}
         self.calls_total = 0
-        self.measured_wait = lambda window_s: SCHEDULER.recent_wait(Priority.FIRST_AUDIO, window_s)
+        self.measured_wait = measured_wait
         """Measured load: p90 seconds first-audio work waited for the CPU (admission control)."""
 
     def load(self) -> None:

@@ -29,15 +29,17 @@ from models.scheduler import SCHEDULER, Priority, priority
 from models.vad.segmenter import SpeechPaused, Utterance
 
 APOLOGY_WAIT_S = 3.0
+"""How long a failed speculative turn waits for its endpoint before giving up on apologising."""
 UNDER_LOAD_WINDOW_S = 30.0
 """How far back the scheduler's measured waits count for ``limits.under_load_after_s``."""
 
 
-def measured_wait() -> float:
-    """p90 seconds first-audio work waited for the CPU lately: the process's measured load."""
-    return SCHEDULER.recent_wait(Priority.FIRST_AUDIO, UNDER_LOAD_WINDOW_S)
+def measured_wait(window_s: float = UNDER_LOAD_WINDOW_S) -> float:
+    """The process's measured load: p90 seconds first-audio work waited for the CPU lately.
 
-"""How long a failed speculative turn waits for its endpoint before giving up on apologising."""
+    Over the last ``window_s``: under-load profiles use the default, admission control its own.
+    """
+    return SCHEDULER.recent_wait(Priority.FIRST_AUDIO, window_s)
 
 
 @dataclass(eq=False)
