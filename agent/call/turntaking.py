@@ -165,13 +165,17 @@ class TurnTaking:
     def end_scored(self, turn: Turn, now: float) -> None:
         """The end-of-turn model scored a speculative turn: a finished one ends here."""
         p = turn.end_probability
-        if (turn is not self.turn or turn.endpointed or turn.cancel.is_set() or p is None
-                or self._state() != "listening"):
+        if p is None or not self._speculating(turn):
             return
         if p < self.audio.end_of_turn_threshold:  # the hangover decides; say why it waits
             log.event("end-of-turn-wait", self.call_id, probability=round(p, 3))
             return
         self._end_early(turn, now, by="model", probability=round(p, 3))
+
+    def _speculating(self, turn: Turn) -> bool:
+        """``turn`` is the call's live speculative turn: not yet ended, cancelled or answered."""
+        return (turn is self.turn and not turn.endpointed and not turn.cancel.is_set()
+                and self._state() == "listening")
 
     def _end_early(self, turn: Turn, now: float, **why) -> None:
         """End a speculative turn at the pause, before the VAD hangover runs out."""
@@ -235,8 +239,7 @@ class TurnTaking:
         """
         if turn is not self.turn:
             return
-        if (not turn.endpointed and not turn.cancel.is_set() and self.audio.end_of_turn_words
-                and self._state() == "listening" and turn.transcript
+        if (self.audio.end_of_turn_words and self._speculating(turn) and turn.transcript
                 and sounds_finished(turn.transcript)):
             self._end_early(turn, now, by="words")
             return
