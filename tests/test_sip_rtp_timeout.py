@@ -97,10 +97,25 @@ def silence_ulaw(path: Path, seconds: float) -> Path:
     return path
 
 
-def run_sipp(xml: Path, extension: str, port: int, messages: Path | None = None,
-             timeout_s: int = 40) -> subprocess.Popen:
+def _media_port_outside(avoid: range) -> int:
+    """A free port for sipp's RTP (and the RTCP port after it) outside ``avoid``.
+
+    The capture tells caller from agent packets by the agent's RTP ports: a sipp media port
+    inside them made the agent's packets to it count as the caller's (CI: "BYE 9 ms after the
+    caller's last RTP packet"), as the comfort-noise sender once did.
+    """
+    while True:
+        p = free_port()
+        if p not in avoid and p + 1 not in avoid:
+            return p
+
+
+def run_sipp(xml: Path, extension: str, port: int, avoid: range,
+             messages: Path | None = None, timeout_s: int = 40) -> subprocess.Popen:
+    """Start a sipp call to ``extension`` at ``port``; its media ports stay outside ``avoid``."""
     cmd = ["sipp", "-sf", str(xml), "-s", extension, f"127.0.0.1:{port}", "-i", "127.0.0.1",
-           "-mi", "127.0.0.1", "-p", str(free_port()), "-mp", str(free_port()), "-m", "1",
+           "-mi", "127.0.0.1", "-p", str(free_port()), "-mp", str(_media_port_outside(avoid)),
+           "-m", "1",
            "-nostdin", "-timeout", f"{timeout_s}s", "-timeout_error"]
     if messages is not None:
         cmd += ["-trace_msg", "-message_file", str(messages)]
@@ -200,7 +215,7 @@ def test_silent_caller_whose_rtp_stops_is_timed_out(line, tmp_path):
     audio = silence_ulaw(tmp_path / "quiet.ulaw", 1.5)
     xml = scenario("uac_rtp_stop", tmp_path / "stop.xml", audio=audio, wait_ms=8000)
     with SipRtpCapture(tmp_path / "stop.pcap", line.ua.options.port, line.rtp_ports) as cap:
-        caller = run_sipp(xml, "1", line.ua.options.port)
+        caller = run_sipp(xml, "1", line.ua.options.port, line.rtp_ports)
         line.serve(15)
         out = caller.communicate(timeout=20)[0]
     assert caller.returncode == 0, out[-1500:]  # the BYE came in time and was answered
@@ -237,7 +252,7 @@ def test_comfort_noise_counts_as_rtp(line, tmp_path):
 
     line.on_media = start_noise
     with SipRtpCapture(tmp_path / "cn.pcap", line.ua.options.port, line.rtp_ports) as cap:
-        caller = run_sipp(xml, "1", line.ua.options.port, messages)
+        caller = run_sipp(xml, "1", line.ua.options.port, line.rtp_ports, messages)
         line.serve(25)
         out = caller.communicate(timeout=25)[0]
     assert caller.returncode == 0, out[-1500:]
@@ -258,7 +273,7 @@ def test_hold_suspends_the_rtp_timeout(line, tmp_path, direction):
     xml = scenario("uac_hold", tmp_path / "hold.xml", audio=audio, talk_ms=1500,
                    direction=direction, hold_ms=int(2.5 * TIMEOUT_S * 1000), after_ms=1500)
     with SipRtpCapture(tmp_path / "hold.pcap", line.ua.options.port, line.rtp_ports) as cap:
-        caller = run_sipp(xml, "1", line.ua.options.port)
+        caller = run_sipp(xml, "1", line.ua.options.port, line.rtp_ports)
         line.serve(20)
         out = caller.communicate(timeout=20)[0]
     # rc 0: both re-INVITEs answered (the hold's answer recvonly/inactive), the BYE answered:
@@ -309,7 +324,7 @@ def test_served_call_is_hung_up_without_goodbye_when_rtp_stops(agent, tmp_path):
     audio = silence_ulaw(tmp_path / "quiet.ulaw", 3.0)  # the greeting plays meanwhile
     xml = scenario("uac_rtp_stop", tmp_path / "stop.xml", audio=audio, wait_ms=10000)
     with SipRtpCapture(tmp_path / "stop.pcap", agent.port, agent.rtp_ports) as cap:
-        caller = run_sipp(xml, "104", agent.port)
+        caller = run_sipp(xml, "104", agent.port, agent.rtp_ports)
         out = caller.communicate(timeout=30)[0]
     assert caller.returncode == 0, out[-1500:] + agent.log_text()[-2000:]
     last_rtp = cap.caller_rtp()[-1].at
@@ -340,7 +355,7 @@ def test_served_call_on_hold_is_not_hung_up(agent, tmp_path):
     xml = scenario("uac_hold", tmp_path / "hold.xml", audio=audio, talk_ms=3000,
                    direction="sendonly", hold_ms=int(2.5 * TIMEOUT_S * 1000), after_ms=2000)
     with SipRtpCapture(tmp_path / "hold.pcap", agent.port, agent.rtp_ports) as cap:
-        caller = run_sipp(xml, "104", agent.port)
+        caller = run_sipp(xml, "104", agent.port, agent.rtp_ports)
         out = caller.communicate(timeout=30)[0]
     assert caller.returncode == 0, out[-1500:] + agent.log_text()[-2000:]
     assert cap.sip("BYE") and len(cap.sip("BYE")) == 1  # the caller's, answered once
