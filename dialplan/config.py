@@ -132,6 +132,8 @@ def build(cls: type, data: Any, where: str) -> Any:
         return cls(**kwargs)
     except TypeError as e:  # a required field is missing
         raise ConfigError(f"{where}: {e}") from e
+    except ValueError as e:  # a value out of range: the options say which ("key = value: ...")
+        raise ConfigError(f"{where}.{e}") from e
 
 
 def _convert(tp: Any, value: Any, where: str) -> Any:

@@ -31,6 +31,9 @@ def test_shipped_config_loads_and_routes():
         ({"audio": {"codecs": 3}}, "audio.codecs"),
         ({"profiles": {"p": {"limits": {"rtp_timeout_s": "10s"}}}},
          "profiles.p.limits.rtp_timeout_s"),
+        # under the audio tail a turn keeps (the speculation would hear less than the endpoint)
+        ({"audio": {"speculate_s": 0.05}}, "audio.speculate_s"),
+        ({"profiles": {"p": {"audio": {"speculate_s": 0.5}}}}, "profiles.p.audio.speculate_s"),
     ],
 )
 def test_bad_values_name_the_key(data, key):

@@ -1,11 +1,14 @@
 """VAD segmentation with the real Silero model on espeak-ng speech."""
 
+import math
+
 import numpy as np
 import pytest
 
 from agent.bench.samples import spoken
 from dialplan.options import AudioOptions
 from models.audio import resample
+from models.vad.base import CHUNK, SAMPLE_RATE
 from models.vad.segmenter import Segmenter, SpeechPaused, SpeechResumed, SpeechStarted, Utterance
 from models.vad.silero import SileroVAD
 
@@ -84,7 +87,9 @@ def test_pause_is_announced_with_the_final_audio(vad, words):
     for paused, utt in ((events[1], events[2]), (events[4], events[5])):
         assert np.array_equal(paused.audio, utt.audio)
         assert paused.end_s == utt.end_s
-        assert paused.at_s - paused.end_s == pytest.approx(0.2, abs=0.04)
+        # announced at the first whole VAD chunk past speculate_s (0.09 s: 3 chunks, 96 ms)
+        chunks = math.ceil(OPTS.speculate_s * SAMPLE_RATE / CHUNK)
+        assert paused.at_s - paused.end_s == pytest.approx(chunks * CHUNK / SAMPLE_RATE)
 
 
 def test_resumed_speech_withdraws_the_pause(vad, words):

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dialplan.options import AudioOptions
+from dialplan.options import SPEECH_TAIL_S, AudioOptions
 from models.metrics import VADMetrics
 from models.vad.base import CHUNK, SAMPLE_RATE, VADStream
 
 PREROLL_S = 0.3  # audio kept before the detected onset: Silero fires ~100 ms into a word
-TAIL_S = 0.15  # audio kept after the last speech chunk: word tails fall under the threshold
+TAIL_S = SPEECH_TAIL_S  # word tails fall under the threshold; the speculation shares it
 
 
 @dataclass(frozen=True)
