@@ -18,6 +18,9 @@ in priority order, so the work a caller is waiting to hear goes first:
 The priority of a job is read from a context variable that the caller sets (the turn runner
 knows what the caller is waiting for; the models do not), and may be a callable evaluated each
 time the slot is handed out, so a speculative ASR pass that becomes the real one moves up.
+A job may also name an event (:func:`cancel_on`): if it is set while the job still waits, the
+job never runs and raises :class:`JobCancelled` (a speculative ASR pass queued behind other
+calls' work, whose caller went on talking, costs nothing).
 Within a level, a ``(level, deadline)`` priority orders jobs earliest deadline first: the turn
 whose caller stopped speaking first finishes its first audio before the next turn's ASR starts
 (measured with 4 calls: FIFO within the level made a first clause wait behind three other
@@ -53,6 +56,13 @@ Rank = int | tuple[int, float]
 PriorityLike = Rank | Callable[[], Rank]
 _current: contextvars.ContextVar[PriorityLike] = contextvars.ContextVar(
     "callagent_priority", default=Priority.FIRST_AUDIO)
+_cancel: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar(
+    "callagent_cancel", default=None)
+_POLL_S = 0.01  # how soon a waiting job notices its cancel event
+
+
+class JobCancelled(Exception):
+    """The job's cancel event was set while it waited for a slot: its work never ran."""
 
 
 @dataclass(frozen=True)
@@ -69,12 +79,15 @@ class SchedulerStats:
 
 
 class _Waiter:
-    __slots__ = ("event", "priority", "seq", "stage")
+    __slots__ = ("cancel", "cancelled", "event", "priority", "seq", "stage")
 
-    def __init__(self, priority: PriorityLike, seq: int, stage: str):
+    def __init__(self, priority: PriorityLike, seq: int, stage: str,
+                 cancel: threading.Event | None):
         self.priority = priority
         self.seq = seq
         self.stage = stage
+        self.cancel = cancel
+        self.cancelled = False
         self.event = threading.Event()
 
     def rank(self) -> tuple[int, float, int]:
@@ -110,6 +123,10 @@ class Scheduler:
         Args:
             stage: for the statistics (asr, llm, tts, eot).
             priority: overrides the context's priority (see :func:`priority`).
+
+        Raises:
+            JobCancelled: the context's cancel event (:func:`cancel_on`) was set before the
+                job got a slot.
         """
         if getattr(self._local, "depth", 0):
             self._local.depth += 1
@@ -122,11 +139,13 @@ class Scheduler:
         t0 = time.monotonic()
         with self._lock:
             self._jobs += 1
-            waiter = _Waiter(prio, next(self._seq), stage)
+            waiter = _Waiter(prio, next(self._seq), stage, _cancel.get())
             self._waiting.append(waiter)
             self._max_waiting = max(self._max_waiting, len(self._waiting))
             self._grant_locked()
-        waiter.event.wait()
+        self._wait(waiter)
+        if waiter.cancelled:
+            raise JobCancelled(stage)
         granted = time.monotonic()
         waited = granted - t0
         level, _, _ = waiter.rank()
@@ -141,10 +160,27 @@ class Scheduler:
                 self._running -= 1
                 self._grant_locked()
 
+    def _wait(self, waiter: _Waiter) -> None:
+        """Until ``waiter`` is granted a slot, or cancelled (then it leaves the queue)."""
+        if waiter.cancel is None:
+            waiter.event.wait()
+            return
+        while not waiter.event.wait(_POLL_S):
+            if waiter.cancel.is_set():
+                with self._lock:
+                    if waiter in self._waiting:  # else granted meanwhile: it runs
+                        self._waiting.remove(waiter)
+                        waiter.cancelled = True
+                        return
+
     def _grant_locked(self) -> None:
         while self._running < self.slots and self._waiting:
             best = min(self._waiting, key=_Waiter.rank)
             self._waiting.remove(best)
+            if best.cancel is not None and best.cancel.is_set():
+                best.cancelled = True
+                best.event.set()
+                continue
             self._running += 1
             best.event.set()
 
@@ -175,6 +211,19 @@ def priority(value: PriorityLike) -> Iterator[None]:
         yield
     finally:
         _current.reset(token)
+
+
+@contextmanager
+def cancel_on(event: threading.Event) -> Iterator[None]:
+    """Model jobs started in this context never run if ``event`` is set while they wait.
+
+    They raise :class:`JobCancelled` instead.
+    """
+    token = _cancel.set(event)
+    try:
+        yield
+    finally:
+        _cancel.reset(token)
 
 
 def current_priority() -> PriorityLike:

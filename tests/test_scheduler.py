@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from models.scheduler import Priority, Scheduler, priority
+from models.scheduler import JobCancelled, Priority, Scheduler, cancel_on, priority
 
 pytestmark = pytest.mark.unit
 
@@ -110,3 +110,46 @@ def test_within_a_level_the_caller_who_stopped_speaking_first_goes_first():
     for t in threads:
         t.join(5)
     assert order == ["busy", "llm step of call A", "asr of call B", "rest of a reply"]
+
+
+def test_a_queued_job_whose_caller_went_on_never_runs():
+    """A speculative pass still waiting when its turn is cancelled leaves the queue unrun.
+
+    One whose turn is cancelled only once it runs finishes (the model cannot be stopped).
+    """
+    sched, order, hold = Scheduler(), [], threading.Event()
+    dropped, late = threading.Event(), threading.Event()
+    outcome: dict[str, str] = {}
+
+    def run(name, cancel, prio):
+        try:
+            with priority(prio), cancel_on(cancel), sched.job("asr"):
+                order.append(name)
+                if name == "late":
+                    late.set()  # cancelled while it computes
+            outcome[name] = "ran"
+        except JobCancelled:
+            outcome[name] = "cancelled"
+
+    threads = [_job(sched, order, "busy", Priority.FIRST_AUDIO, hold)]
+    while not order:
+        time.sleep(0.001)
+    for name, cancel, prio in (("speculation", dropped, Priority.SPECULATIVE),
+                               ("late", late, Priority.FIRST_AUDIO)):
+        threads.append(threading.Thread(target=run, args=(name, cancel, prio)))
+        threads[-1].start()
+    _wait_queued(sched, 2)
+    dropped.set()  # the caller went on while the pass waited behind another call's work
+    deadline = time.monotonic() + 5
+    while "speculation" not in outcome:  # it leaves at once, not when the slot frees
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    assert sched.stats().waiting == 1
+    hold.set()
+    for t in threads:
+        t.join(5)
+    assert order == ["busy", "late"]
+    assert outcome == {"speculation": "cancelled", "late": "ran"}
+    stats = sched.stats()
+    assert (stats.running, stats.waiting) == (0, 0)
+

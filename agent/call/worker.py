@@ -25,7 +25,7 @@ from db import log
 from db.timeline import TurnTimeline
 from dialplan.options import Profile
 from models.llm.base import Message as ChatMessage
-from models.scheduler import SCHEDULER, Priority, priority
+from models.scheduler import SCHEDULER, JobCancelled, Priority, cancel_on, priority
 from models.vad.segmenter import SpeechPaused, Utterance
 
 APOLOGY_WAIT_S = 3.0
@@ -174,8 +174,10 @@ class TurnWorker:
                                  name=f"{threading.current_thread().name}-eot").start()
             # Speculative until the endpoint; the caller's critical path from then on (the
             # scheduler re-reads this while the job waits for a slot).
+            # A pass still queued when the caller goes on (or hangs up) never runs.
             with priority(lambda: (Priority.FIRST_AUDIO if turn.endpointed
-                                   else Priority.SPECULATIVE, turn.timeline.speech_end_at or 0.0)):
+                                   else Priority.SPECULATIVE, turn.timeline.speech_end_at or 0.0)
+                          ), cancel_on(turn.cancel):
                 transcript = runner.transcribe(turn.utterance, turn.timeline)
             turn.transcript = transcript.text
             self.post(Transcribed(turn))
@@ -184,6 +186,9 @@ class TurnWorker:
                                           gate=turn.gate, transcript=transcript)
             if turn.merged:
                 del self.history[turn.history_len:]
+        except JobCancelled:
+            turn.result = TurnResult(transcript="", audio_in_s=turn.utterance.duration_s,
+                                     cancelled=True)
         except Exception as e:
             turn.error = repr(e)
             self._apologise(turn)
