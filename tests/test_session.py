@@ -16,6 +16,7 @@ from agent.call.session import CallSession
 from agent.turn.runner import TurnRunner
 from db.records import CallEnded, CallStarted, EventRecord, TurnRecord
 from dialplan import parse_config
+from models.scheduler import SCHEDULER, Priority, priority
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.unit
@@ -226,6 +227,34 @@ def test_short_pause_drops_the_speculation_and_keeps_one_utterance():
     assert [t.transcript for t in calllog.of(TurnRecord)] == ["what time do you open?"]
     assert asr.heard_s[-1] >= 1.3  # one utterance holding both parts
     assert [m.role for m in session.history] == ["user", "assistant"]
+    close(session, line)
+
+
+def test_a_speculation_still_queued_when_the_caller_goes_on_never_runs():
+    """Behind another call's work, the dropped speculation's ASR pass is never computed."""
+    asr = FakeASR(["what time do you open?"])
+    session, line, calllog, _ = make(fake_stages(asr=asr), speculate_s=0.2,
+                                     endpoint_silence_s=0.5)
+    assert wait_until(lambda: session.state == "listening")
+    busy, held = threading.Event(), threading.Event()
+
+    def other_call():  # another call's first-audio work holds the CPU slot
+        with priority(Priority.FIRST_AUDIO), SCHEDULER.job("llm"):
+            held.set()
+            busy.wait(5)
+
+    other = threading.Thread(target=other_call)
+    other.start()
+    assert held.wait(5)
+    line.say(tone(0.6))
+    line.say(silence(0.35))  # the speculation starts and queues for the slot
+    line.say(tone(0.6))  # the caller goes on: it is cancelled while it waits
+    time.sleep(1.55 + 0.3)  # the line plays in real time; then the VAD confirms the speech
+    busy.set()
+    other.join(5)
+    assert wait_until(lambda: calllog.of(TurnRecord))
+    assert [t.transcript for t in calllog.of(TurnRecord)] == ["what time do you open?"]
+    assert len(asr.heard_s) == 1 and asr.heard_s[0] >= 1.3, asr.heard_s  # only the whole utterance
     close(session, line)
 
 
