@@ -108,8 +108,8 @@ def unanswered_reason(turn: Turn, end_reason: str = "") -> str:
         return "error"
     if turn.timeline.first_frame_out_at is not None:
         return ""
-    if turn.result is not None and not turn.result.transcript and not turn.result.cancelled:
-        return "no-words"  # (a cancelled turn's ASR may never have run)
+    if turn.result is not None and turn.result.no_words:
+        return "no-words"
     if turn.barge_in:
         return "barge-in"
     if end_reason:

@@ -348,7 +348,7 @@ class TurnTaking:
     def _finished(self, turn: Turn) -> None:
         """An endpointed turn's worker is done: settle the state, queue its record."""
         self._settle(turn)
-        if turn.result is not None and not turn.result.transcript and not turn.result.cancelled:
+        if turn.result is not None and turn.result.no_words:
             log.event("speech-empty", self.call_id, duration_s=round(
                 turn.utterance.duration_s, 2))
         # Every endpointed turn is recorded, answered or not: a caller is never left in

@@ -87,6 +87,11 @@ class TurnResult:
     asked_to_repeat: str = ""
     """Why the agent asked the caller to repeat instead of answering ("" = it answered)."""
 
+    @property
+    def no_words(self) -> bool:
+        """ASR ran and heard nothing (a cancelled turn's ASR may never have run)."""
+        return not self.transcript and not self.cancelled
+
 
 class TurnRunner:
     """Runs turns for one call with one profile's stages.

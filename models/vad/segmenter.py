@@ -18,7 +18,6 @@ from models.metrics import VADMetrics
 from models.vad.base import CHUNK, SAMPLE_RATE, VADStream
 
 PREROLL_S = 0.3  # audio kept before the detected onset: Silero fires ~100 ms into a word
-TAIL_S = SPEECH_TAIL_S  # word tails fall under the threshold; the speculation shares it
 
 
 @dataclass(frozen=True)
@@ -183,12 +182,8 @@ class Segmenter:
             return self._finish(end_s)
         if resumed is not None:
             return resumed
-        if (
-            o.speculate_s
-            and not self._paused
-            and self._silence_s >= o.speculate_s
-            and o.speculate_s < o.endpoint_silence_s
-        ):
+        # AudioOptions keeps speculate_s under the hangover, so the pause comes first.
+        if o.speculate_s and not self._paused and self._silence_s >= o.speculate_s:
             self._paused = True
             return SpeechPaused(
                 audio=self._trimmed_audio(),
@@ -206,7 +201,7 @@ class Segmenter:
         start = round(self._start_s * SAMPLE_RATE)
         preroll = len(audio) - (self._offset - start)
         speech = round(self._last_speech_end_s * SAMPLE_RATE) - start
-        keep = preroll + speech + round(TAIL_S * SAMPLE_RATE)
+        keep = preroll + speech + round(SPEECH_TAIL_S * SAMPLE_RATE)
         return audio[: max(0, keep)]
 
     def _finish(self, endpoint_s: float) -> Utterance:
