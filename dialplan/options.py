@@ -141,10 +141,13 @@ class ASROptions:
 class LLMOptions:
     """Language model (``[llm]``), run by llama.cpp here or by an OpenAI-compatible server."""
 
-    backend: Literal["llama-cpp", "xllamacpp", "openai"] = "llama-cpp"
-    """llama-cpp runs the GGUF in this process; xllamacpp runs it in llama.cpp's server engine,
-    in this process, decoding every call's reply in one batch per step; openai streams from an
-    OpenAI-compatible server at ``base_url`` (llama.cpp's server, vLLM, a GPU box shared by
+    backend: Literal["llama-cpp", "llama-batch", "xllamacpp", "openai"] = "llama-cpp"
+    """llama-cpp runs the GGUF in this process, one context per call, decoding one call's
+    token per step; llama-batch runs it in this process with one context and a KV sequence per
+    call, every call's reply decoded in one batch per step, each step a job of the process
+    scheduler; xllamacpp runs it in llama.cpp's server engine, in this process, batched the
+    same way but outside the scheduler; openai streams from an OpenAI-compatible server
+    at ``base_url`` (llama.cpp's server, vLLM, a GPU box shared by
     many agents)."""
     model: str = "qwen2.5-1.5b-instruct"
     """Bundled name (qwen2.5-1.5b-instruct, smollm2-135m) or a path to a .gguf file; with

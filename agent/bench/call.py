@@ -92,7 +92,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile-llm", default="qwen2.5-1.5b-instruct",
                         help="LLM of the bench profile (default: the shipped default)")
     parser.add_argument("--llm-backend", default="llama-cpp",
-                        choices=("llama-cpp", "xllamacpp"), help="LLM backend of the bench profile")
+                        choices=("llama-cpp", "llama-batch", "xllamacpp"),
+                        help="LLM backend of the bench profile")
     parser.add_argument("--asr-model", default="base", help="ASR model of the bench profile")
     parser.add_argument("--threads", type=int, default=None,
                         help="ASR, LLM and TTS threads per worker (default: CPU cores / workers, "

@@ -108,7 +108,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the callers' behaviour")
     parser.add_argument("--profile-llm", default="smollm2-135m", help="LLM of the bench profile")
     parser.add_argument("--llm-backend", default="llama-cpp",
-                        choices=("llama-cpp", "xllamacpp"), help="LLM backend of the bench profile")
+                        choices=("llama-cpp", "llama-batch", "xllamacpp"),
+                        help="LLM backend of the bench profile")
     parser.add_argument("--asr-model", default="tiny.en", help="ASR model of the bench profile")
     parser.add_argument("--llm-threads", type=int, default=2, help="llama.cpp threads")
     parser.add_argument("--no-capture", action="store_true",

@@ -1,0 +1,381 @@
+"""llama.cpp with every call's reply in one batch: one context, one sequence per call.
+
+The llama-cpp backend gives each call a context of its own, and a decode step runs one
+sequence: with 4 calls talking, their steps run one after another, each paying for a full pass
+over the weights. Here one context holds ``llm.contexts`` sequences over a shared KV cache
+(each keeps its call's conversation, so a call's next turn finds its history cached, and the
+system prompt is evaluated once and shared), and each step decodes every sequence that is
+waiting for a token in one ``llama_decode``. Measured on Qwen 1.5B, 2 cores: a step of 4
+sequences took 107 ms against 38 ms for one (1.4x the tokens per second), a prefill of 4 x 20
+tokens 1.2 s against 0.35-0.49 s each.
+
+Unlike the xllamacpp engine, each batched step is a job of the process scheduler, at the
+priority of the most urgent reply in it, so ASR and TTS still go first when a caller waits for
+them. The steps run on one engine thread; a reply's reader waits for its tokens.
+Who rides along in a step (:meth:`BatchedLlamaLLM._members`): every reply waiting for its next
+token, except work less urgent than playout, and a prompt (a prefill, ~17 ms a token) only when
+it is no less urgent than the step's own reply, so a speculative turn's prefill does not delay
+a first clause.
+"""
+
+from __future__ import annotations
+
+import codecs
+import ctypes
+import threading
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from dialplan.options import LLMOptions
+from models import catalog
+from models.errors import ModelMissingError
+from models.llm.base import LLM, Message, Piece
+from models.scheduler import SCHEDULER, Priority, current_priority, priority
+
+AHEAD = 2
+"""Tokens a reply is decoded ahead of its reader."""
+N_BATCH = 512
+"""Tokens per ``llama_decode`` (a longer prompt is prefilled over several steps)."""
+
+
+@dataclass(eq=False)
+class _Seq:
+    """One KV sequence and the tokens it holds."""
+
+    id: int
+    tokens: list[int] = field(default_factory=list)
+    busy: bool = False
+
+
+class BatchedLlamaLLM(LLM):
+    """A GGUF chat model whose calls decode together, one scheduler job per batched step."""
+
+    scheduled = False  # the engine takes one scheduler job per batched step itself
+
+    def __init__(self, options: LLMOptions):
+        try:
+            import llama_cpp as lc
+            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+        except ImportError as e:
+            raise ModelMissingError(
+                "llama-cpp-python missing: pip install llama-cpp-python==0.3.36") from e
+        self.options = options
+        self.model_name = options.model
+        path = catalog.resolve(options.model, "llm")
+        self._lc = lc
+        from llama_cpp._logger import set_verbose
+
+        set_verbose(False)  # llama.cpp's load and graph logs, as Llama(verbose=False)
+        lc.llama_backend_init()
+        self._model = lc.llama_model_load_from_file(str(path).encode(),
+                                                    lc.llama_model_default_params())
+        if not self._model:
+            raise ModelMissingError(f"llm.model {path}: not a loadable .gguf file")
+        slots = max(1, options.contexts)
+        cp = lc.llama_context_default_params()
+        cp.n_ctx = options.n_ctx * slots
+        cp.n_batch = cp.n_ubatch = N_BATCH
+        cp.n_seq_max = slots
+        cp.n_threads = cp.n_threads_batch = options.threads
+        # A cache per sequence: in one shared cache a reply's attention spans the other
+        # calls' cells too, and greedy replies came out different alone and batched.
+        cp.kv_unified = False
+        self._ctx = lc.llama_init_from_model(self._model, cp)
+        if not self._ctx:
+            raise RuntimeError(f"llama.cpp: no context of {cp.n_ctx} tokens for {path}")
+        self._mem = lc.llama_get_memory(self._ctx)
+        self._vocab = lc.llama_model_get_vocab(self._model)
+        self._batch = lc.llama_batch_init(N_BATCH, 0, slots)
+        template = lc.llama_model_chat_template(self._model, None)
+        if not template:
+            raise ModelMissingError(f"llm.model {path} has no chat template")
+        self._format = Jinja2ChatFormatter(template.decode("utf-8"), eos_token=self._text(
+            lc.llama_vocab_eos(self._vocab)), bos_token=self._text(lc.llama_vocab_bos(self._vocab)))
+        self._seqs = [_Seq(i) for i in range(slots)]
+        self._cond = threading.Condition()
+        self._active: list[_Generation] = []
+        self._ctx_lock = threading.Lock()  # held by a step, and by prime's cache copies
+        self._primed: set[str] = set()
+        threading.Thread(target=self._engine, daemon=True, name="llm-batch").start()
+
+    # -- tokens
+
+    def _text(self, token: int) -> str:
+        if token < 0:
+            return ""
+        return self._lc.llama_vocab_get_text(self._vocab, token).decode("utf-8", "replace")
+
+    def tokenize(self, text: str, add_bos: bool = False) -> list[int]:
+        data = text.encode("utf-8")
+        buf = (self._lc.llama_token * (len(data) + 8))()
+        n = self._lc.llama_tokenize(self._vocab, data, len(data), buf, len(buf), add_bos, True)
+        return list(buf[:n])
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.tokenize(text))
+
+    def prompt_tokens(self, messages: list[Message]) -> list[int]:
+        """The chat template applied to ``messages``, tokenized, ready for the reply."""
+        result = self._format(messages=[{"role": m.role, "content": m.content}
+                                        for m in messages])
+        return self.tokenize(result.prompt, add_bos=not result.added_special)
+
+    def _piece(self, token: int) -> bytes:
+        buf = ctypes.create_string_buffer(64)
+        n = self._lc.llama_token_to_piece(self._vocab, token, buf, len(buf), 0, False)
+        return buf.raw[:max(0, n)]
+
+    # -- requests
+
+    def prime(self, system_prompt: str) -> None:
+        """Evaluate the system prompt so first turns find it cached.
+
+        The first time, one sequence evaluates it and every other free one shares its cells
+        (a copy in a unified cache); later, one sequence (a call's own) is primed.
+        """
+        with self._cond:
+            first = system_prompt not in self._primed
+            self._primed.add(system_prompt)
+        with priority(Priority.BACKGROUND):
+            gen = self._start(self.fit([Message("system", system_prompt),
+                                        Message("user", "Hello")]))
+            for _ in gen:
+                break
+            gen.close()
+        if not first:
+            return
+        lc = self._lc
+        with self._ctx_lock, self._cond:  # no step is decoding: each cache is what it holds
+            for seq in self._seqs:
+                if not seq.busy and seq is not gen.seq and seq.tokens[:len(gen.prompt)] != \
+                        gen.seq.tokens[:len(gen.prompt)]:
+                    # A copy between two sequences' caches is of the whole cache.
+                    lc.llama_memory_seq_rm(self._mem, seq.id, -1, -1)
+                    lc.llama_memory_seq_cp(self._mem, gen.seq.id, seq.id, -1, -1)
+                    seq.tokens = list(gen.seq.tokens)
+
+    def _stream_impl(self, messages: list[Message]) -> Iterator[Piece]:
+        return self._start(self.fit(messages))
+
+    def _start(self, messages: list[Message]) -> _Generation:
+        prompt = self.prompt_tokens(messages)
+        with self._cond:
+            while True:
+                free = [s for s in self._seqs if not s.busy]
+                if free:
+                    break
+                self._cond.wait()
+            # The free sequence sharing the most with this prompt (a call's own history),
+            # among equals the one holding the least (a primed one before another call's).
+            seq = max(free, key=lambda s: (_shared(s.tokens, prompt), -len(s.tokens)))
+            seq.busy = True
+            gen = _Generation(self, seq, prompt)
+            self._active.append(gen)
+            self._cond.notify_all()
+        return gen
+
+    def _finish(self, gen: _Generation) -> None:
+        """Called with ``_cond`` held: the reply ended; its sequence is free again.
+
+        Not while a step is decoding it: the engine frees it after the step (its sequence's
+        tokens, and so what the next request finds cached, are known only then).
+        """
+        gen.done = True
+        if gen in self._active and not gen.stepping:
+            self._active.remove(gen)
+            gen.seq.busy = False
+            self._lc.llama_sampler_free(gen.sampler)
+        self._cond.notify_all()
+
+    # -- the engine
+
+    def _engine(self) -> None:
+        while True:
+            with self._cond:
+                while not any(g.wanting and g.feed for g in self._active):
+                    self._cond.wait()
+            try:
+                with SCHEDULER.job("llm", priority=self._top_rank), self._ctx_lock:
+                    self._step()
+            except Exception as e:  # the replies waiting for it fail; the engine goes on
+                with self._cond:
+                    for g in self._active:
+                        if g.wanting:
+                            g.error = e
+                    self._cond.notify_all()
+
+    def _top_rank(self) -> tuple[int, float]:
+        with self._cond:
+            ranks = [g.rank() for g in self._active if g.wanting]
+        return min(ranks) if ranks else (int(Priority.BACKGROUND), 0.0)
+
+    def _members(self) -> list[_Generation]:
+        wanting = sorted((g for g in self._active if g.wanting and g.feed),
+                         key=lambda g: g.rank())
+        if not wanting:
+            return []
+        top = wanting[0].rank()[0]
+
+        def rides(g: _Generation) -> bool:
+            level = g.rank()[0]
+            return level <= top or (len(g.feed) == 1 and level <= Priority.PLAYOUT)
+
+        return [wanting[0]] + [g for g in wanting[1:] if rides(g)]
+
+    def _step(self) -> None:
+        lc = self._lc
+        with self._cond:
+            members = self._members()
+            for g in members:
+                g.stepping = True
+                if g.fresh:  # drop what the sequence holds past the shared prefix
+                    lc.llama_memory_seq_rm(self._mem, g.seq.id, g.pos, -1)
+                    del g.seq.tokens[g.pos:]
+                    g.fresh = False
+        batch, n, outputs = self._batch, 0, []
+        for g in members:
+            take = g.feed[:N_BATCH - n]
+            if not take:
+                break
+            for i, token in enumerate(take):
+                batch.token[n], batch.pos[n], batch.n_seq_id[n] = token, g.pos + i, 1
+                batch.seq_id[n][0] = g.seq.id
+                last = i == len(g.feed) - 1
+                batch.logits[n] = last
+                if last:
+                    outputs.append((g, n))
+                n += 1
+            g.taken = len(take)
+        batch.n_tokens = n
+        try:
+            rc = lc.llama_decode(self._ctx, batch) if n else 0
+            if rc != 0:
+                raise RuntimeError(f"llama_decode returned {rc}")
+        except BaseException:
+            with self._cond:
+                for g in members:  # what the failed step fed is not in the cache
+                    lc.llama_memory_seq_rm(self._mem, g.seq.id, g.pos, -1)
+                    g.taken, g.stepping = 0, False
+                    if g.done:
+                        self._finish(g)
+            raise
+        with self._cond:
+            for g in members:
+                g.seq.tokens += g.feed[:g.taken]
+                g.pos += g.taken
+                del g.feed[:g.taken]
+                g.taken, g.stepping = 0, False
+            for g, index in outputs:
+                if not g.done:
+                    try:
+                        g.sampled(lc.llama_sampler_sample(g.sampler, self._ctx, index))
+                    except Exception as e:  # this reply fails, not the others
+                        g.error = e
+            for g in members:
+                if g.done:
+                    self._finish(g)
+            self._cond.notify_all()
+
+
+class _Generation:
+    """One streamed reply on a leased sequence; closing it (or running out) frees it."""
+
+    def __init__(self, owner: BatchedLlamaLLM, seq: _Seq, prompt: list[int]):
+        lc = owner._lc
+        o = owner.options
+        self.owner = owner
+        self.seq = seq
+        self.prompt = prompt
+        # A wholly cached prompt still feeds its last token: its logits start the reply.
+        self.pos = min(_shared(seq.tokens, prompt), len(prompt) - 1)
+        self.cached = self.pos
+        self.feed = list(prompt[self.pos:])
+        self.fresh = True
+        self.taken = 0
+        self.stepping = False
+        """In the step being decoded (the engine frees it after, if it was closed)."""
+        self.out: deque[Piece] = deque()
+        self.generated = 0
+        self.done = False
+        self.error: Exception | None = None
+        self.priority = current_priority()
+        self._utf8 = codecs.getincrementaldecoder("utf-8")("replace")
+        chain = lc.llama_sampler_chain_init(lc.llama_sampler_chain_default_params())
+        if o.temperature <= 0:
+            lc.llama_sampler_chain_add(chain, lc.llama_sampler_init_greedy())
+        else:  # llama-cpp-python's chat defaults, so both backends sample alike
+            lc.llama_sampler_chain_add(chain, lc.llama_sampler_init_top_k(40))
+            lc.llama_sampler_chain_add(chain, lc.llama_sampler_init_top_p(0.95, 1))
+            lc.llama_sampler_chain_add(chain, lc.llama_sampler_init_min_p(0.05, 1))
+            lc.llama_sampler_chain_add(chain, lc.llama_sampler_init_temp(o.temperature))
+            lc.llama_sampler_chain_add(chain, lc.llama_sampler_init_dist(o.seed))
+        self.sampler = chain
+
+    @property
+    def wanting(self) -> bool:
+        """It takes part in the next step: decoded ahead of its reader by up to ``AHEAD``.
+
+        A reader taking its token would otherwise miss the next step (measured: 3 of 4 steps
+        ran one sequence with four replies in flight).
+        """
+        return not self.done and self.error is None and len(self.out) < AHEAD
+
+    def rank(self) -> tuple[int, float]:
+        p = self.priority() if callable(self.priority) else self.priority
+        return (int(p[0]), p[1]) if isinstance(p, tuple) else (int(p), 0.0)
+
+    def sampled(self, token: int) -> None:
+        """Engine side, ``_cond`` held: ``token`` follows the sequence."""
+        lc = self.owner._lc
+        self.generated += 1
+        if lc.llama_vocab_is_eog(self.owner._vocab, token):
+            self.done = True
+            return
+        text = self._utf8.decode(self.owner._piece(token))
+        if self.generated == 1:
+            self.out.append(Piece(text, prompt_tokens=len(self.prompt),
+                                  cached_tokens=self.cached))
+        else:
+            self.out.append(Piece(text))
+        self.feed = [token]
+        if self.generated >= self.owner.options.max_tokens:
+            self.done = True
+
+    def __iter__(self) -> Iterator[Piece]:
+        return self
+
+    def __next__(self) -> Piece:
+        cond = self.owner._cond
+        with cond:
+            self.priority = current_priority()  # the reader's urgency now
+            while not self.out:
+                if self.error is not None:
+                    error, self.error = self.error, None
+                    self._close_locked()
+                    raise error
+                if self.done:
+                    self._close_locked()
+                    raise StopIteration
+                cond.wait()
+            piece = self.out.popleft()
+            cond.notify_all()  # the engine may decode this reply further now
+            return piece
+
+    def close(self) -> None:
+        """Barge-in or done: the sequence keeps what it evaluated for the call's next turn."""
+        with self.owner._cond:
+            self._close_locked()
+
+    def _close_locked(self) -> None:
+        self.owner._finish(self)
+
+
+def _shared(a: list[int], b: list[int]) -> int:
+    """Leading tokens two sequences share."""
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n

@@ -1,0 +1,168 @@
+"""The llama-batch backend: one llama.cpp context, a KV sequence per call, decoded in one batch.
+
+Real llama.cpp, real bundled SmolLM2 weights. Greedy sampling, so a reply is the same whether
+it is decoded alone or in one batch with three others.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from dialplan.options import LLMOptions
+from models.llm.base import Message
+from models.registry import ModelCache
+from models.scheduler import SCHEDULER, Priority, priority
+from tests.llm_asks import QUESTIONS, SYSTEM, ask_at_once
+
+pytestmark = pytest.mark.model
+
+
+@pytest.fixture(scope="module")
+def llm():
+    return ModelCache().llm(LLMOptions(backend="llama-batch", model="smollm2-135m",
+                                       max_tokens=24, temperature=0.0, contexts=4))
+
+
+def _ask(llm, question: str) -> str:
+    return "".join(llm.stream([Message("system", SYSTEM), Message("user", question)]))
+
+
+def test_batched_replies_equal_single_replies_in_fewer_steps(llm):
+    single = {q: _ask(llm, q) for q in QUESTIONS}
+    jobs = SCHEDULER.stats().jobs
+    batched: dict[str, str] = {}
+    threads = [threading.Thread(target=lambda q=q: batched.__setitem__(q, _ask(llm, q)))
+               for q in QUESTIONS]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    steps = SCHEDULER.stats().jobs - jobs
+    assert all(single[q].strip() for q in QUESTIONS)
+    assert batched == single
+    # One scheduler job per batched step: the four replies' tokens were decoded together
+    # (one reply at a time would take a step per token, and one per prompt).
+    tokens = sum(llm.count_tokens(t) for t in single.values())
+    assert steps < tokens * 0.6, (steps, tokens)
+
+
+def test_metrics_and_prompt_cache(llm):
+    llm.prime(SYSTEM)
+    stream = llm.stream([Message("system", SYSTEM), Message("user", "Are you open on Sunday?")])
+    text = "".join(stream)
+    m = stream.metrics
+    assert text.strip()
+    assert 0 < m.first_token_at - m.started_at < 10
+    assert 1 <= m.tokens <= 24
+    assert m.prompt_tokens > m.cached_tokens >= 20  # the primed system prompt was reused
+
+
+def test_a_call_finds_its_own_history_cached(llm):
+    history = [Message("system", SYSTEM), Message("user", "When do you open?")]
+    first = llm.stream(history)
+    reply = "".join(first)
+    _ask(llm, "Do you have audiobooks?")  # another call's turn in between
+    second = llm.stream(history + [Message("assistant", reply.strip()),
+                                   Message("user", "And on Sunday?")])
+    "".join(second)
+    assert second.metrics.cached_tokens >= first.metrics.prompt_tokens
+
+
+def test_a_new_system_prompt_is_primed_into_every_sequence(llm):
+    # Four first callers asking at once each find the prompt cached: one sequence evaluates
+    # it and the others share its cells.
+    system = SYSTEM + " The library is on Elm Street."
+    llm.prime(system)
+    metrics = ask_at_once(llm, system)
+    assert len(metrics) == 4
+    assert all(m.cached_tokens >= 20 for m in metrics.values()), metrics
+
+
+def test_close_stops_the_reply_and_frees_the_sequence(llm):
+    streams = [llm.stream([Message("system", SYSTEM), Message("user", "Tell me a story.")])
+               for _ in range(4)]  # every sequence leased
+    for stream in streams:
+        next(iter(stream))
+    t0 = time.monotonic()
+    for stream in streams:
+        stream.close()
+    assert time.monotonic() - t0 < 2.0
+    assert _ask(llm, QUESTIONS[0]).strip()  # a sequence was given back
+
+
+def test_a_step_waits_for_its_turn_at_the_reply_s_priority(llm):
+    # The engine's steps are scheduler jobs: a reply that is only keeping ahead of playout
+    # yields the CPU to a job a caller is waiting on (here a first-clause TTS job).
+    order: list[str] = []
+    slot = threading.Event()
+    release = threading.Event()
+
+    def hold() -> None:
+        with SCHEDULER.job("asr", priority=Priority.FIRST_AUDIO):
+            slot.set()
+            release.wait(10)
+
+    def reply() -> None:
+        with priority(Priority.PLAYOUT):
+            stream = llm.stream([Message("system", SYSTEM), Message("user", "Hi")])
+            for _ in stream:
+                order.append("llm")
+                break
+            stream.close()
+
+    def tts() -> None:
+        with SCHEDULER.job("tts", priority=Priority.FIRST_AUDIO):
+            order.append("tts")
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert slot.wait(10)
+    threads = [threading.Thread(target=reply)]
+    threads[0].start()
+    time.sleep(0.2)  # the engine's step is queued at PLAYOUT
+    threads.append(threading.Thread(target=tts))
+    threads[1].start()
+    time.sleep(0.2)
+    release.set()
+    for t in [holder, *threads]:
+        t.join(30)
+    assert order == ["tts", "llm"]
+
+
+class _Gen:
+    def __init__(self, level: int, feed: int):
+        self.level, self.feed, self.wanting = level, [0] * feed, True
+
+    def rank(self):
+        return (self.level, 0.0)
+
+
+def test_who_rides_along_in_a_step(llm):
+    # Decode steps of other replies ride along unless they are background work; a prompt
+    # (a costly prefill) only if it is no less urgent than the step's own reply.
+    first = _Gen(Priority.FIRST_AUDIO, 1)
+    playout = _Gen(Priority.PLAYOUT, 1)
+    spec_prefill = _Gen(Priority.SPECULATIVE, 20)
+    first_prefill = _Gen(Priority.FIRST_AUDIO, 20)
+    background = _Gen(Priority.BACKGROUND, 1)
+    with llm._cond:  # the engine does not look meanwhile
+        saved = llm._active
+        try:
+            llm._active = [background, spec_prefill, playout, first_prefill, first]
+            assert set(llm._members()) == {first, playout, first_prefill}
+            llm._active = [background, spec_prefill]
+            assert llm._members() == [spec_prefill]  # background decode waits
+            llm._active = [background]
+            assert llm._members() == [background]
+        finally:
+            llm._active = saved
+
+
+def test_unknown_model_names_the_fix():
+    from models.errors import ModelMissingError
+
+    with pytest.raises(ModelMissingError, match="nope"):
+        ModelCache().llm(LLMOptions(backend="llama-batch", model="nope"))
