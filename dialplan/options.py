@@ -39,6 +39,11 @@ class AudioOptions:
     against 420), no false end of turn on the paused questions with either; a pause that
     short inside a question is more often not the end (42 of 162 speculations on 120 line
     questions were dropped, against 23 of 143 at 0.15)."""
+    prefill_every_s: float = 1.2
+    """While the caller speaks, every this many seconds of their speech the words so far are
+    transcribed and evaluated into the LLM's cache (both as background work: only when no
+    caller is waiting on the CPU), so their turn's prompt is mostly read before they stop.
+    0 = off. Backends without a per-call cache (llama-cpp, xllamacpp, openai) skip it."""
     pause_tolerance_s: float = 1.2
     """Longer hangover used when the last words sound unfinished ("uh", "and", "to" ...).
     0.9 s ran out before a caller who went on after a 0.7 s pause was confirmed (0.2 s of
@@ -64,6 +69,8 @@ class AudioOptions:
     even though the end-of-turn model said "not finished"."""
 
     def __post_init__(self) -> None:
+        if self.prefill_every_s < 0:
+            raise ValueError(f"prefill_every_s = {self.prefill_every_s}: must be 0 (off) or more")
         if self.speculate_s and not SPEECH_TAIL_S <= self.speculate_s < self.endpoint_silence_s:
             raise ValueError(
                 f"speculate_s = {self.speculate_s}: must be 0 (off) or at least "

@@ -13,6 +13,7 @@ import pytest
 
 from dialplan.options import LLMOptions
 from models.llm.base import Message
+from models.llm.llama_batch import _shared
 from models.registry import ModelCache
 from models.scheduler import SCHEDULER, Priority, priority
 from tests.llm_asks import QUESTIONS, SYSTEM, ask_at_once
@@ -166,3 +167,15 @@ def test_unknown_model_names_the_fix():
 
     with pytest.raises(ModelMissingError, match="nope"):
         ModelCache().llm(LLMOptions(backend="llama-batch", model="nope"))
+
+
+def test_words_prefilled_while_the_caller_speaks_are_cached_for_the_turn(llm):
+    so_far = [Message("system", SYSTEM), Message("user", "Can I renew a book that is")]
+    whole = [Message("system", SYSTEM), Message("user", "Can I renew a book that is late?")]
+    words = _shared(llm.prompt_tokens(so_far), llm.prompt_tokens(whole))
+    assert llm.prefill(so_far, threading.Event()) > 0
+    stream = llm.stream(whole)
+    assert "".join(stream).strip()
+    # The turn read only what followed the words so far (and the template's closing tokens).
+    assert stream.metrics.cached_tokens >= words
+    assert stream.metrics.prompt_tokens - stream.metrics.cached_tokens <= 8

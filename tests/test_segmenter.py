@@ -9,11 +9,18 @@ from agent.bench.samples import spoken
 from dialplan.options import AudioOptions
 from models.audio import resample
 from models.vad.base import CHUNK, SAMPLE_RATE
-from models.vad.segmenter import Segmenter, SpeechPaused, SpeechResumed, SpeechStarted, Utterance
+from models.vad.segmenter import (
+    Segmenter,
+    SpeechPaused,
+    SpeechResumed,
+    SpeechSoFar,
+    SpeechStarted,
+    Utterance,
+)
 from models.vad.silero import SileroVAD
 
 pytestmark = pytest.mark.model
-OPTS = AudioOptions(endpoint_silence_s=0.5, min_speech_s=0.2)
+OPTS = AudioOptions(endpoint_silence_s=0.5, min_speech_s=0.2, prefill_every_s=0)
 
 
 @pytest.fixture(scope="module")
@@ -34,8 +41,8 @@ def trim(x: np.ndarray) -> np.ndarray:
     return x[loud[0] : loud[-1] + 1]
 
 
-def segment(vad, audio: np.ndarray, frame: int = 320) -> list:
-    seg = Segmenter(vad.new_stream(), OPTS)
+def segment(vad, audio: np.ndarray, frame: int = 320, opts: AudioOptions = OPTS) -> list:
+    seg = Segmenter(vad.new_stream(), opts)
     events = []
     for i in range(0, len(audio), frame):
         events += seg.feed(audio[i : i + frame])
@@ -103,3 +110,21 @@ def test_resumed_speech_withdraws_the_pause(vad, words):
     utt = events[-1]
     assert isinstance(utt, Utterance) and utt.end_s > resumed.at_s - 0.1
     assert np.array_equal(paused[-1].audio, utt.audio)
+
+
+def test_speech_so_far_comes_every_prefill_every_s_of_speech(vad, words):
+    # While the caller speaks, the audio so far every 0.5 s of it (for the LLM prefill);
+    # none during the pause, and each is the start of the utterance that follows.
+    opts = AudioOptions(endpoint_silence_s=0.5, min_speech_s=0.2, prefill_every_s=0.5)
+    events = segment(vad, with_gap(*words, 0.8), opts=opts)
+    so_far = [e for e in events if isinstance(e, SpeechSoFar)]
+    utts = [e for e in events if isinstance(e, Utterance)]
+    first = [e for e in so_far if e.at_s < utts[0].endpoint_s]
+    every = int((utts[0].end_s - utts[0].start_s) / 0.5)
+    assert every - 1 <= len(first) <= every
+    for a, b in zip(first, first[1:], strict=False):  # later only past a silent chunk
+        assert 0.5 - 1e-9 <= b.at_s - a.at_s <= 0.5 + 4 * CHUNK / SAMPLE_RATE
+    for e in first:
+        assert e.start_s == utts[0].start_s and e.at_s <= utts[0].end_s
+        assert np.array_equal(e.audio, utts[0].audio[:len(e.audio)])
+    assert len(so_far) > len(first)  # the second utterance has its own

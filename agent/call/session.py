@@ -51,6 +51,7 @@ from models.vad.segmenter import (
     Segmenter,
     SpeechPaused,
     SpeechResumed,
+    SpeechSoFar,
     SpeechStarted,
     Utterance,
 )
@@ -275,6 +276,8 @@ class CallSession:
                 self.turntaking.speech_paused(ev, self._stamp(ev.end_s, at), closing)
             elif isinstance(ev, SpeechResumed):
                 self.turntaking.speech_resumed()
+            elif isinstance(ev, SpeechSoFar):
+                self.turntaking.speech_so_far(ev)
             elif isinstance(ev, Utterance):
                 self.turntaking.utterance(ev, self._stamp(ev.end_s, at), at, closing)
 

@@ -28,7 +28,7 @@ from agent.call.worker import Turn, TurnWorker
 from db import log
 from db.timeline import TurnTimeline
 from dialplan.options import AudioOptions
-from models.vad.segmenter import SpeechPaused, Utterance
+from models.vad.segmenter import SpeechPaused, SpeechSoFar, Utterance
 
 RESUMED_GRACE_S = 0.3
 """Caller speech that began this soon after a reply started is the caller going on (a
@@ -143,6 +143,15 @@ class TurnTaking:
             return
         timeline = TurnTimeline(speech_start_at=self._speech_start_at, speech_end_at=end_at)
         self._new_turn(ev, timeline)
+
+    def speech_so_far(self, ev: SpeechSoFar) -> None:
+        """The caller is mid-utterance: their words so far go into the LLM's cache.
+
+        Not while a turn of this call is in flight or held for a merge: the prompt would not
+        be the words the next turn asks.
+        """
+        if self._state() == "listening" and self.held is None and not self.in_flight:
+            self.worker.prefill(ev.audio)
 
     def speech_resumed(self) -> None:
         """The caller went on within the hangover: the speculation is dropped unheard."""

@@ -131,6 +131,34 @@ class TurnWorker:
         self.waiting = waiting
         self.backlog = backlog
         self.call_id = "-"
+        self._prefill: threading.Thread | None = None
+        self._prefill_cancel = threading.Event()
+
+    def prefill(self, audio: np.ndarray) -> None:
+        """The caller's words so far into the LLM's cache, as background work.
+
+        One at a time: while one still works, the next call's :class:`SpeechSoFar` (with more
+        words) is skipped rather than queued.
+        """
+        if self._prefill is not None and self._prefill.is_alive():
+            return
+        cancel = self._prefill_cancel = threading.Event()
+        self._prefill = threading.Thread(
+            target=self._prefill_words, args=(audio, list(self.history), cancel), daemon=True,
+            name=f"prefill-{self.call_id[:6]}")
+        self._prefill.start()
+
+    def _prefill_words(self, audio: np.ndarray, history: list[ChatMessage],
+                       cancel: threading.Event) -> None:
+        try:
+            tokens = self.runner.prefill(audio, history, cancel)
+        except JobCancelled:
+            return
+        except Exception as e:  # an optimisation only: the turn reads its prompt itself
+            log.event("prefill-failed", self.call_id, error=repr(e))
+            return
+        if tokens:
+            log.event("prefilled", self.call_id, tokens=tokens)
 
     def _runner(self, turn: Turn, ahead: int) -> TurnRunner:
         """This profile's runner, or the cheaper one while the CPU is overloaded.
@@ -149,6 +177,7 @@ class TurnWorker:
 
     def start(self, turn: Turn, call_id: str) -> None:
         self.call_id = call_id
+        self._prefill_cancel.set()  # the turn's own request reads on from what it evaluated
         turn.thread = threading.Thread(target=self._work, args=(turn,), daemon=True,
                                        name=f"turn-{call_id[:6]}-{turn.index}")
         turn.thread.start()

@@ -27,7 +27,7 @@ from models.eot.base import EndOfTurn
 from models.llm.base import LLM, Message
 from models.metrics import ASRMetrics, LLMMetrics, TTSMetrics
 from models.registry import ModelCache
-from models.scheduler import Priority, priority
+from models.scheduler import Priority, cancel_on, priority
 from models.tts.base import TTS
 from models.vad.base import VAD
 from models.vad.segmenter import SpeechPaused, Utterance
@@ -147,6 +147,22 @@ class TurnRunner:
             rs = StreamResampler(speech.sample_rate, self.out_rate)
             self._phrases[text] = float_to_pcm16(rs.process(speech.audio, last=True))
         return self._phrases[text]
+
+    def prefill(self, audio: np.ndarray, history: list[Message], cancel: threading.Event) -> int:
+        """ASR of the speech so far, then its words into the LLM's cache; tokens evaluated.
+
+        Background work (it runs only while no caller waits on the CPU), dropped at
+        ``cancel``. The last word is left out: the audio may end inside it.
+
+        Raises:
+            JobCancelled: ``cancel`` was set while the ASR pass waited for the CPU.
+        """
+        with priority(Priority.BACKGROUND), cancel_on(cancel):
+            words = self.stages.asr.transcribe(audio).text.split()[:-1]
+            if not words or cancel.is_set():
+                return 0
+            return self.stages.llm.prefill([Message("system", self.profile.system_prompt),
+                                            *history, Message("user", " ".join(words))], cancel)
 
     def transcribe(self, utterance: Utterance | SpeechPaused, timeline: TurnTimeline) -> Transcript:
         """ASR of the caller's speech; stamps ``asr_done_at``."""

@@ -6,6 +6,7 @@ it, and once exhausted (or closed) its ``metrics`` hold time to first token and 
 
 from __future__ import annotations
 
+import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
@@ -131,6 +132,14 @@ class LLM(ABC):
 
     def prime(self, system_prompt: str) -> None:  # noqa: B027 - optional hook, no-op default
         """Evaluate a system prompt ahead of the first turn (backends with a KV cache)."""
+
+    def prefill(self, messages: list[Message], cancel: threading.Event) -> int:
+        """Evaluate ``messages`` up to the last one's words ahead of the request (no reply).
+
+        The caller's words so far, while they still speak. Returns the tokens evaluated;
+        0 where the backend cannot (the default) or ``cancel`` was set first.
+        """
+        return 0
 
     @abstractmethod
     def _stream_impl(self, messages: list[Message]) -> Iterator[Piece]:

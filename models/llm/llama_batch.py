@@ -35,6 +35,8 @@ from models.scheduler import SCHEDULER, Priority, current_priority, priority
 
 AHEAD = 2
 """Tokens a reply is decoded ahead of its reader."""
+BACKGROUND_CHUNK = 16
+"""Prompt tokens a background step evaluates (~0.25 s on Qwen 1.5B, 2 cores)."""
 N_BATCH = 512
 """Tokens per ``llama_decode`` (a longer prompt is prefilled over several steps)."""
 
@@ -46,6 +48,7 @@ class _Seq:
     id: int
     tokens: list[int] = field(default_factory=list)
     busy: bool = False
+    gen: _Generation | None = None
 
 
 class BatchedLlamaLLM(LLM):
@@ -158,19 +161,47 @@ class BatchedLlamaLLM(LLM):
     def _stream_impl(self, messages: list[Message]) -> Iterator[Piece]:
         return self._start(self.fit(messages))
 
-    def _start(self, messages: list[Message]) -> _Generation:
+    def prefill(self, messages: list[Message], cancel: threading.Event) -> int:
+        """Evaluate the prompt's tokens up to the last message's words; no reply.
+
+        For the caller's words so far, while they still speak: their turn's request then
+        finds them cached. Returns the tokens it evaluated (0: no sequence was free, or
+        ``cancel`` was set first).
+        """
         prompt = self.prompt_tokens(messages)
+        # Up to the end of the words: the chat template's closing tokens follow only once
+        # the caller has finished.
+        words = _shared(prompt, self.prompt_tokens(
+            messages[:-1] + [Message(messages[-1].role, messages[-1].content + " \u2026")]))
+        gen = self._start(messages, prompt[:words], wait=False, prefill=True)
+        if gen is None:
+            return 0
+        with self._cond:
+            while not gen.done and not cancel.is_set():
+                self._cond.wait(0.05)
+            evaluated = gen.pos - gen.cached
+            self._finish(gen)
+        return evaluated
+
+    def _start(self, messages: list[Message], prompt: list[int] | None = None,
+               wait: bool = True, prefill: bool = False) -> _Generation | None:
+        prompt = self.prompt_tokens(messages) if prompt is None else prompt
         with self._cond:
             while True:
-                free = [s for s in self._seqs if not s.busy]
-                if free:
-                    break
+                # The free sequence sharing the most with this prompt (a call's own history),
+                # among equals the one holding the least (a primed one before another
+                # call's); one whose reply is ending is waited for if it is the best.
+                ready = [s for s in self._seqs if not s.busy or (s.gen and s.gen.done)]
+                if ready:
+                    seq = max(ready, key=lambda s: (_shared(s.tokens, prompt), -len(s.tokens)))
+                    if not seq.busy:
+                        break
+                elif not wait:  # every sequence is in a live reply
+                    return None
                 self._cond.wait()
-            # The free sequence sharing the most with this prompt (a call's own history),
-            # among equals the one holding the least (a primed one before another call's).
-            seq = max(free, key=lambda s: (_shared(s.tokens, prompt), -len(s.tokens)))
             seq.busy = True
-            gen = _Generation(self, seq, prompt)
+            gen = _Generation(self, seq, prompt, prefill)
+            seq.gen = gen
             self._active.append(gen)
             self._cond.notify_all()
         return gen
@@ -184,7 +215,7 @@ class BatchedLlamaLLM(LLM):
         gen.done = True
         if gen in self._active and not gen.stepping:
             self._active.remove(gen)
-            gen.seq.busy = False
+            gen.seq.busy, gen.seq.gen = False, None
             self._lc.llama_sampler_free(gen.sampler)
         self._cond.notify_all()
 
@@ -235,13 +266,16 @@ class BatchedLlamaLLM(LLM):
                     g.fresh = False
         batch, n, outputs = self._batch, 0, []
         for g in members:
-            take = g.feed[:N_BATCH - n]
+            # Background prefill in short steps: a step is not preempted, and a caller's
+            # first-audio work may queue behind it.
+            room = BACKGROUND_CHUNK if g.rank()[0] >= Priority.BACKGROUND else N_BATCH
+            take = g.feed[:min(room, N_BATCH - n)]
             if not take:
                 break
             for i, token in enumerate(take):
                 batch.token[n], batch.pos[n], batch.n_seq_id[n] = token, g.pos + i, 1
                 batch.seq_id[n][0] = g.seq.id
-                last = i == len(g.feed) - 1
+                last = i == len(g.feed) - 1 and not g.prefill_only
                 batch.logits[n] = last
                 if last:
                     outputs.append((g, n))
@@ -266,6 +300,8 @@ class BatchedLlamaLLM(LLM):
                 g.pos += g.taken
                 del g.feed[:g.taken]
                 g.taken, g.stepping = 0, False
+                if g.prefill_only and not g.feed:
+                    g.done = True
             for g, index in outputs:
                 if not g.done:
                     try:
@@ -281,14 +317,17 @@ class BatchedLlamaLLM(LLM):
 class _Generation:
     """One streamed reply on a leased sequence; closing it (or running out) frees it."""
 
-    def __init__(self, owner: BatchedLlamaLLM, seq: _Seq, prompt: list[int]):
+    def __init__(self, owner: BatchedLlamaLLM, seq: _Seq, prompt: list[int],
+                 prefill_only: bool = False):
         lc = owner._lc
         o = owner.options
         self.owner = owner
         self.seq = seq
         self.prompt = prompt
+        self.prefill_only = prefill_only
+        """Evaluates the prompt and ends: nothing is sampled."""
         # A wholly cached prompt still feeds its last token: its logits start the reply.
-        self.pos = min(_shared(seq.tokens, prompt), len(prompt) - 1)
+        self.pos = min(_shared(seq.tokens, prompt), len(prompt) - (0 if prefill_only else 1))
         self.cached = self.pos
         self.feed = list(prompt[self.pos:])
         self.fresh = True
@@ -297,7 +336,7 @@ class _Generation:
         """In the step being decoded (the engine frees it after, if it was closed)."""
         self.out: deque[Piece] = deque()
         self.generated = 0
-        self.done = False
+        self.done = not self.feed  # a prefill already cached
         self.error: Exception | None = None
         self.priority = current_priority()
         self._utf8 = codecs.getincrementaldecoder("utf-8")("replace")

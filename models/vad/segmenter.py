@@ -65,13 +65,26 @@ class SpeechPaused:
 
 
 @dataclass(frozen=True)
+class SpeechSoFar:
+    """The caller is still speaking; ``audio`` is their utterance up to now.
+
+    Every ``prefill_every_s`` of it, for work that can start before the turn ends (the words
+    so far into the LLM's cache).
+    """
+
+    audio: np.ndarray
+    start_s: float
+    at_s: float
+
+
+@dataclass(frozen=True)
 class SpeechResumed:
     """The caller spoke again after a :class:`SpeechPaused`: drop the speculative work."""
 
     at_s: float
 
 
-SegmentEvent = SpeechStarted | SpeechPaused | SpeechResumed | Utterance
+SegmentEvent = SpeechStarted | SpeechPaused | SpeechResumed | SpeechSoFar | Utterance
 
 
 class Segmenter:
@@ -98,6 +111,7 @@ class Segmenter:
         self._vad_s = 0.0
         self._frames = 0
         self._paused = False
+        self._so_far_s = 0.0  # speech length at the last SpeechSoFar
         self._started_at = time.monotonic()
 
     @property
@@ -182,6 +196,11 @@ class Segmenter:
             return self._finish(end_s)
         if resumed is not None:
             return resumed
+        every = o.prefill_every_s
+        if every and self._silence_s == 0 and end_s - self._start_s >= self._so_far_s + every:
+            self._so_far_s = end_s - self._start_s
+            return SpeechSoFar(audio=np.concatenate(self._chunks), start_s=self._start_s,
+                               at_s=end_s)
         # AudioOptions keeps speculate_s under the hangover, so the pause comes first.
         if o.speculate_s and not self._paused and self._silence_s >= o.speculate_s:
             self._paused = True
