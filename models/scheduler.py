@@ -115,6 +115,8 @@ class Scheduler:
         self._local = threading.local()  # re-entrant: a job inside a job runs at once
         self._recent: deque[tuple[float, int, float]] = deque(maxlen=2000)
         """(granted at, priority level, seconds waited) of recent jobs: the measured load."""
+        self._urgent = 0  # jobs more urgent than background running now
+        self._urgent_ended = 0.0
 
     @contextmanager
     def job(self, stage: str, priority: PriorityLike | None = None) -> Iterator[None]:
@@ -150,6 +152,10 @@ class Scheduler:
         waited = granted - t0
         level, _, _ = waiter.rank()
         self._recent.append((granted, level, waited))
+        urgent = level < Priority.BACKGROUND
+        if urgent:
+            with self._lock:
+                self._urgent += 1
         self._local.depth = 1
         try:
             yield
@@ -158,6 +164,9 @@ class Scheduler:
             with self._lock:
                 self._waited[stage] = self._waited.get(stage, 0.0) + waited
                 self._running -= 1
+                if urgent:
+                    self._urgent -= 1
+                    self._urgent_ended = time.monotonic()
                 self._grant_locked()
 
     def _wait(self, waiter: _Waiter) -> None:
@@ -183,6 +192,17 @@ class Scheduler:
                 continue
             self._running += 1
             best.event.set()
+
+    def quiet_for(self, seconds: float) -> bool:
+        """No work but background has run, or waited, for the last ``seconds``.
+
+        For optional background work that would otherwise start in the gap between two jobs
+        of a caller's turn and hold the CPU from the next one (a job is not preempted).
+        """
+        with self._lock:
+            if self._urgent or any(w.rank()[0] < Priority.BACKGROUND for w in self._waiting):
+                return False
+            return time.monotonic() - self._urgent_ended >= seconds
 
     def recent_wait(self, level: int = Priority.FIRST_AUDIO, window_s: float = 60.0,
                     q: float = 90.0) -> float:

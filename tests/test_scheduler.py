@@ -153,3 +153,26 @@ def test_a_queued_job_whose_caller_went_on_never_runs():
     stats = sched.stats()
     assert (stats.running, stats.waiting) == (0, 0)
 
+
+
+def test_quiet_only_after_urgent_work_has_stopped_for_a_while():
+    # Optional background work (the caller's words so far) starts only in real idle time,
+    # not in the gap between two jobs of a turn; background jobs themselves do not count.
+    sched = Scheduler()
+    assert sched.quiet_for(0.05)
+    hold = threading.Event()
+    order: list[str] = []
+    t = _job(sched, order, "asr", Priority.FIRST_AUDIO, hold)
+    while not order:
+        time.sleep(0.001)
+    assert not sched.quiet_for(0.0)  # running
+    waiting = _job(sched, order, "tts", Priority.PLAYOUT)
+    _wait_queued(sched, 1)
+    hold.set()
+    t.join(5)
+    waiting.join(5)
+    assert not sched.quiet_for(0.05)  # just ended
+    time.sleep(0.06)
+    assert sched.quiet_for(0.05)
+    with sched.job("llm", priority=Priority.BACKGROUND):
+        assert sched.quiet_for(0.05)

@@ -271,3 +271,30 @@ def test_hold_suspends_the_silence_limit():
     assert session.join(5)
     line.stop()
     assert calllog.of(CallEnded)[0].end_reason == "silence"
+
+
+class _PrefillLLM(FakeLLM):
+    can_prefill = True
+
+    def __init__(self):
+        super().__init__()
+        self.prefilled: list[list] = []
+
+    def prefill(self, messages, cancel):
+        self.prefilled.append(list(messages))
+        return 5
+
+
+def test_words_so_far_are_prefilled_while_the_caller_speaks():
+    # 2.5 s of speech, prefill_every_s 1.0: the words so far (less the last) reach the LLM
+    # twice before the turn, with the call's system prompt, and the turn asks the whole.
+    llm = _PrefillLLM()
+    asr = FakeASR(["can I", "can I renew a", "can I renew a book?"])
+    session, line, calllog, _ = make(fake_stages(asr=asr, llm=llm), prefill_every_s=1.0)
+    assert wait_until(lambda: session.state == "listening")
+    line.say(tone(2.5))
+    assert wait_until(lambda: calllog.of(TurnRecord))
+    assert [m[-1].content for m in llm.prefilled] == ["can", "can I renew"]
+    assert all(m[0].role == "system" and m[-1].role == "user" for m in llm.prefilled)
+    assert llm.prompts[-1][-1].content == "can I renew a book?"
+    close(session, line)

@@ -151,7 +151,7 @@ class TurnTaking:
         be the words the next turn asks.
         """
         if self._state() == "listening" and self.held is None and not self.in_flight:
-            self.worker.prefill(ev.audio)
+            self.worker.prefill(ev.audio, self.call_id)
 
     def speech_resumed(self) -> None:
         """The caller went on within the hangover: the speculation is dropped unheard."""

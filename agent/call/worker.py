@@ -134,7 +134,7 @@ class TurnWorker:
         self._prefill: threading.Thread | None = None
         self._prefill_cancel = threading.Event()
 
-    def prefill(self, audio: np.ndarray) -> None:
+    def prefill(self, audio: np.ndarray, call_id: str) -> None:
         """The caller's words so far into the LLM's cache, as background work.
 
         One at a time: while one still works, the next call's :class:`SpeechSoFar` (with more
@@ -142,6 +142,7 @@ class TurnWorker:
         """
         if self._prefill is not None and self._prefill.is_alive():
             return
+        self.call_id = call_id
         cancel = self._prefill_cancel = threading.Event()
         self._prefill = threading.Thread(
             target=self._prefill_words, args=(audio, list(self.history), cancel), daemon=True,
@@ -151,14 +152,14 @@ class TurnWorker:
     def _prefill_words(self, audio: np.ndarray, history: list[ChatMessage],
                        cancel: threading.Event) -> None:
         try:
-            tokens = self.runner.prefill(audio, history, cancel)
+            evaluated = self.runner.prefill(audio, history, cancel)
         except JobCancelled:
             return
         except Exception as e:  # an optimisation only: the turn reads its prompt itself
             log.event("prefill-failed", self.call_id, error=repr(e))
             return
-        if tokens:
-            log.event("prefilled", self.call_id, tokens=tokens)
+        if evaluated:
+            log.event("prefilled", self.call_id, evaluated=evaluated)
 
     def _runner(self, turn: Turn, ahead: int) -> TurnRunner:
         """This profile's runner, or the cheaper one while the CPU is overloaded.

@@ -27,7 +27,7 @@ from models.eot.base import EndOfTurn
 from models.llm.base import LLM, Message
 from models.metrics import ASRMetrics, LLMMetrics, TTSMetrics
 from models.registry import ModelCache
-from models.scheduler import Priority, cancel_on, priority
+from models.scheduler import SCHEDULER, Priority, cancel_on, priority
 from models.tts.base import TTS
 from models.vad.base import VAD
 from models.vad.segmenter import SpeechPaused, Utterance
@@ -35,6 +35,11 @@ from models.vad.segmenter import SpeechPaused, Utterance
 _DONE = object()
 LOW_WATER_S = 1.0
 """A reply with less audio than this queued ahead of playout is urgent again (no gap)."""
+PREFILL_QUIET_S = 0.3
+"""The words so far are transcribed and prefilled only after the CPU has had no other work
+for this long (and none waits): a background job is not preempted, and started in the gap
+between two jobs of another caller's turn it delays that turn. Measured, bench call, 4
+callers at once, without this: voice-to-voice p95 6.45 s against 5.31 s with no prefill."""
 
 
 @dataclass
@@ -157,9 +162,11 @@ class TurnRunner:
         Raises:
             JobCancelled: ``cancel`` was set while the ASR pass waited for the CPU.
         """
+        if not self.stages.llm.can_prefill or not SCHEDULER.quiet_for(PREFILL_QUIET_S):
+            return 0
         with priority(Priority.BACKGROUND), cancel_on(cancel):
             words = self.stages.asr.transcribe(audio).text.split()[:-1]
-            if not words or cancel.is_set():
+            if not words or cancel.is_set() or not SCHEDULER.quiet_for(PREFILL_QUIET_S):
                 return 0
             return self.stages.llm.prefill([Message("system", self.profile.system_prompt),
                                             *history, Message("user", " ".join(words))], cancel)

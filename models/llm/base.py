@@ -109,6 +109,8 @@ class LLM(ABC):
     options: Any = None
     scheduled: bool = True
     """Each step is a job of the process scheduler (False: the backend batches its own steps)."""
+    can_prefill: bool = False
+    """:meth:`prefill` evaluates (else the caller's words so far are not even transcribed)."""
 
     def stream(self, messages: list[Message]) -> LLMStream:
         """Start generating a reply to ``messages`` (system prompt first)."""
