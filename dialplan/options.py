@@ -148,7 +148,7 @@ class ASROptions:
 class LLMOptions:
     """Language model (``[llm]``), run by llama.cpp here or by an OpenAI-compatible server."""
 
-    backend: Literal["llama-cpp", "llama-batch", "xllamacpp", "openai"] = "llama-cpp"
+    backend: Literal["llama-cpp", "llama-batch", "xllamacpp", "openai"] = "llama-batch"
     """llama-cpp runs the GGUF in this process, one context per call, decoding one call's
     token per step; llama-batch runs it in this process with one context and a KV sequence per
     call, every call's reply decoded in one batch per step, each step a job of the process
@@ -170,10 +170,10 @@ class LLMOptions:
     seed: int = 0
     """Sampling seed, so replies are reproducible."""
     contexts: int = 4
-    """llama.cpp contexts (KV caches) over the one loaded model, one per concurrent call (the
-    pjsua2 cap is 4): a call's next turn finds its history still cached instead of re-reading
-    it after another call's turn, and calls generate step by step in turn, not one whole reply
-    after another."""
+    """KV caches over the one loaded model, one per concurrent call (the pjsua2 cap is 4): a
+    call's next turn finds its history still cached instead of re-reading it after another
+    call's turn. llama-batch: sequences of one context, decoded together; llama-cpp: contexts,
+    decoded one step of one call at a time; xllamacpp: the engine's slots."""
     base_url: str = ""
     """Backend openai: the server's API root, e.g. http://127.0.0.1:8080/v1 (required)."""
     api_key: str = field(default="", repr=False)

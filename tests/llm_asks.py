@@ -1,4 +1,4 @@
-"""Questions put to an LLM backend by four callers at once (the llama-cpp and xllamacpp tests)."""
+"""Questions put to an LLM backend by four callers at once (the llama.cpp backends' tests)."""
 
 from __future__ import annotations
 

@@ -18,8 +18,8 @@ pytestmark = pytest.mark.model
 
 @pytest.fixture(scope="module")
 def llm():
-    return ModelCache().llm(LLMOptions(model="smollm2-135m", max_tokens=12, temperature=0.0,
-                                       contexts=4))
+    return ModelCache().llm(LLMOptions(backend="llama-cpp", model="smollm2-135m", max_tokens=12,
+                                       temperature=0.0, contexts=4))
 
 
 def test_a_new_system_prompt_is_primed_into_every_context(llm):

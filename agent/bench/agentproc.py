@@ -108,7 +108,7 @@ def start_cluster(config: Path, log: Path, workers: int,
 
 def bench_config(port: int, rtp: int, work: Path, llm: str, threads: int,
                  asr: str = "base", *, stage_threads: int | None = None,
-                 max_silence_s: float | None = None, llm_backend: str = "llama-cpp",
+                 max_silence_s: float | None = None, llm_backend: str = "llama-batch",
                  under_load: tuple[str, str] | None = None) -> str:
     """A config for the benchmarks: one profile on extension 101, SQLite in ``work``.
 

@@ -91,7 +91,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rounds", type=int, default=2, help="calls per caller slot")
     parser.add_argument("--profile-llm", default="qwen2.5-1.5b-instruct",
                         help="LLM of the bench profile (default: the shipped default)")
-    parser.add_argument("--llm-backend", default="llama-cpp",
+    parser.add_argument("--llm-backend", default="llama-batch",
                         choices=("llama-cpp", "llama-batch", "xllamacpp"),
                         help="LLM backend of the bench profile")
     parser.add_argument("--asr-model", default="base", help="ASR model of the bench profile")

@@ -107,7 +107,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="stop launching calls after this long (default 20)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the callers' behaviour")
     parser.add_argument("--profile-llm", default="smollm2-135m", help="LLM of the bench profile")
-    parser.add_argument("--llm-backend", default="llama-cpp",
+    parser.add_argument("--llm-backend", default="llama-batch",
                         choices=("llama-cpp", "llama-batch", "xllamacpp"),
                         help="LLM backend of the bench profile")
     parser.add_argument("--asr-model", default="tiny.en", help="ASR model of the bench profile")
