@@ -11,7 +11,7 @@ import time
 import pytest
 
 from agent.bench.samples import spoken
-from agent.turn.runner import looped
+from agent.turn.doubt import looped
 from dialplan.options import ASROptions
 from models.asr.faster_whisper import max_tokens
 from models.audio import ASR_RATE, PHONE_RATE, pcm16_to_float, resample, through_phone_line

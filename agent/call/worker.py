@@ -20,6 +20,7 @@ import numpy as np
 from agent.call.messages import EndOfTurnScored, Message, ReplyAudio, Transcribed, TurnDone
 from agent.call.playout import Playout
 from agent.turn.backlog import BACKLOG, Backlog
+from agent.turn.prefill import prefill_words
 from agent.turn.runner import Stages, TurnResult, TurnRunner
 from db import log
 from db.timeline import TurnTimeline
@@ -152,7 +153,7 @@ class TurnWorker:
     def _prefill_words(self, audio: np.ndarray, history: list[ChatMessage],
                        cancel: threading.Event) -> None:
         try:
-            evaluated = self.runner.prefill(audio, history, cancel)
+            evaluated = prefill_words(self.runner, audio, history, cancel)
         except JobCancelled:
             return
         except Exception as e:  # an optimisation only: the turn reads its prompt itself

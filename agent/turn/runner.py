@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from agent.turn.doubt import doubtful
 from agent.turn.textsplit import ClauseSplitter, speakable
 from db.records import TurnRecord
 from db.timeline import TurnTimeline
@@ -27,7 +28,7 @@ from models.eot.base import EndOfTurn
 from models.llm.base import LLM, Message
 from models.metrics import ASRMetrics, LLMMetrics, TTSMetrics
 from models.registry import ModelCache
-from models.scheduler import SCHEDULER, Priority, cancel_on, priority
+from models.scheduler import Priority, priority
 from models.tts.base import TTS
 from models.vad.base import VAD
 from models.vad.segmenter import SpeechPaused, Utterance
@@ -35,18 +36,6 @@ from models.vad.segmenter import SpeechPaused, Utterance
 _DONE = object()
 LOW_WATER_S = 1.0
 """A reply with less audio than this queued ahead of playout is urgent again (no gap)."""
-PREFILL_QUIET_S = 0.3
-"""The words so far are transcribed and prefilled only after the CPU has had no other work
-for this long (and none waits): a background job is not preempted, and started in the gap
-between two jobs of another caller's turn it delays that turn. Measured, bench call, 4
-callers at once, without this: voice-to-voice p95 6.45 s against 5.31 s with no prefill."""
-PREFILL_MAX_WAIT_S = 0.1
-PREFILL_LOAD_WINDOW_S = 30.0
-"""Nor while callers' first-audio work has lately waited for the CPU (p90 over more than
-``PREFILL_MAX_WAIT_S``, over this window): under load the idle moments are short and a
-background pass that starts in one still delays the next turn. Measured, bench call, 4 callers
-at once, with the idle-time rule alone: p95 5.93 s against 5.31 s with no prefill (one call:
-p50 1.20 s against 1.32 s, first token 0.26 s against 0.42 s)."""
 
 
 @dataclass
@@ -159,26 +148,6 @@ class TurnRunner:
             rs = StreamResampler(speech.sample_rate, self.out_rate)
             self._phrases[text] = float_to_pcm16(rs.process(speech.audio, last=True))
         return self._phrases[text]
-
-    def prefill(self, audio: np.ndarray, history: list[Message], cancel: threading.Event) -> int:
-        """ASR of the speech so far, then its words into the LLM's cache; tokens evaluated.
-
-        Background work (it runs only while no caller waits on the CPU), dropped at
-        ``cancel``. The last word is left out: the audio may end inside it.
-
-        Raises:
-            JobCancelled: ``cancel`` was set while the ASR pass waited for the CPU.
-        """
-        if (not self.stages.llm.can_prefill or not SCHEDULER.quiet_for(PREFILL_QUIET_S)
-                or SCHEDULER.recent_wait(Priority.FIRST_AUDIO, PREFILL_LOAD_WINDOW_S)
-                > PREFILL_MAX_WAIT_S):
-            return 0
-        with priority(Priority.BACKGROUND), cancel_on(cancel):
-            words = self.stages.asr.transcribe(audio).text.split()[:-1]
-            if not words or cancel.is_set() or not SCHEDULER.quiet_for(PREFILL_QUIET_S):
-                return 0
-            return self.stages.llm.prefill([Message("system", self.profile.system_prompt),
-                                            *history, Message("user", " ".join(words))], cancel)
 
     def transcribe(self, utterance: Utterance | SpeechPaused, timeline: TurnTimeline) -> Transcript:
         """ASR of the caller's speech; stamps ``asr_done_at``."""
@@ -349,26 +318,6 @@ class TurnRunner:
         if timeline.first_chunk_text_at is None:
             timeline.first_chunk_text_at = now()
         chunks.put(text)
-
-
-def doubtful(tr: Transcript, min_avg_logprob: float) -> str:
-    """Why a transcript is a guess not worth answering ("" when it is good enough)."""
-    if tr.avg_logprob is not None and tr.avg_logprob < min_avg_logprob:
-        return f"low-confidence avg_logprob={tr.avg_logprob:.2f}"
-    if looped(tr.text):
-        return "decoding-loop"  # confident nonsense: "I knew I knew I knew I knew..."
-    return ""
-
-
-def looped(text: str, times: int = 4) -> bool:
-    """The transcript repeats a phrase of 1-3 words ``times`` times in a row (a Whisper loop)."""
-    words = [w.strip(".,?!").lower() for w in text.split()]
-    for n in (1, 2, 3):
-        for i in range(len(words) - n * times + 1):
-            gram = words[i:i + n]
-            if all(words[i + k * n:i + (k + 1) * n] == gram for k in range(1, times)):
-                return True
-    return False
 
 
 class _Urgency:

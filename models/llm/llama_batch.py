@@ -21,7 +21,6 @@ a first clause.
 from __future__ import annotations
 
 import codecs
-import ctypes
 import threading
 from collections import deque
 from collections.abc import Iterator
@@ -31,6 +30,7 @@ from dialplan.options import LLMOptions
 from models import catalog
 from models.errors import ModelMissingError
 from models.llm.base import LLM, Message, Piece
+from models.llm.llama_vocab import ChatVocab
 from models.scheduler import SCHEDULER, Priority, current_priority, priority
 
 AHEAD = 2
@@ -60,7 +60,6 @@ class BatchedLlamaLLM(LLM):
     def __init__(self, options: LLMOptions):
         try:
             import llama_cpp as lc
-            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
         except ImportError as e:
             raise ModelMissingError(
                 "llama-cpp-python missing: pip install llama-cpp-python==0.3.36") from e
@@ -89,13 +88,8 @@ class BatchedLlamaLLM(LLM):
         if not self._ctx:
             raise RuntimeError(f"llama.cpp: no context of {cp.n_ctx} tokens for {path}")
         self._mem = lc.llama_get_memory(self._ctx)
-        self._vocab = lc.llama_model_get_vocab(self._model)
+        self.vocab = ChatVocab(lc, self._model, path)
         self._batch = lc.llama_batch_init(N_BATCH, 0, slots)
-        template = lc.llama_model_chat_template(self._model, None)
-        if not template:
-            raise ModelMissingError(f"llm.model {path} has no chat template")
-        self._format = Jinja2ChatFormatter(template.decode("utf-8"), eos_token=self._text(
-            lc.llama_vocab_eos(self._vocab)), bos_token=self._text(lc.llama_vocab_bos(self._vocab)))
         self._seqs = [_Seq(i) for i in range(slots)]
         self._cond = threading.Condition()
         self._active: list[_Generation] = []
@@ -103,32 +97,11 @@ class BatchedLlamaLLM(LLM):
         self._primed: set[str] = set()
         threading.Thread(target=self._engine, daemon=True, name="llm-batch").start()
 
-    # -- tokens
-
-    def _text(self, token: int) -> str:
-        if token < 0:
-            return ""
-        return self._lc.llama_vocab_get_text(self._vocab, token).decode("utf-8", "replace")
-
-    def tokenize(self, text: str, add_bos: bool = False) -> list[int]:
-        data = text.encode("utf-8")
-        buf = (self._lc.llama_token * (len(data) + 8))()
-        n = self._lc.llama_tokenize(self._vocab, data, len(data), buf, len(buf), add_bos, True)
-        return list(buf[:n])
-
     def count_tokens(self, text: str) -> int:
-        return len(self.tokenize(text))
+        return len(self.vocab.tokenize(text))
 
     def prompt_tokens(self, messages: list[Message]) -> list[int]:
-        """The chat template applied to ``messages``, tokenized, ready for the reply."""
-        result = self._format(messages=[{"role": m.role, "content": m.content}
-                                        for m in messages])
-        return self.tokenize(result.prompt, add_bos=not result.added_special)
-
-    def _piece(self, token: int) -> bytes:
-        buf = ctypes.create_string_buffer(64)
-        n = self._lc.llama_token_to_piece(self._vocab, token, buf, len(buf), 0, False)
-        return buf.raw[:max(0, n)]
+        return self.vocab.prompt(messages)
 
     # -- requests
 
@@ -367,12 +340,11 @@ class _Generation:
 
     def sampled(self, token: int) -> None:
         """Engine side, ``_cond`` held: ``token`` follows the sequence."""
-        lc = self.owner._lc
         self.generated += 1
-        if lc.llama_vocab_is_eog(self.owner._vocab, token):
+        if self.owner.vocab.is_end(token):
             self.done = True
             return
-        text = self._utf8.decode(self.owner._piece(token))
+        text = self._utf8.decode(self.owner.vocab.piece(token))
         if self.generated == 1:
             self.out.append(Piece(text, prompt_tokens=len(self.prompt),
                                   cached_tokens=self.cached))
