@@ -12,11 +12,17 @@ import time
 import pytest
 
 from dialplan.options import LLMOptions
-from models.llm.base import Message
-from models.llm.llama_batch import _shared
+from models.llm.base import Message, shared_prefix
 from models.registry import ModelCache
 from models.scheduler import SCHEDULER, Priority, priority
-from tests.llm_asks import QUESTIONS, SYSTEM, ask_at_once
+from tests.llm_asks import (
+    QUESTIONS,
+    SYSTEM,
+    ask,
+    ask_at_once,
+    check_metrics_after_prime,
+    replies_alone_and_at_once,
+)
 
 pytestmark = pytest.mark.model
 
@@ -27,21 +33,11 @@ def llm():
                                        max_tokens=24, temperature=0.0, contexts=4))
 
 
-def _ask(llm, question: str) -> str:
-    return "".join(llm.stream([Message("system", SYSTEM), Message("user", question)]))
-
-
 def test_batched_replies_equal_single_replies_in_fewer_steps(llm):
-    single = {q: _ask(llm, q) for q in QUESTIONS}
-    jobs = SCHEDULER.stats().jobs
-    batched: dict[str, str] = {}
-    threads = [threading.Thread(target=lambda q=q: batched.__setitem__(q, _ask(llm, q)))
-               for q in QUESTIONS]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    steps = SCHEDULER.stats().jobs - jobs
+    jobs = []
+    single, batched = replies_alone_and_at_once(
+        llm, between=lambda: jobs.append(SCHEDULER.stats().jobs))
+    steps = SCHEDULER.stats().jobs - jobs[0]
     assert all(single[q].strip() for q in QUESTIONS)
     assert batched == single
     # One scheduler job per batched step: the four replies' tokens were decoded together
@@ -51,21 +47,14 @@ def test_batched_replies_equal_single_replies_in_fewer_steps(llm):
 
 
 def test_metrics_and_prompt_cache(llm):
-    llm.prime(SYSTEM)
-    stream = llm.stream([Message("system", SYSTEM), Message("user", "Are you open on Sunday?")])
-    text = "".join(stream)
-    m = stream.metrics
-    assert text.strip()
-    assert 0 < m.first_token_at - m.started_at < 10
-    assert 1 <= m.tokens <= 24
-    assert m.prompt_tokens > m.cached_tokens >= 20  # the primed system prompt was reused
+    check_metrics_after_prime(llm, max_tokens=24)
 
 
 def test_a_call_finds_its_own_history_cached(llm):
     history = [Message("system", SYSTEM), Message("user", "When do you open?")]
     first = llm.stream(history)
     reply = "".join(first)
-    _ask(llm, "Do you have audiobooks?")  # another call's turn in between
+    ask(llm, "Do you have audiobooks?")  # another call's turn in between
     second = llm.stream(history + [Message("assistant", reply.strip()),
                                    Message("user", "And on Sunday?")])
     "".join(second)
@@ -91,7 +80,7 @@ def test_close_stops_the_reply_and_frees_the_sequence(llm):
     for stream in streams:
         stream.close()
     assert time.monotonic() - t0 < 2.0
-    assert _ask(llm, QUESTIONS[0]).strip()  # a sequence was given back
+    assert ask(llm, QUESTIONS[0]).strip()  # a sequence was given back
 
 
 def test_a_step_waits_for_its_turn_at_the_reply_s_priority(llm):
@@ -172,7 +161,7 @@ def test_unknown_model_names_the_fix():
 def test_words_prefilled_while_the_caller_speaks_are_cached_for_the_turn(llm):
     so_far = [Message("system", SYSTEM), Message("user", "Can I renew a book that is")]
     whole = [Message("system", SYSTEM), Message("user", "Can I renew a book that is late?")]
-    words = _shared(llm.prompt_tokens(so_far), llm.prompt_tokens(whole))
+    words = shared_prefix(llm.prompt_tokens(so_far), llm.prompt_tokens(whole))
     assert llm.prefill(so_far, threading.Event()) > 0
     stream = llm.stream(whole)
     assert "".join(stream).strip()

@@ -6,7 +6,6 @@ request runs alone or in one batch with three others.
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
@@ -14,7 +13,14 @@ import pytest
 from dialplan.options import LLMOptions
 from models.llm.base import Message
 from models.registry import ModelCache
-from tests.llm_asks import QUESTIONS, SYSTEM, ask_at_once
+from tests.llm_asks import (
+    QUESTIONS,
+    SYSTEM,
+    ask,
+    ask_at_once,
+    check_metrics_after_prime,
+    replies_alone_and_at_once,
+)
 
 pytestmark = pytest.mark.model
 
@@ -26,33 +32,14 @@ def llm():
                                        max_tokens=24, temperature=0.0, contexts=4))
 
 
-def _ask(llm, question: str) -> str:
-    return "".join(llm.stream([Message("system", SYSTEM), Message("user", question)]))
-
-
 def test_batched_replies_equal_single_replies(llm):
-    single = {q: _ask(llm, q) for q in QUESTIONS}
-    batched: dict[str, str] = {}
-    threads = [threading.Thread(target=lambda q=q: batched.__setitem__(q, _ask(llm, q)))
-               for q in QUESTIONS]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    single, batched = replies_alone_and_at_once(llm)
     assert all(single[q].strip() for q in QUESTIONS)
     assert batched == single
 
 
 def test_metrics_and_prompt_cache(llm):
-    llm.prime(SYSTEM)
-    stream = llm.stream([Message("system", SYSTEM), Message("user", "Are you open on Sunday?")])
-    text = "".join(stream)
-    m = stream.metrics
-    assert text.strip()
-    assert 0 < m.first_token_at - m.started_at < 10
-    assert 1 <= m.tokens <= 24
-    # The system prompt was evaluated by prime(): this request reused it.
-    assert m.prompt_tokens > m.cached_tokens >= 20
+    check_metrics_after_prime(llm, max_tokens=24)
 
 
 def test_close_stops_the_reply_and_frees_the_slot(llm):
@@ -66,7 +53,7 @@ def test_close_stops_the_reply_and_frees_the_slot(llm):
     stream.close()
     assert time.monotonic() - t0 < 2.0
     assert stream.metrics.tokens == 2
-    assert _ask(llm, QUESTIONS[0]).strip()  # the engine serves the next request
+    assert ask(llm, QUESTIONS[0]).strip()  # the engine serves the next request
 
 
 def test_unknown_model_names_the_fix():

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,6 +90,16 @@ class LLMStream:
             prompt_tokens=self._prompt,
             cached_tokens=self._cached,
         )
+
+
+def shared_prefix(a: Sequence, b: Sequence) -> int:
+    """How many leading items two sequences (tokens, chat messages) share."""
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 CHARS_PER_TOKEN = 3

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from dialplan.options import LLMOptions
 from models import catalog
 from models.errors import ModelMissingError
-from models.llm.base import LLM, Message, Piece
+from models.llm.base import LLM, Message, Piece, shared_prefix
 from models.llm.llama_vocab import ChatVocab
 from models.scheduler import SCHEDULER, Priority, current_priority, priority
 
@@ -145,7 +145,7 @@ class BatchedLlamaLLM(LLM):
         prompt = self.prompt_tokens(messages)
         # Up to the end of the words: the chat template's closing tokens follow only once
         # the caller has finished.
-        words = _shared(prompt, self.prompt_tokens(
+        words = shared_prefix(prompt, self.prompt_tokens(
             messages[:-1] + [Message(messages[-1].role, messages[-1].content + " \u2026")]))
         gen = self._start(messages, prompt[:words], wait=False, prefill=True)
         if gen is None:
@@ -167,7 +167,8 @@ class BatchedLlamaLLM(LLM):
                 # call's); one whose reply is ending is waited for if it is the best.
                 ready = [s for s in self._seqs if not s.busy or (s.gen and s.gen.done)]
                 if ready:
-                    seq = max(ready, key=lambda s: (_shared(s.tokens, prompt), -len(s.tokens)))
+                    seq = max(ready, key=lambda s: (shared_prefix(s.tokens, prompt),
+                                                    -len(s.tokens)))
                     if not seq.busy:
                         break
                 elif not wait:  # every sequence is in a live reply
@@ -301,7 +302,7 @@ class _Generation:
         self.prefill_only = prefill_only
         """Evaluates the prompt and ends: nothing is sampled."""
         # A wholly cached prompt still feeds its last token: its logits start the reply.
-        self.pos = min(_shared(seq.tokens, prompt), len(prompt) - (0 if prefill_only else 1))
+        self.pos = min(shared_prefix(seq.tokens, prompt), len(prompt) - (0 if prefill_only else 1))
         self.cached = self.pos
         self.feed = list(prompt[self.pos:])
         self.fresh = True
@@ -381,13 +382,3 @@ class _Generation:
 
     def _close_locked(self) -> None:
         self.owner._finish(self)
-
-
-def _shared(a: list[int], b: list[int]) -> int:
-    """Leading tokens two sequences share."""
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n

@@ -23,7 +23,7 @@ from typing import Any
 from dialplan.options import LLMOptions
 from models import catalog
 from models.errors import ModelMissingError
-from models.llm.base import LLM, LLMStream, Message, Piece
+from models.llm.base import LLM, LLMStream, Message, Piece, shared_prefix
 from models.scheduler import Priority, priority
 
 
@@ -108,7 +108,7 @@ class LlamaCppLLM(LLM):
             while True:
                 free = [c for c in self._contexts if not c.busy]
                 if free:
-                    ctx = max(free, key=lambda c: (_shared(c.holds, msgs), -len(c.holds),
+                    ctx = max(free, key=lambda c: (shared_prefix(c.holds, msgs), -len(c.holds),
                                                    -c.used_at))
                     ctx.busy = True
                     return ctx
@@ -185,13 +185,3 @@ def _prompt_tokens_evaluated(llm: Any) -> int:
     import llama_cpp
 
     return int(llama_cpp.llama_perf_context(llm._ctx.ctx).n_p_eval)
-
-
-def _shared(held: tuple[Message, ...], msgs: tuple[Message, ...]) -> int:
-    """Leading messages two conversations share."""
-    n = 0
-    for a, b in zip(held, msgs, strict=False):
-        if a != b:
-            break
-        n += 1
-    return n
