@@ -108,8 +108,8 @@ class BatchedLlamaLLM(LLM):
     def prime(self, system_prompt: str) -> None:
         """Evaluate the system prompt so first turns find it cached.
 
-        The first time, one sequence evaluates it and every other free one shares its cells
-        (a copy in a unified cache); later, one sequence (a call's own) is primed.
+        The first time, one sequence evaluates it and every other free one gets a copy of its
+        cache; later, one sequence (a call's own) is primed.
         """
         with self._cond:
             first = system_prompt not in self._primed
@@ -151,7 +151,7 @@ class BatchedLlamaLLM(LLM):
         if gen is None:
             return 0
         with self._cond:
-            while not gen.done and not cancel.is_set():
+            while not gen.done and gen.error is None and not cancel.is_set():
                 self._cond.wait(0.05)
             evaluated = gen.pos - gen.cached
             self._finish(gen)
