@@ -298,3 +298,21 @@ def test_words_so_far_are_prefilled_while_the_caller_speaks():
     assert all(m[0].role == "system" and m[-1].role == "user" for m in llm.prefilled)
     assert llm.prompts[-1][-1].content == "can I renew a book?"
     close(session, line)
+
+
+def test_a_caller_hanging_up_mid_question_drops_their_prefill():
+    # A prefill left running would hold an LLM sequence until the CPU is next idle.
+    class Blocking(_PrefillLLM):
+        def prefill(self, messages, cancel):
+            self.cancel = cancel
+            cancel.wait(10)
+            return 0
+
+    llm = Blocking()
+    session, line, _, _ = make(fake_stages(asr=FakeASR(["can I renew"]), llm=llm),
+                               prefill_every_s=1.0)
+    assert wait_until(lambda: session.state == "listening")
+    line.say(tone(3.0))
+    assert wait_until(lambda: hasattr(llm, "cancel"))
+    close(session, line)
+    assert llm.cancel.is_set()

@@ -294,6 +294,11 @@ class TurnTaking:
             turn.cancel.set()
 
     def cancel_all(self) -> None:
+        """The call ends: its turns stop, and any prefill of its words.
+
+        A prefill left running would hold an LLM sequence until the CPU is next idle.
+        """
+        self.worker.cancel_prefill()
         for turn in (self.turn, self.held):
             if turn is not None:
                 turn.cancel.set()

@@ -150,6 +150,9 @@ class TurnWorker:
             name=f"prefill-{self.call_id[:6]}")
         self._prefill.start()
 
+    def cancel_prefill(self) -> None:
+        self._prefill_cancel.set()
+
     def _prefill_words(self, audio: np.ndarray, history: list[ChatMessage],
                        cancel: threading.Event) -> None:
         try:
@@ -179,7 +182,7 @@ class TurnWorker:
 
     def start(self, turn: Turn, call_id: str) -> None:
         self.call_id = call_id
-        self._prefill_cancel.set()  # the turn's own request reads on from what it evaluated
+        self.cancel_prefill()  # the turn's own request reads on from what it evaluated
         turn.thread = threading.Thread(target=self._work, args=(turn,), daemon=True,
                                        name=f"turn-{call_id[:6]}-{turn.index}")
         turn.thread.start()
