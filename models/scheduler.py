@@ -61,6 +61,13 @@ _cancel: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar
 _POLL_S = 0.01  # how soon a waiting job notices its cancel event
 
 
+def rank_of(p: PriorityLike) -> tuple[int, float]:
+    """``(level, deadline)`` of a priority now (a callable is evaluated)."""
+    p = p() if callable(p) else p
+    level, deadline = p if isinstance(p, tuple) else (p, 0.0)
+    return int(level), deadline
+
+
 class JobCancelled(Exception):
     """The job's cancel event was set while it waited for a slot: its work never ran."""
 
@@ -79,7 +86,7 @@ class SchedulerStats:
 
 
 class _Waiter:
-    __slots__ = ("cancel", "cancelled", "event", "priority", "seq", "stage")
+    __slots__ = ("cancel", "cancelled", "event", "level", "priority", "seq", "stage")
 
     def __init__(self, priority: PriorityLike, seq: int, stage: str,
                  cancel: threading.Event | None):
@@ -88,12 +95,12 @@ class _Waiter:
         self.stage = stage
         self.cancel = cancel
         self.cancelled = False
+        self.level = int(Priority.BACKGROUND)
+        """Its priority level when it was handed the slot."""
         self.event = threading.Event()
 
     def rank(self) -> tuple[int, float, int]:
-        p = self.priority() if callable(self.priority) else self.priority
-        level, deadline = p if isinstance(p, tuple) else (p, 0.0)
-        return int(level), deadline, self.seq
+        return (*rank_of(self.priority), self.seq)
 
 
 class Scheduler:
@@ -150,12 +157,8 @@ class Scheduler:
             raise JobCancelled(stage)
         granted = time.monotonic()
         waited = granted - t0
-        level, _, _ = waiter.rank()
-        self._recent.append((granted, level, waited))
-        urgent = level < Priority.BACKGROUND
-        if urgent:
-            with self._lock:
-                self._urgent += 1
+        self._recent.append((granted, waiter.level, waited))
+        urgent = waiter.level < Priority.BACKGROUND
         self._local.depth = 1
         try:
             yield
@@ -184,13 +187,17 @@ class Scheduler:
 
     def _grant_locked(self) -> None:
         while self._running < self.slots and self._waiting:
-            best = min(self._waiting, key=_Waiter.rank)
+            # seq is unique: the tuples never compare the waiters themselves
+            rank, best = min((w.rank(), w) for w in self._waiting)
             self._waiting.remove(best)
             if best.cancel is not None and best.cancel.is_set():
                 best.cancelled = True
                 best.event.set()
                 continue
             self._running += 1
+            best.level = rank[0]
+            if best.level < Priority.BACKGROUND:
+                self._urgent += 1  # counted as it is handed the slot: quiet_for sees no gap
             best.event.set()
 
     def quiet_for(self, seconds: float) -> bool:

@@ -49,5 +49,4 @@ def prefill_words(runner: TurnRunner, audio: np.ndarray, history: list[Message],
         words = stages.asr.transcribe(audio).text.split()[:-1]
         if not words or cancel.is_set() or not SCHEDULER.quiet_for(PREFILL_QUIET_S):
             return 0
-        return stages.llm.prefill([Message("system", runner.profile.system_prompt), *history,
-                                   Message("user", " ".join(words))], cancel)
+        return stages.llm.prefill(runner.prompt(history, " ".join(words)), cancel)

@@ -149,6 +149,14 @@ class TurnRunner:
             self._phrases[text] = float_to_pcm16(rs.process(speech.audio, last=True))
         return self._phrases[text]
 
+    def prompt(self, history: list[Message], words: str) -> list[Message]:
+        """What the LLM is asked: the persona, the call so far, then the caller's words.
+
+        One construction for the turn and for the prefill of the words so far, whose cached
+        tokens the turn reuses only if the two prompts agree up to the words.
+        """
+        return [Message("system", self.profile.system_prompt), *history, Message("user", words)]
+
     def transcribe(self, utterance: Utterance | SpeechPaused, timeline: TurnTimeline) -> Transcript:
         """ASR of the caller's speech; stamps ``asr_done_at``."""
         tr = self.stages.asr.transcribe(utterance.audio)
@@ -193,11 +201,7 @@ class TurnRunner:
         if doubt:
             return self._ask_again(doubt, result, timeline, emit, cancel, gate)
 
-        messages = [
-            Message("system", self.profile.system_prompt),
-            *history,
-            Message("user", tr.text),
-        ]
+        messages = self.prompt(history, tr.text)
         chunks: queue.Queue = queue.Queue()
         urgency = _Urgency(timeline, result, gate, self.now)
         stream = self.stages.llm.stream(messages)

@@ -2,12 +2,12 @@
 
 The llama-cpp backend gives each call a context of its own, and a decode step runs one
 sequence: with 4 calls talking, their steps run one after another, each paying for a full pass
-over the weights. Here one context holds ``llm.contexts`` sequences over a shared KV cache
-(each keeps its call's conversation, so a call's next turn finds its history cached, and the
-system prompt is evaluated once and shared), and each step decodes every sequence that is
-waiting for a token in one ``llama_decode``. Measured on Qwen 1.5B, 2 cores: a step of 4
-sequences took 107 ms against 38 ms for one (1.4x the tokens per second), a prefill of 4 x 20
-tokens 1.2 s against 0.35-0.49 s each.
+over the weights. Here one context holds ``llm.contexts`` sequences, each with a KV cache of
+its own (it keeps its call's conversation, so a call's next turn finds its history cached; the
+system prompt is evaluated once and copied into the others), and each step decodes every
+sequence that is waiting for a token in one ``llama_decode``. Measured on Qwen 1.5B, 2 cores:
+a step of 4 sequences took 107 ms against 38 ms for one (1.4x the tokens per second), a
+prefill of 4 x 20 tokens 1.2 s against 0.35-0.49 s each.
 
 Unlike the xllamacpp engine, each batched step is a job of the process scheduler, at the
 priority of the most urgent reply in it, so ASR and TTS still go first when a caller waits for
@@ -31,7 +31,7 @@ from models import catalog
 from models.errors import ModelMissingError
 from models.llm.base import LLM, Message, Piece, shared_prefix
 from models.llm.llama_vocab import ChatVocab
-from models.scheduler import SCHEDULER, Priority, current_priority, priority
+from models.scheduler import SCHEDULER, Priority, current_priority, priority, rank_of
 
 AHEAD = 2
 """Tokens a reply is decoded ahead of its reader."""
@@ -336,8 +336,7 @@ class _Generation:
         return not self.done and self.error is None and len(self.out) < AHEAD
 
     def rank(self) -> tuple[int, float]:
-        p = self.priority() if callable(self.priority) else self.priority
-        return (int(p[0]), p[1]) if isinstance(p, tuple) else (int(p), 0.0)
+        return rank_of(self.priority)
 
     def sampled(self, token: int) -> None:
         """Engine side, ``_cond`` held: ``token`` follows the sequence."""

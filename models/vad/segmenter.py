@@ -214,7 +214,8 @@ class Segmenter:
 
     def _trimmed_audio(self) -> np.ndarray:
         audio = np.concatenate(self._chunks) if self._chunks else np.zeros(0, np.float32)
-        # Keep ~150 ms after the last speech chunk (word tails) and drop the rest of the hangover.
+        # Keep SPEECH_TAIL_S after the last speech chunk (word tails), not the rest of the
+        # hangover.
         # In whole samples: the same cut at the speculative pause and at the endpoint (float
         # seconds once made them differ by one sample).
         start = round(self._start_s * SAMPLE_RATE)
