@@ -14,7 +14,7 @@ from db_fixtures import (
 
 from db import reports
 from db.migrate import make_engine
-from db.stats import Percentiles, percentile
+from db.stats import Percentiles, percentile, percentile_interval
 from db.timeline import METRICS
 
 pytestmark = pytest.mark.unit
@@ -38,6 +38,18 @@ def test_percentiles_interpolate_linearly():
     assert percentile(iter([300.0, None, 100.0, 200.0]), 95) == pytest.approx(290.0)
     assert percentile([7.0], 99) == 7.0
     assert percentile([], 50) is None and percentile([None], 50) is None
+
+
+def test_percentile_interval_brackets_the_percentile_and_narrows_with_more_samples():
+    # 40 calls, 38 near 4 s and two slow ones: the p95 rests on those two.
+    calls = [4000.0 + 10 * i for i in range(38)] + [6000.0, 7000.0]
+    low, high = percentile_interval(calls, 95)
+    assert low <= percentile(calls, 95) <= high
+    assert low < 4400 and high > 6000  # another run could land anywhere in there
+    assert percentile_interval(calls, 95) == (low, high)  # the same samples, the same answer
+    low4, high4 = percentile_interval(calls * 4, 95)
+    assert high4 - low4 < high - low
+    assert percentile_interval([5.0], 95) is None and percentile_interval([None], 50) is None
 
 
 def test_parse_since():

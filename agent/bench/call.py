@@ -15,6 +15,8 @@ round, from the capture:
   packet with speech (packet timestamps from the kernel, not the agent's own stamps);
 * reply packet gap = interval between consecutive agent RTP packets inside a reply (target
   <= 40 ms);
+* dead air = holes of zero-sample frames inside a reply (>= 60 ms): the agent keeps sending
+  20 ms packets when a reply's next chunk is late, so the packet gap cannot show it;
 
 and from the call log: calls answered of those placed (a refused call leaves no record; sipp's
 error file gives the status the caller got), unanswered turns by reason, and calls per worker.
@@ -37,7 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -53,6 +55,7 @@ from agent.bench.wer.questions import QUESTIONS
 from agent.bench.wire import (
     ROUTED,
     Capture,
+    dead_air_ms,
     each_call,
     gaps_ms,
     scenario,
@@ -61,7 +64,7 @@ from agent.bench.wire import (
     split_calls,
     spoken_ulaw,
 )
-from db.stats import percentile
+from db.stats import percentile, percentile_interval
 
 TOOLS = ("sipp", "tshark", "espeak-ng", "sox")
 VOICES = ("en-us", "en")
@@ -138,10 +141,24 @@ class Round:
     sipp_rc: int
     under_load: int = 0
     """Turns answered by the profile's cheaper ``under_load`` models."""
+    holes_ms: list[list[float]] = field(default_factory=list)
+    """Dead air inside each call's reply: its holes (see :func:`dead_air_ms`)."""
+
+    def dead_air(self) -> str:
+        holes = [h for call in self.holes_ms for h in call]
+        if not holes:
+            return "none"
+        hit = sum(1 for call in self.holes_ms if call)
+        return (f"{len(holes)} holes in {hit} of {len(self.holes_ms)} replies, "
+                f"{sum(holes) / 1000:.1f} s in all, longest {max(holes):.0f} ms")
 
     def pct(self, xs: list[float], q: float) -> str:
         v = percentile(xs, q)
         return "n/a" if v is None else f"{v:.0f}"
+
+    def interval(self, q: float) -> str:
+        span = percentile_interval(self.v2v_ms, q)
+        return "" if span is None else f" (90 % bootstrap {span[0]:.0f}-{span[1]:.0f})"
 
     @property
     def setup(self) -> str:
@@ -152,13 +169,15 @@ class Round:
         return (f"{self.setup}, concurrency {self.concurrency}: answered {self.answered}/"
                 f"{self.placed}, refused {refused_text(self.refused)}, {len(self.v2v_ms)} "
                 f"measured on the wire, sipp rc={self.sipp_rc}"
-                f" | voice-to-voice p50 {self.pct(self.v2v_ms, 50)} ms p95 "
-                f"{self.pct(self.v2v_ms, 95)} ms | unanswered turns {missed} of {self.turns}"
+                f" | voice-to-voice p50 {self.pct(self.v2v_ms, 50)} ms"
+                f"{self.interval(50)} p95 {self.pct(self.v2v_ms, 95)} ms{self.interval(95)}"
+                f" | unanswered turns {missed} of {self.turns}"
                 f"{f' ({split_text(self.unanswered)})' if missed else ''}, answered under "
                 f"load {self.under_load} | reply packet gap "
                 f"p50 {self.pct(self.gaps_ms, 50)} ms "
                 f"p99 {self.pct(self.gaps_ms, 99)} ms max "
-                f"{max(self.gaps_ms) if self.gaps_ms else float('nan'):.0f} ms | per worker "
+                f"{max(self.gaps_ms) if self.gaps_ms else float('nan'):.0f} ms | dead air "
+                f"{self.dead_air()} | per worker "
                 f"{split_text(self.per_worker)}")
 
 
@@ -271,11 +290,14 @@ def one_round(n: int, concurrency: int, args, setup: Path, port: int, audio: lis
     per_worker: dict[str, int] = {}
     for worker in calls.values():
         per_worker[worker or "serve"] = per_worker.get(worker or "serve", 0) + 1
-    v2v, gaps = [], []
+    v2v, gaps, holes = [], [], []
     for call in each_call(split_calls(capture.packets(), agent_ports)):
         if (v := call.voice_to_voice_s()) is not None:
             v2v.append(v * 1000)
-        gaps.extend(gaps_ms(call.agent, call.reply_runs()))
+        replies = call.reply_runs()
+        gaps.extend(gaps_ms(call.agent, replies))
+        if replies:
+            holes.append(dead_air_ms(call.agent, replies))
     refused: dict[int, int] = {}
     for xml in xmls:
         for code, k in sipp_refusals(xml).items():
@@ -283,7 +305,7 @@ def one_round(n: int, concurrency: int, args, setup: Path, port: int, audio: lis
     cheap = [cid for cid in _query(db, "SELECT call_id FROM events WHERE kind = 'under-load'")
              if cid in calls]
     r = Round(n, concurrency, placed, len(calls), refused, v2v, gaps, len(turns),
-              unanswered, per_worker, max(rcs, default=0), len(cheap))
+              unanswered, per_worker, max(rcs, default=0), len(cheap), holes)
     print(r.line(), flush=True)
     return r
 
@@ -317,7 +339,7 @@ def print_table(rounds: list[Round], baseline_s: float) -> None:
           f"hangover + ASR + LLM to first clause + TTS): {baseline_s * 1000:.0f} ms")
     head = (f"{'setup':<11} {'calls':>5} {'answered':>8} {'refused':>7} {'v2v p50':>8} "
             f"{'v2v p95':>8} "
-            f"{'p50/serial':>10} {'unanswered':>10} {'gap p99':>7}  per worker")
+            f"{'p50/serial':>10} {'unanswered':>10} {'gap p99':>7} {'dead air':>8}  per worker")
     print(head)
     print("-" * len(head))
     for r in rounds:
@@ -326,11 +348,12 @@ def print_table(rounds: list[Round], baseline_s: float) -> None:
         print(f"{r.setup:<11} {r.concurrency:>5} {f'{r.answered}/{r.placed}':>8} "
               f"{refused_text(r.refused):>7} "
               f"{r.pct(r.v2v_ms, 50):>8} {r.pct(r.v2v_ms, 95):>8} {ratio:>10} "
-              f"{f'{sum(r.unanswered.values())}/{r.turns}':>10} {r.pct(r.gaps_ms, 99):>7}  "
+              f"{f'{sum(r.unanswered.values())}/{r.turns}':>10} {r.pct(r.gaps_ms, 99):>7} "
+              f"{sum(map(sum, r.holes_ms)) / 1000:>7.1f}s  "
               f"{split_text(r.per_worker)}")
     print("(calls: simultaneous callers; answered: calls in the call log of those placed; "
           "refused: N x SIP status the callers got; v2v and gap in ms on the wire; unanswered: "
-          "turns without reply audio / turns)")
+          "turns without reply audio / turns; dead air: seconds of silence inside replies)")
 
 
 def _serial_baseline(config: Path) -> float:

@@ -111,6 +111,37 @@ def gaps_ms(packets: list[RtpPacket], runs: list[tuple[float, float]]) -> list[f
     return out
 
 
+_SILENT = {0: {0xFF, 0x7F}, 8: {0xD5, 0x55}}
+"""G.711 bytes of a zero sample (μ-law, A-law): what the agent sends when it has no audio."""
+
+
+def dead_air_ms(packets: list[RtpPacket], runs: list[tuple[float, float]],
+                min_frames: int = 3) -> list[float]:
+    """Holes of exact digital silence inside a reply, from its first speech to its last (ms).
+
+    The agent keeps sending packets when a reply's next audio is late (the packet gap stays
+    20 ms), so a late chunk shows only as frames of zero samples. Speech synthesis leaves no
+    such run of ``min_frames`` (60 ms) between its words or sentences.
+    """
+    if not runs:
+        return []
+    start, end = runs[0][0], runs[-1][1]
+    out, hole = [], 0
+    for p in packets:
+        if not start <= p.at <= end:
+            continue
+        silent = _SILENT.get(p.payload_type)
+        if silent is not None and p.payload and set(p.payload) <= silent:
+            hole += 1
+            continue
+        if hole >= min_frames:
+            out.append(hole * 20.0)
+        hole = 0
+    if hole >= min_frames:
+        out.append(hole * 20.0)
+    return out
+
+
 @dataclass
 class WireCall:
     """One call as seen on the wire."""

@@ -1,0 +1,35 @@
+"""Reading a call off the wire: dead air inside a reply, which the packet gap cannot show."""
+
+import pytest
+
+from agent.bench.wire import RtpPacket, dead_air_ms
+
+pytestmark = pytest.mark.unit
+
+SPEECH = bytes([0x20, 0xA0] * 80)  # loud μ-law samples
+ZERO = bytes([0xFF] * 160)  # what the agent sends when a reply's next audio is not there
+
+
+def packets(frames: str, payload_type: int = 0) -> list[RtpPacket]:
+    """One 20 ms packet per letter: s = speech, z = zero samples, q = quiet but not zero."""
+    body = {"s": SPEECH, "z": ZERO, "q": bytes([0xFE] * 160)}
+    if payload_type == 8:  # A-law: zero is 0xD5
+        body["z"] = bytes([0xD5] * 160)
+    return [RtpPacket(i * 0.02, 40000, 5004, payload_type, i, body[f])
+            for i, f in enumerate(frames)]
+
+
+def test_holes_of_zero_samples_inside_a_reply_are_dead_air():
+    line = packets("zzzz" + "ssss" + "zzzzz" + "ss" + "zz" + "sss" + "zzzzzz")
+    reply = [(0.08, 0.38)]  # from its first speech packet to its last
+    # The 100 ms hole counts; 2 zero frames are a pause in speech; the silence before the
+    # reply and after it is not inside it.
+    assert dead_air_ms(line, reply) == [100.0]
+    assert dead_air_ms(line, reply, min_frames=2) == [100.0, 40.0]
+    assert dead_air_ms(line, []) == []
+
+
+def test_only_exact_zero_samples_count():
+    # Quiet speech (the voice's own pauses) is not a late chunk; A-law zero is.
+    assert dead_air_ms(packets("sqqqqqs"), [(0.0, 0.12)]) == []
+    assert dead_air_ms(packets("szzzs", payload_type=8), [(0.0, 0.08)]) == [60.0]
