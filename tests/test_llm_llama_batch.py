@@ -13,6 +13,7 @@ import pytest
 
 from dialplan.options import LLMOptions
 from models.llm.base import Message, shared_prefix
+from models.llm.llama_batch import BACKGROUND_CHUNK
 from models.registry import ModelCache
 from models.scheduler import SCHEDULER, Priority, priority
 from tests.llm_asks import (
@@ -168,3 +169,32 @@ def test_words_prefilled_while_the_caller_speaks_are_cached_for_the_turn(llm):
     # The turn read only what followed the words so far (and the template's closing tokens).
     assert stream.metrics.cached_tokens >= words
     assert stream.metrics.prompt_tokens - stream.metrics.cached_tokens <= 8
+
+
+def test_background_prefills_share_one_short_step(llm, monkeypatch):
+    # A step is not preempted: background prefills of several calls take BACKGROUND_CHUNK
+    # tokens in all per step, not each (three calls' words made 0.5-0.7 s steps).
+    sizes: list[int] = []
+    decode = llm._lc.llama_decode
+
+    def counting(ctx, batch):
+        sizes.append(batch.n_tokens)
+        return decode(ctx, batch)
+
+    monkeypatch.setattr(llm._lc, "llama_decode", counting)
+    evaluated: list[int] = []
+
+    def prefill(k: int) -> None:
+        words = f"Caller {k} here, I would like to know when the branch on Elm Street opens"
+        with priority(Priority.BACKGROUND):
+            evaluated.append(llm.prefill([Message("system", SYSTEM), Message("user", words)],
+                                         threading.Event()))
+
+    threads = [threading.Thread(target=prefill, args=(k,)) for k in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(evaluated) == 3 and min(evaluated) > BACKGROUND_CHUNK
+    assert max(sizes) <= BACKGROUND_CHUNK
+    assert sum(sizes) >= sum(evaluated)

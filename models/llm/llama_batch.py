@@ -36,7 +36,8 @@ from models.scheduler import SCHEDULER, Priority, current_priority, priority, ra
 AHEAD = 2
 """Tokens a reply is decoded ahead of its reader."""
 BACKGROUND_CHUNK = 8
-"""Prompt tokens a background step evaluates (~0.15 s on Qwen 1.5B, 2 cores)."""
+"""Prompt tokens a background step evaluates, all sequences' together (~0.15 s on Qwen
+1.5B, 2 cores)."""
 N_BATCH = 512
 """Tokens per ``llama_decode`` (a longer prompt is prefilled over several steps)."""
 
@@ -240,13 +241,16 @@ class BatchedLlamaLLM(LLM):
                     del g.seq.tokens[g.pos:]
                     g.fresh = False
         batch, n, outputs = self._batch, 0, []
+        # Background prefill in short steps, all sequences' together: a step is not
+        # preempted, and a caller's first-audio work may queue behind it.
+        background = BACKGROUND_CHUNK
         for g in members:
-            # Background prefill in short steps: a step is not preempted, and a caller's
-            # first-audio work may queue behind it.
-            room = BACKGROUND_CHUNK if g.rank()[0] >= Priority.BACKGROUND else N_BATCH
-            take = g.feed[:min(room, N_BATCH - n)]
+            idle = g.rank()[0] >= Priority.BACKGROUND
+            take = g.feed[:min(background if idle else N_BATCH, N_BATCH - n)]
             if not take:
-                break
+                continue
+            if idle:
+                background -= len(take)
             for i, token in enumerate(take):
                 batch.token[n], batch.pos[n], batch.n_seq_id[n] = token, g.pos + i, 1
                 batch.seq_id[n][0] = g.seq.id
