@@ -7,8 +7,8 @@ from agent.turn.textsplit import ClauseSplitter, speakable
 pytestmark = pytest.mark.unit
 
 
-def split(text: str, step: int = 1) -> list[str]:
-    s = ClauseSplitter(first_words=4)
+def split(text: str, step: int = 1, hurry=None) -> list[str]:
+    s = ClauseSplitter(first_words=4, hurry=hurry)
     out = []
     for i in range(0, len(text), step):
         out += s.push(text[i : i + step])
@@ -37,6 +37,43 @@ def test_first_chunk_ends_before_a_phrase_when_no_comma_comes():
     # Too few words before the phrase word: wait for more.
     assert split("We open at ten. Thanks!")[0] == "We open at ten."
     assert split("Yes, and we also lend films.") == ["Yes, and we also lend films."]
+
+
+def test_a_reply_about_to_fall_silent_is_cut_into_phrases():
+    reply = ("The library opens at nine. You can renew your books online at the library "
+             "website or by phone at any time.")
+    # Playout has audio queued: after the first chunk, whole sentences.
+    assert split(reply, hurry=lambda: False) == [
+        "The library opens",
+        "at nine.",
+        "You can renew your books online at the library website or by phone at any time.",
+    ]
+    # Its audio is running out: each chunk ends before the next phrase.
+    assert split(reply, hurry=lambda: True) == [
+        "The library opens",
+        "at nine.",
+        "You can renew your books online",
+        "at the library website",
+        "or by phone",
+        "at any time.",
+    ]
+    # Only while it hurries: a reply that catches up speaks sentences again.
+    state = {"short": True}
+
+    def hurry():
+        return state["short"]
+
+    s = ClauseSplitter(first_words=4, hurry=hurry)
+
+    def push(text: str) -> list[str]:  # word by word, as tokens stream
+        return [c for word in text.split(" ") for c in s.push(word + " ")]
+
+    out = push("Sure, we open at ten. You can renew your books online at the website.")
+    state["short"] = False
+    out += push("On Sundays we are closed all day, and on holidays too. Bye.") + s.flush()
+    assert out == ["Sure, we open", "at ten.", "You can renew your books online",
+                   "at the website.",
+                   "On Sundays we are closed all day, and on holidays too.", "Bye."]
 
 
 def test_numbers_and_abbreviations_do_not_split():

@@ -4,7 +4,7 @@ The runner wires stages; it implements none. The LLM streams in a worker thread 
 thread synthesises: the first clause is spoken while the rest of the reply is still being
 generated (measured: first clause 0.65 s of TTS vs 1.3 s for a whole first sentence). Every
 model call runs as a job of the process scheduler (:mod:`models.scheduler`) at a priority the
-runner sets from what the caller is waiting for (:class:`_Urgency`).
+runner sets from what the caller is waiting for (:class:`~agent.turn.urgency.Urgency`).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import numpy as np
 
 from agent.turn.doubt import doubtful
 from agent.turn.textsplit import ClauseSplitter, speakable
+from agent.turn.urgency import Urgency
 from db.records import TurnRecord
 from db.timeline import TurnTimeline
 from dialplan.options import Profile
@@ -34,10 +35,6 @@ from models.vad.base import VAD
 from models.vad.segmenter import SpeechPaused, Utterance
 
 _DONE = object()
-LOW_WATER_S = 1.0
-"""A reply with less audio than this queued ahead of playout is urgent again (no gap)."""
-
-
 @dataclass
 class Stages:
     """The loaded models one profile uses (shared objects, see :class:`StageCache`)."""
@@ -203,11 +200,11 @@ class TurnRunner:
 
         messages = self.prompt(history, tr.text)
         chunks: queue.Queue = queue.Queue()
-        urgency = _Urgency(timeline, result, gate, self.now)
+        urgency = Urgency(timeline, result, gate, self.now)
         stream = self.stages.llm.stream(messages)
         producer = threading.Thread(
             target=self._produce,
-            args=(stream, chunks, timeline, cancel, urgency.llm),
+            args=(stream, chunks, timeline, cancel, urgency),
             daemon=True,
             name="llm-stream",
         )
@@ -288,13 +285,17 @@ class TurnRunner:
         chunks: queue.Queue,
         timeline: TurnTimeline,
         cancel: threading.Event,
-        urgency: Callable[[], tuple[int, float]],
+        urgency: Urgency,
     ) -> None:
-        splitter = ClauseSplitter(first_words=self.profile.tts.first_chunk_words)
+        # A reply about to fall silent is cut into phrases, as its first chunk is: a whole
+        # sentence's tokens take too long to decode under load (4 callers at once: 754 frames
+        # of silence inside replies, up to 3.4 s in one).
+        splitter = ClauseSplitter(first_words=self.profile.tts.first_chunk_words,
+                                  hurry=urgency.short)
         try:
             # Each decode step is a scheduler job at this priority: once the first clause is
             # out, TTS of it goes first and the rest of the reply only keeps ahead of playout.
-            with priority(urgency):
+            with priority(urgency.llm):
                 for piece in stream:
                     if timeline.llm_first_token_at is None:
                         timeline.llm_first_token_at = self.now()
@@ -322,46 +323,6 @@ class TurnRunner:
         if timeline.first_chunk_text_at is None:
             timeline.first_chunk_text_at = now()
         chunks.put(text)
-
-
-class _Urgency:
-    """How soon the caller needs this turn's next LLM step or TTS chunk (scheduler priority).
-
-    Before the endpoint the work is speculative; up to the first audio it is what the caller
-    waits for; after that, the reply is spoken in real time, so it may lag until less than
-    :data:`LOW_WATER_S` of audio is left queued ahead of playout.
-    """
-
-    def __init__(self, timeline: TurnTimeline, result: TurnResult,
-                 gate: threading.Event | None, now: Callable[[], float]):
-        self.t, self.result, self.gate, self.now = timeline, result, gate, now
-
-    def _at(self, level: int) -> tuple[int, float]:
-        # Earliest deadline first within a level: the caller who stopped speaking first.
-        return level, self.t.speech_end_at or 0.0
-
-    def _later(self) -> tuple[int, float]:
-        t = self.t
-        played = 0.0 if t.first_frame_out_at is None else self.now() - t.first_frame_out_at
-        ahead = self.result.audio_out_s - played
-        return self._at(Priority.FIRST_AUDIO if ahead < LOW_WATER_S else Priority.PLAYOUT)
-
-    def llm(self) -> tuple[int, float]:
-        if self.gate is not None and not self.gate.is_set():
-            return self._at(Priority.SPECULATIVE)
-        if self.t.first_chunk_text_at is None:
-            return self._at(Priority.FIRST_AUDIO)
-        # Text for the first clause exists: its TTS comes first, then keep ahead of playout.
-        if self.t.tts_first_audio_at is None:
-            return self._at(Priority.PLAYOUT)
-        return self._later()
-
-    def tts(self) -> tuple[int, float]:
-        if self.gate is not None and not self.gate.is_set():
-            return self._at(Priority.SPECULATIVE)
-        if self.t.tts_first_audio_at is None:
-            return self._at(Priority.FIRST_AUDIO)
-        return self._later()
 
 
 def turn_record(

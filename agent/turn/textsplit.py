@@ -7,6 +7,7 @@ Speaking the first clause rather than the first sentence is the second-largest l
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 _SENTENCE_END = ".!?"
 _CLAUSE_END = ",;:—"
@@ -50,11 +51,20 @@ def speakable(text: str) -> str:
 
 
 class ClauseSplitter:
-    """Feed text pieces, get complete chunks back as soon as they are speakable."""
+    """Feed text pieces, get complete chunks back as soon as they are speakable.
 
-    def __init__(self, first_words: int = 4, min_words: int = 2):
+    Args:
+        first_words: words before a comma may end the first chunk.
+        min_words: shortest sentence that is a chunk of its own.
+        hurry: true while the reply's audio is about to run out: later chunks are then cut
+            as the first is (at a comma or before a phrase), not only at a sentence's end.
+    """
+
+    def __init__(self, first_words: int = 4, min_words: int = 2,
+                 hurry: Callable[[], bool] | None = None):
         self.first_words = first_words
         self.min_words = min_words
+        self.hurry = hurry
         self._buf = ""
         self._emitted = 0
 
@@ -86,16 +96,22 @@ class ClauseSplitter:
                 if last in _ABBREVIATIONS or words < self.min_words:
                     continue
                 return i + 1
-            if ch in _CLAUSE_END and self._emitted == 0 and words >= self.first_words:
+            if ch in _CLAUSE_END and words >= self.first_words and self._short():
                 return i + 1
-        if self._emitted == 0:
+        if self._short():
             return self._phrase_cut(buf)
         return None
+
+    def _short(self) -> bool:
+        """Cut at clauses and phrases: the first chunk, or a reply about to fall silent."""
+        return self._emitted == 0 or (self.hurry is not None and self.hurry())
 
     def _phrase_cut(self, buf: str) -> int | None:
         """First chunk without a comma: cut before a phrase-opening word after enough words."""
         words = list(re.finditer(r"\S+", buf))
-        for n, m in enumerate(words[:-1]):  # the last word may still be growing
+        if not buf[-1:].isspace():
+            words = words[:-1]  # still growing: "on" may be the start of "online"
+        for n, m in enumerate(words[:-1]):
             if n >= PHRASE_MIN_WORDS - 1 and words[n + 1].group().lower() in _PHRASE_STARTS:
                 if m.group()[-1] not in _SENTENCE_END + _CLAUSE_END:
                     return m.end()

@@ -1,0 +1,61 @@
+"""How soon the caller needs a turn's next model job: the priority the runner's jobs get.
+
+Before the endpoint a turn's work is speculative; up to its first audio it is what the
+caller waits for; after that the reply is spoken in real time and may lag, until its queued
+audio runs low (then it is urgent again, and cut into shorter chunks).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from db.timeline import TurnTimeline
+from models.scheduler import Priority
+
+if TYPE_CHECKING:
+    from agent.turn.runner import TurnResult
+
+LOW_WATER_S = 1.0
+"""A reply with less audio than this queued ahead of playout is urgent again (no gap)."""
+
+
+class Urgency:
+    """One turn's priorities, read again each time a job of it is queued (callables)."""
+
+    def __init__(self, timeline: TurnTimeline, result: TurnResult,
+                 gate: threading.Event | None, now: Callable[[], float]):
+        self.t, self.result, self.gate, self.now = timeline, result, gate, now
+
+    def _at(self, level: int) -> tuple[int, float]:
+        # Earliest deadline first within a level: the caller who stopped speaking first.
+        return level, self.t.speech_end_at or 0.0
+
+    def short(self) -> bool:
+        """The reply is playing and less than :data:`LOW_WATER_S` of it is left queued."""
+        t = self.t
+        if t.tts_first_audio_at is None:
+            return False
+        played = 0.0 if t.first_frame_out_at is None else self.now() - t.first_frame_out_at
+        return self.result.audio_out_s - played < LOW_WATER_S
+
+    def _later(self) -> tuple[int, float]:
+        return self._at(Priority.FIRST_AUDIO if self.short() else Priority.PLAYOUT)
+
+    def llm(self) -> tuple[int, float]:
+        if self.gate is not None and not self.gate.is_set():
+            return self._at(Priority.SPECULATIVE)
+        if self.t.first_chunk_text_at is None:
+            return self._at(Priority.FIRST_AUDIO)
+        # Text for the first clause exists: its TTS comes first, then keep ahead of playout.
+        if self.t.tts_first_audio_at is None:
+            return self._at(Priority.PLAYOUT)
+        return self._later()
+
+    def tts(self) -> tuple[int, float]:
+        if self.gate is not None and not self.gate.is_set():
+            return self._at(Priority.SPECULATIVE)
+        if self.t.tts_first_audio_at is None:
+            return self._at(Priority.FIRST_AUDIO)
+        return self._later()
