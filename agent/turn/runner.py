@@ -291,7 +291,7 @@ class TurnRunner:
         # sentence's tokens take too long to decode under load (4 callers at once: 754 frames
         # of silence inside replies, up to 3.4 s in one).
         splitter = ClauseSplitter(first_words=self.profile.tts.first_chunk_words,
-                                  hurry=urgency.short)
+                                  hurry=urgency.hurry)
         try:
             # Each decode step is a scheduler job at this priority: once the first clause is
             # out, TTS of it goes first and the rest of the reply only keeps ahead of playout.

@@ -19,6 +19,10 @@ if TYPE_CHECKING:
 
 LOW_WATER_S = 1.0
 """A reply with less audio than this queued ahead of playout is urgent again (no gap)."""
+HURRY_S = 0.5
+"""A reply with less than this queued is cut into phrases: its next whole sentence would
+come too late. Not sooner: a reply that keeps up is spoken in sentences, which sound better
+(one call rarely gets here; after a first clause of ~1 s, below LOW_WATER_S it always would)."""
 
 
 class Urgency:
@@ -32,13 +36,17 @@ class Urgency:
         # Earliest deadline first within a level: the caller who stopped speaking first.
         return level, self.t.speech_end_at or 0.0
 
-    def short(self) -> bool:
-        """The reply is playing and less than :data:`LOW_WATER_S` of it is left queued."""
+    def short(self, below: float = LOW_WATER_S) -> bool:
+        """The reply is playing and less than ``below`` seconds of it are left queued."""
         t = self.t
         if t.tts_first_audio_at is None:
             return False
         played = 0.0 if t.first_frame_out_at is None else self.now() - t.first_frame_out_at
-        return self.result.audio_out_s - played < LOW_WATER_S
+        return self.result.audio_out_s - played < below
+
+    def hurry(self) -> bool:
+        """Cut the reply's next chunk at a phrase: its audio is about to run out."""
+        return self.short(HURRY_S)
 
     def _later(self) -> tuple[int, float]:
         return self._at(Priority.FIRST_AUDIO if self.short() else Priority.PLAYOUT)
