@@ -35,6 +35,8 @@ from models.vad.base import VAD
 from models.vad.segmenter import SpeechPaused, Utterance
 
 _DONE = object()
+
+
 @dataclass
 class Stages:
     """The loaded models one profile uses (shared objects, see :class:`StageCache`)."""
@@ -287,9 +289,9 @@ class TurnRunner:
         cancel: threading.Event,
         urgency: Urgency,
     ) -> None:
-        # A reply about to fall silent is cut into phrases, as its first chunk is: a whole
-        # sentence's tokens take too long to decode under load (4 callers at once: 754 frames
-        # of silence inside replies, up to 3.4 s in one).
+        # A reply about to fall silent is cut into phrases, as its first chunk is: under load
+        # a whole sentence's tokens take too long to decode (4 callers at once, 40 calls:
+        # 17-22 s of dead air inside replies, holes up to 4 s; cut into phrases: 4-10 s).
         splitter = ClauseSplitter(first_words=self.profile.tts.first_chunk_words,
                                   hurry=urgency.hurry)
         try:

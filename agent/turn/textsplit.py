@@ -1,5 +1,7 @@
 """Split a streamed LLM reply into speakable chunks: a short first clause, then sentences.
 
+Later chunks are cut into phrases too while the reply's audio is about to run out (``hurry``).
+
 Speaking the first clause rather than the first sentence is the second-largest latency lever
 (DESIGN.md): TTS time grows with text length, and the caller hears something sooner.
 """
