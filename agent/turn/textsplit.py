@@ -109,7 +109,7 @@ class ClauseSplitter:
         return self._emitted == 0 or (self.hurry is not None and self.hurry())
 
     def _phrase_cut(self, buf: str) -> int | None:
-        """First chunk without a comma: cut before a phrase-opening word after enough words."""
+        """A chunk without a comma (first or hurried): cut before a phrase after enough words."""
         words = list(re.finditer(r"\S+", buf))
         if not buf[-1:].isspace():
             words = words[:-1]  # still growing: "on" may be the start of "online"
