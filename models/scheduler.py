@@ -258,5 +258,10 @@ def current_priority() -> PriorityLike:
     return _current.get()
 
 
+def current_cancel() -> threading.Event | None:
+    """The event this context's model work is cancelled by (:func:`cancel_on`), if any."""
+    return _cancel.get()
+
+
 SCHEDULER = Scheduler()
 """The process's scheduler: every model stage runs its work through it."""

@@ -15,7 +15,7 @@ from dialplan.options import LLMOptions
 from models.llm.base import Message, shared_prefix
 from models.llm.llama_batch import BACKGROUND_CHUNK
 from models.registry import ModelCache
-from models.scheduler import SCHEDULER, Priority, priority
+from models.scheduler import SCHEDULER, Priority, cancel_on, priority
 from tests.llm_asks import (
     QUESTIONS,
     SYSTEM,
@@ -198,3 +198,50 @@ def test_background_prefills_share_one_short_step(llm, monkeypatch):
     assert len(evaluated) == 3 and min(evaluated) > BACKGROUND_CHUNK
     assert max(sizes) <= BACKGROUND_CHUNK
     assert sum(sizes) >= sum(evaluated)
+
+
+def test_a_cancelled_reply_frees_its_sequence_without_a_step(llm, monkeypatch):
+    # A speculation the caller talked past: cancelled while its prefill waits behind a caller's
+    # first-audio job, it is never evaluated, and its reader and sequence are free at once.
+    decodes: list[int] = []
+    decode = llm._lc.llama_decode
+
+    def counting(ctx, batch):
+        decodes.append(batch.n_tokens)
+        return decode(ctx, batch)
+
+    monkeypatch.setattr(llm._lc, "llama_decode", counting)
+    slot, release, cancel = threading.Event(), threading.Event(), threading.Event()
+    pieces: list[str] = []
+    ended = threading.Event()
+
+    def hold() -> None:
+        with SCHEDULER.job("asr", priority=Priority.FIRST_AUDIO):
+            slot.set()
+            release.wait(10)
+
+    def reply() -> None:
+        with priority(Priority.SPECULATIVE), cancel_on(cancel):
+            stream = llm.stream([Message("system", SYSTEM),
+                                 Message("user", "Which branch is open on Sunday afternoons?")])
+        pieces.extend(stream)
+        ended.set()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert slot.wait(10)
+    reader = threading.Thread(target=reply)
+    reader.start()
+    time.sleep(0.2)
+    assert any(s.busy for s in llm._seqs)  # leased, its prefill queued behind the job
+    cancel.set()
+    assert ended.wait(1.0)  # while the slot is still held
+    assert pieces == [] and not any(s.busy for s in llm._seqs)
+    release.set()
+    holder.join(10)
+    reader.join(10)
+    time.sleep(0.2)
+    assert decodes == []  # nothing was evaluated for it
+    # A reply started after its turn was cancelled never takes a sequence.
+    with cancel_on(cancel):
+        assert list(llm.stream([Message("system", SYSTEM), Message("user", "Hi")])) == []

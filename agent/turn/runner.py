@@ -29,7 +29,7 @@ from models.eot.base import EndOfTurn
 from models.llm.base import LLM, Message
 from models.metrics import ASRMetrics, LLMMetrics, TTSMetrics
 from models.registry import ModelCache
-from models.scheduler import Priority, priority
+from models.scheduler import Priority, cancel_on, priority
 from models.tts.base import TTS
 from models.vad.base import VAD
 from models.vad.segmenter import SpeechPaused, Utterance
@@ -203,7 +203,10 @@ class TurnRunner:
         messages = self.prompt(history, tr.text)
         chunks: queue.Queue = queue.Queue()
         urgency = Urgency(timeline, result, gate, self.now)
-        stream = self.stages.llm.stream(messages)
+        # A backend that batches (llama-batch) drops a cancelled reply between its steps: a
+        # speculation the caller talked past no longer holds a sequence, or gets its prefill.
+        with cancel_on(cancel):
+            stream = self.stages.llm.stream(messages)
         producer = threading.Thread(
             target=self._produce,
             args=(stream, chunks, timeline, cancel, urgency),

@@ -31,13 +31,22 @@ from models import catalog
 from models.errors import ModelMissingError
 from models.llm.base import LLM, Message, Piece, shared_prefix
 from models.llm.llama_vocab import ChatVocab
-from models.scheduler import SCHEDULER, Priority, current_priority, priority, rank_of
+from models.scheduler import (
+    SCHEDULER,
+    Priority,
+    current_cancel,
+    current_priority,
+    priority,
+    rank_of,
+)
 
 AHEAD = 2
 """Tokens a reply is decoded ahead of its reader."""
 BACKGROUND_CHUNK = 8
 """Prompt tokens a background step evaluates, all sequences' together (~0.15 s on Qwen
 1.5B, 2 cores)."""
+CANCEL_POLL_S = 0.02
+"""How soon a reply waiting for its next token (or for a sequence) notices its turn's cancel."""
 N_BATCH = 512
 """Tokens per ``llama_decode`` (a longer prompt is prefilled over several steps)."""
 
@@ -134,7 +143,8 @@ class BatchedLlamaLLM(LLM):
                     seq.tokens = list(gen.seq.tokens)
 
     def _stream_impl(self, messages: list[Message]) -> Iterator[Piece]:
-        return self._start(self.fit(messages))
+        gen = self._start(self.fit(messages), cancel=current_cancel())
+        return iter(()) if gen is None else gen  # cancelled while no sequence was free
 
     def prefill(self, messages: list[Message], cancel: threading.Event) -> int:
         """Evaluate the prompt's tokens up to the last message's words; no reply.
@@ -159,10 +169,13 @@ class BatchedLlamaLLM(LLM):
         return evaluated
 
     def _start(self, messages: list[Message], prompt: list[int] | None = None,
-               wait: bool = True, prefill: bool = False) -> _Generation | None:
+               wait: bool = True, prefill: bool = False,
+               cancel: threading.Event | None = None) -> _Generation | None:
         prompt = self.prompt_tokens(messages) if prompt is None else prompt
         with self._cond:
             while True:
+                if cancel is not None and cancel.is_set():
+                    return None
                 # The free sequence sharing the most with this prompt (a call's own history),
                 # among equals the one holding the least (a primed one before another
                 # call's); one whose reply is ending is waited for if it is the best.
@@ -174,9 +187,9 @@ class BatchedLlamaLLM(LLM):
                         break
                 elif not wait:  # every sequence is in a live reply
                     return None
-                self._cond.wait()
+                self._cond.wait(None if cancel is None else CANCEL_POLL_S)
             seq.busy = True
-            gen = _Generation(self, seq, prompt, prefill)
+            gen = _Generation(self, seq, prompt, prefill, cancel)
             seq.gen = gen
             self._active.append(gen)
             self._cond.notify_all()
@@ -297,7 +310,7 @@ class _Generation:
     """One streamed reply on a leased sequence; closing it (or running out) frees it."""
 
     def __init__(self, owner: BatchedLlamaLLM, seq: _Seq, prompt: list[int],
-                 prefill_only: bool = False):
+                 prefill_only: bool = False, cancel: threading.Event | None = None):
         lc = owner._lc
         o = owner.options
         self.owner = owner
@@ -318,6 +331,8 @@ class _Generation:
         self.done = not self.feed  # a prefill already cached
         self.error: Exception | None = None
         self.priority = current_priority()
+        self.cancel = cancel
+        """The turn's: once set, no step takes this reply and its reader stops."""
         self._utf8 = codecs.getincrementaldecoder("utf-8")("replace")
         chain = lc.llama_sampler_chain_init(lc.llama_sampler_chain_default_params())
         if o.temperature <= 0:
@@ -337,7 +352,8 @@ class _Generation:
         A reader taking its token would otherwise miss the next step (measured: 3 of 4 steps
         ran one sequence with four replies in flight).
         """
-        return not self.done and self.error is None and len(self.out) < AHEAD
+        return (not self.done and self.error is None and len(self.out) < AHEAD
+                and not (self.cancel is not None and self.cancel.is_set()))
 
     def rank(self) -> tuple[int, float]:
         return rank_of(self.priority)
@@ -370,10 +386,10 @@ class _Generation:
                     error, self.error = self.error, None
                     self._close_locked()
                     raise error
-                if self.done:
+                if self.done or (self.cancel is not None and self.cancel.is_set()):
                     self._close_locked()
                     raise StopIteration
-                cond.wait()
+                cond.wait(None if self.cancel is None else CANCEL_POLL_S)
             piece = self.out.popleft()
             cond.notify_all()  # the engine may decode this reply further now
             return piece
