@@ -171,9 +171,9 @@ def test_words_prefilled_while_the_caller_speaks_are_cached_for_the_turn(llm):
     assert stream.metrics.prompt_tokens - stream.metrics.cached_tokens <= 8
 
 
-def test_background_prefills_share_one_short_step(llm, monkeypatch):
-    # A step is not preempted: background prefills of several calls take BACKGROUND_CHUNK
-    # tokens in all per step, not each (three calls' words made 0.5-0.7 s steps).
+@pytest.fixture
+def decodes(llm, monkeypatch) -> list[int]:
+    """The tokens of each ``llama_decode`` the engine runs from here on."""
     sizes: list[int] = []
     decode = llm._lc.llama_decode
 
@@ -182,6 +182,12 @@ def test_background_prefills_share_one_short_step(llm, monkeypatch):
         return decode(ctx, batch)
 
     monkeypatch.setattr(llm._lc, "llama_decode", counting)
+    return sizes
+
+
+def test_background_prefills_share_one_short_step(llm, decodes):
+    # A step is not preempted: background prefills of several calls take BACKGROUND_CHUNK
+    # tokens in all per step, not each (three calls' words made 0.5-0.7 s steps).
     evaluated: list[int] = []
 
     def prefill(k: int) -> None:
@@ -196,21 +202,13 @@ def test_background_prefills_share_one_short_step(llm, monkeypatch):
     for t in threads:
         t.join(60)
     assert len(evaluated) == 3 and min(evaluated) > BACKGROUND_CHUNK
-    assert max(sizes) <= BACKGROUND_CHUNK
-    assert sum(sizes) >= sum(evaluated)
+    assert max(decodes) <= BACKGROUND_CHUNK
+    assert sum(decodes) >= sum(evaluated)
 
 
-def test_a_cancelled_reply_frees_its_sequence_without_a_step(llm, monkeypatch):
+def test_a_cancelled_reply_frees_its_sequence_without_a_step(llm, decodes):
     # A speculation the caller talked past: cancelled while its prefill waits behind a caller's
     # first-audio job, it is never evaluated, and its reader and sequence are free at once.
-    decodes: list[int] = []
-    decode = llm._lc.llama_decode
-
-    def counting(ctx, batch):
-        decodes.append(batch.n_tokens)
-        return decode(ctx, batch)
-
-    monkeypatch.setattr(llm._lc, "llama_decode", counting)
     slot, release, cancel = threading.Event(), threading.Event(), threading.Event()
     pieces: list[str] = []
     ended = threading.Event()
