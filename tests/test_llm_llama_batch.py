@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -26,6 +28,26 @@ from tests.llm_asks import (
 )
 
 pytestmark = pytest.mark.model
+
+
+@contextmanager
+def slot_held() -> Iterator[None]:
+    """A job a caller waits on (first audio) holds the scheduler's slot for the block."""
+    slot, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with SCHEDULER.job("asr", priority=Priority.FIRST_AUDIO):
+            slot.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert slot.wait(10)
+    try:
+        yield
+    finally:
+        release.set()
+        holder.join(10)
 
 
 @pytest.fixture(scope="module")
@@ -88,13 +110,6 @@ def test_a_step_waits_for_its_turn_at_the_reply_s_priority(llm):
     # The engine's steps are scheduler jobs: a reply that is only keeping ahead of playout
     # yields the CPU to a job a caller is waiting on (here a first-clause TTS job).
     order: list[str] = []
-    slot = threading.Event()
-    release = threading.Event()
-
-    def hold() -> None:
-        with SCHEDULER.job("asr", priority=Priority.FIRST_AUDIO):
-            slot.set()
-            release.wait(10)
 
     def reply() -> None:
         with priority(Priority.PLAYOUT):
@@ -108,17 +123,13 @@ def test_a_step_waits_for_its_turn_at_the_reply_s_priority(llm):
         with SCHEDULER.job("tts", priority=Priority.FIRST_AUDIO):
             order.append("tts")
 
-    holder = threading.Thread(target=hold)
-    holder.start()
-    assert slot.wait(10)
-    threads = [threading.Thread(target=reply)]
-    threads[0].start()
-    time.sleep(0.2)  # the engine's step is queued at PLAYOUT
-    threads.append(threading.Thread(target=tts))
-    threads[1].start()
-    time.sleep(0.2)
-    release.set()
-    for t in [holder, *threads]:
+    threads = [threading.Thread(target=reply), threading.Thread(target=tts)]
+    with slot_held():
+        threads[0].start()
+        time.sleep(0.2)  # the engine's step is queued at PLAYOUT
+        threads[1].start()
+        time.sleep(0.2)
+    for t in threads:
         t.join(30)
     assert order == ["tts", "llm"]
 
@@ -209,14 +220,8 @@ def test_background_prefills_share_one_short_step(llm, decodes):
 def test_a_cancelled_reply_frees_its_sequence_without_a_step(llm, decodes):
     # A speculation the caller talked past: cancelled while its prefill waits behind a caller's
     # first-audio job, it is never evaluated, and its reader and sequence are free at once.
-    slot, release, cancel = threading.Event(), threading.Event(), threading.Event()
+    cancel, ended = threading.Event(), threading.Event()
     pieces: list[str] = []
-    ended = threading.Event()
-
-    def hold() -> None:
-        with SCHEDULER.job("asr", priority=Priority.FIRST_AUDIO):
-            slot.set()
-            release.wait(10)
 
     def reply() -> None:
         with priority(Priority.SPECULATIVE), cancel_on(cancel):
@@ -225,18 +230,14 @@ def test_a_cancelled_reply_frees_its_sequence_without_a_step(llm, decodes):
         pieces.extend(stream)
         ended.set()
 
-    holder = threading.Thread(target=hold)
-    holder.start()
-    assert slot.wait(10)
     reader = threading.Thread(target=reply)
-    reader.start()
-    time.sleep(0.2)
-    assert any(s.busy for s in llm._seqs)  # leased, its prefill queued behind the job
-    cancel.set()
-    assert ended.wait(1.0)  # while the slot is still held
-    assert pieces == [] and not any(s.busy for s in llm._seqs)
-    release.set()
-    holder.join(10)
+    with slot_held():
+        reader.start()
+        time.sleep(0.2)
+        assert any(s.busy for s in llm._seqs)  # leased, its prefill queued behind the job
+        cancel.set()
+        assert ended.wait(1.0)  # while the slot is still held
+        assert pieces == [] and not any(s.busy for s in llm._seqs)
     reader.join(10)
     time.sleep(0.2)
     assert decodes == []  # nothing was evaluated for it

@@ -145,13 +145,17 @@ class Round:
     holes_ms: list[list[float]] = field(default_factory=list)
     """Dead air inside each call's reply: its holes (see :func:`dead_air_ms`)."""
 
+    @property
+    def dead_air_s(self) -> float:
+        return sum(map(sum, self.holes_ms)) / 1000
+
     def dead_air(self) -> str:
         holes = [h for call in self.holes_ms for h in call]
         if not holes:
             return "none"
         hit = sum(1 for call in self.holes_ms if call)
         return (f"{len(holes)} holes in {hit} of {len(self.holes_ms)} replies, "
-                f"{sum(holes) / 1000:.1f} s in all, longest {max(holes):.0f} ms")
+                f"{self.dead_air_s:.1f} s in all, longest {max(holes):.0f} ms")
 
     def pct(self, xs: list[float], q: float) -> str:
         v = percentile(xs, q)
@@ -350,7 +354,7 @@ def print_table(rounds: list[Round], baseline_s: float) -> None:
               f"{refused_text(r.refused):>7} "
               f"{r.pct(r.v2v_ms, 50):>8} {r.pct(r.v2v_ms, 95):>8} {ratio:>10} "
               f"{f'{sum(r.unanswered.values())}/{r.turns}':>10} {r.pct(r.gaps_ms, 99):>7} "
-              f"{sum(map(sum, r.holes_ms)) / 1000:>7.1f}s  "
+              f"{r.dead_air_s:>7.1f}s  "
               f"{split_text(r.per_worker)}")
     print("(calls: simultaneous callers; answered: calls in the call log of those placed; "
           "refused: N x SIP status the callers got; v2v and gap in ms on the wire; unanswered: "

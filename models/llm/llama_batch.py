@@ -158,11 +158,11 @@ class BatchedLlamaLLM(LLM):
         # the caller has finished.
         words = shared_prefix(prompt, self.prompt_tokens(
             messages[:-1] + [Message(messages[-1].role, messages[-1].content + " \u2026")]))
-        gen = self._start(messages, prompt[:words], wait=False, prefill=True)
+        gen = self._start(messages, prompt[:words], wait=False, prefill=True, cancel=cancel)
         if gen is None:
             return 0
         with self._cond:
-            while not gen.done and gen.error is None and not cancel.is_set():
+            while not gen.done and gen.error is None and not gen.cancelled:
                 self._cond.wait(0.05)
             evaluated = gen.pos - gen.cached
             self._finish(gen)
@@ -353,7 +353,11 @@ class _Generation:
         ran one sequence with four replies in flight).
         """
         return (not self.done and self.error is None and len(self.out) < AHEAD
-                and not (self.cancel is not None and self.cancel.is_set()))
+                and not self.cancelled)
+
+    @property
+    def cancelled(self) -> bool:
+        return self.cancel is not None and self.cancel.is_set()
 
     def rank(self) -> tuple[int, float]:
         return rank_of(self.priority)
@@ -386,7 +390,7 @@ class _Generation:
                     error, self.error = self.error, None
                     self._close_locked()
                     raise error
-                if self.done or (self.cancel is not None and self.cancel.is_set()):
+                if self.done or self.cancelled:
                     self._close_locked()
                     raise StopIteration
                 cond.wait(None if self.cancel is None else CANCEL_POLL_S)
