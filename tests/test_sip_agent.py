@@ -130,3 +130,15 @@ def wait_ready(child) -> bool:
         if line.strip() == "ready":
             return True
     return False
+
+
+def test_inbound_frames_are_read_exactly_without_a_per_byte_copy():
+    import pjsua2 as pj
+
+    from agent.sip import callbacks
+
+    frame = bytes(range(256)) + bytes(64)  # one 20 ms frame at 8 kHz, every byte value
+    assert callbacks._read_vector(pj.ByteVector(frame)) == frame
+    assert callbacks._read_vector(pj.ByteVector()) == b""
+    # This build reads the vector's storage, not element by element through SWIG.
+    assert callbacks._read_vector is not bytes

@@ -10,7 +10,9 @@ printed per frame, or worse. With :mod:`agent.sip.useragent`, the only pjsua2 im
 
 from __future__ import annotations
 
+import ctypes
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import pjsua2 as pj
@@ -20,6 +22,32 @@ from agent.sip.events import CallConnected, DtmfReceived, MediaActive, Registrat
 
 if TYPE_CHECKING:
     from agent.sip.useragent import SipAgent
+
+
+def _vector_reader() -> Callable[[pj.ByteVector], bytes]:
+    """How to read a frame's ``ByteVector`` into bytes on this build.
+
+    ``bytes(vector)`` goes element by element through SWIG: 190 us for a 20 ms frame at 8 kHz,
+    with the GIL held, on the clock thread, for every call's every frame, while the LLM's
+    threads want both cores. Reading the vector's storage directly takes ~1 us. It relies on
+    libstdc++'s layout (the object starts with its data pointer), so it is used only if it
+    reads a probe vector back exactly.
+    """
+    def direct(vector: pj.ByteVector) -> bytes:
+        n = len(vector)
+        data = ctypes.c_void_p.from_address(int(vector.this)).value
+        return ctypes.string_at(data, n) if n and data else b""
+
+    probe = bytes(range(256)) * 2
+    try:
+        if direct(pj.ByteVector(probe)) == probe and direct(pj.ByteVector()) == b"":
+            return direct
+    except Exception:  # any failure: the slow, safe way
+        pass
+    return bytes
+
+
+_read_vector = _vector_reader()
 
 
 class _Port(pj.AudioMediaPort):
@@ -48,7 +76,7 @@ class _Port(pj.AudioMediaPort):
             return
         try:
             if frame.type == pj.PJMEDIA_FRAME_TYPE_AUDIO and frame.size == self._frame_bytes:
-                link.sink(bytes(frame.buf))
+                link.sink(_read_vector(frame.buf))
             else:  # keep the inbound clock: the session's VAD offsets count frames
                 link.sink(self._silence)
         except Exception:  # an exception here would be printed 50 times a second
