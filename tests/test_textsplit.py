@@ -36,7 +36,19 @@ def test_first_chunk_ends_before_a_phrase_when_no_comma_comes():
     ]
     # Too few words before the phrase word: wait for more.
     assert split("We open at ten. Thanks!")[0] == "We open at ten."
-    assert split("Yes, and we also lend films.") == ["Yes, and we also lend films."]
+
+
+
+def test_an_opening_word_is_the_first_chunk():
+    assert split("Yes, and we also lend films.") == ["Yes,", "and we also lend films."]
+    assert split("I'm sorry, we close at six. Bye.") == ["I'm sorry,", "we close at six.", "Bye."]
+    assert split("Sure. The library opens at nine.") == ["Sure.", "The library opens at nine."]
+    # Only the first chunk, only an opener: a later "No," waits for its sentence.
+    assert split("The cafe is open. No, not on Sunday.") == ["The cafe is open.",
+                                                             "No, not on Sunday."]
+    assert split("Nobody, sadly, is here today.") == ["Nobody, sadly, is here today."]
+    # Streamed a token at a time, "Yes" is not cut before its comma shows.
+    assert split("Yes, the library is open on Easter Monday.", step=3)[0] == "Yes,"
 
 
 def test_a_reply_about_to_fall_silent_is_cut_into_phrases():
@@ -68,10 +80,10 @@ def test_a_reply_about_to_fall_silent_is_cut_into_phrases():
     def push(text: str) -> list[str]:  # word by word, as tokens stream
         return [c for word in text.split(" ") for c in s.push(word + " ")]
 
-    out = push("Sure, we open at ten. You can renew your books online at the website.")
+    out = push("So we open at ten. You can renew your books online at the website.")
     state["short"] = False
     out += push("On Sundays we are closed all day, and on holidays too. Bye.") + s.flush()
-    assert out == ["Sure, we open", "at ten.", "You can renew your books online",
+    assert out == ["So we open", "at ten.", "You can renew your books online",
                    "at the website.",
                    "On Sundays we are closed all day, and on holidays too.", "Bye."]
 
