@@ -219,6 +219,9 @@ class TTSOptions:
     """onnxruntime intra-op threads."""
     first_chunk_words: int = 4
     """Speak the first clause as soon as it has this many words (shorter first audio)."""
+    first_chunk_opener: bool = True
+    """A reply's opening word before a comma ("Yes," "Sorry,") is spoken on its own, first:
+    the answer starts sooner, and under load a pause may follow it."""
 
     def __post_init__(self) -> None:
         # Resolved here, so the call log names the model and voice actually speaking. A top-level

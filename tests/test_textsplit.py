@@ -49,6 +49,9 @@ def test_an_opening_word_is_the_first_chunk():
     assert split("Nobody, sadly, is here today.") == ["Nobody, sadly, is here today."]
     # Streamed a token at a time, "Yes" is not cut before its comma shows.
     assert split("Yes, the library is open on Easter Monday.", step=3)[0] == "Yes,"
+    # Off (tts.first_chunk_opener = false): the first clause as before.
+    s = ClauseSplitter(first_words=4, openers=False)
+    assert s.push("Yes, and we also lend films. ") + s.flush() == ["Yes, and we also lend films."]
 
 
 def test_a_reply_about_to_fall_silent_is_cut_into_phrases():

@@ -56,7 +56,8 @@ def serial_turn(audio: np.ndarray, rate: int, profile: Profile, stages: Stages) 
     t0 = time.monotonic()
     transcript = stages.asr.transcribe(speech).text
     t1 = time.monotonic()
-    splitter = ClauseSplitter(first_words=profile.tts.first_chunk_words)
+    splitter = ClauseSplitter(first_words=profile.tts.first_chunk_words,
+                              openers=profile.tts.first_chunk_opener)
     stream = stages.llm.stream([Message("system", profile.system_prompt),
                                 Message("user", transcript)])
     clause = ""

@@ -295,8 +295,9 @@ class TurnRunner:
         # A reply about to fall silent is cut into phrases, as its first chunk is: under load
         # a whole sentence's tokens take too long to decode (4 callers at once, 40 calls:
         # 17-22 s of dead air inside replies, holes up to 4 s; cut into phrases: 4-10 s).
-        splitter = ClauseSplitter(first_words=self.profile.tts.first_chunk_words,
-                                  hurry=urgency.hurry)
+        tts = self.profile.tts
+        splitter = ClauseSplitter(first_words=tts.first_chunk_words, hurry=urgency.hurry,
+                                  openers=tts.first_chunk_opener)
         try:
             # Each decode step is a scheduler job at this priority: once the first clause is
             # out, TTS of it goes first and the rest of the reply only keeps ahead of playout.

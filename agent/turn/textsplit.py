@@ -68,14 +68,16 @@ class ClauseSplitter:
 
     Args:
         first_words: words before a comma may end the first chunk.
+        openers: a reply's opening word before a comma or stop ("Yes,") is a first chunk.
         min_words: shortest sentence that is a chunk of its own.
         hurry: true while the reply's audio is about to run out: later chunks are then cut
             as the first is (at a comma or before a phrase), not only at a sentence's end.
     """
 
     def __init__(self, first_words: int = 4, min_words: int = 2,
-                 hurry: Callable[[], bool] | None = None):
+                 hurry: Callable[[], bool] | None = None, openers: bool = True):
         self.first_words = first_words
+        self.openers = openers
         self.min_words = min_words
         self.hurry = hurry
         self._buf = ""
@@ -104,8 +106,8 @@ class ClauseSplitter:
             if not buf[i + 1].isspace():
                 continue
             words = len(buf[: i + 1].split())
-            if ch in _SENTENCE_END + _CLAUSE_END and self._emitted == 0 and \
-                    " ".join(buf[:i].split()).lower() in _OPENERS:
+            if ch in _SENTENCE_END + _CLAUSE_END and self.openers and self._emitted == 0 \
+                    and " ".join(buf[:i].split()).lower() in _OPENERS:
                 return i + 1
             if ch in _SENTENCE_END:
                 last = buf[:i].split()[-1].lower().rstrip(".") if buf[:i].split() else ""
