@@ -7,8 +7,8 @@ from agent.turn.textsplit import ClauseSplitter, speakable
 pytestmark = pytest.mark.unit
 
 
-def split(text: str, step: int = 1, hurry=None) -> list[str]:
-    s = ClauseSplitter(first_words=4, hurry=hurry)
+def split(text: str, step: int = 1, hurry=None, openers: bool = False) -> list[str]:
+    s = ClauseSplitter(first_words=4, hurry=hurry, openers=openers)
     out = []
     for i in range(0, len(text), step):
         out += s.push(text[i : i + step])
@@ -39,19 +39,21 @@ def test_first_chunk_ends_before_a_phrase_when_no_comma_comes():
 
 
 
-def test_an_opening_word_is_the_first_chunk():
-    assert split("Yes, and we also lend films.") == ["Yes,", "and we also lend films."]
-    assert split("I'm sorry, we close at six. Bye.") == ["I'm sorry,", "we close at six.", "Bye."]
-    assert split("Sure. The library opens at nine.") == ["Sure.", "The library opens at nine."]
+def test_an_opening_word_is_the_first_chunk_when_asked():
+    def opened(text: str, step: int = 1) -> list[str]:
+        return split(text, step, openers=True)
+
+    assert opened("Yes, and we also lend films.") == ["Yes,", "and we also lend films."]
+    assert opened("I'm sorry, we close at six. Bye.") == ["I'm sorry,", "we close at six.", "Bye."]
+    assert opened("Sure. The library opens at nine.") == ["Sure.", "The library opens at nine."]
     # Only the first chunk, only an opener: a later "No," waits for its sentence.
-    assert split("The cafe is open. No, not on Sunday.") == ["The cafe is open.",
-                                                             "No, not on Sunday."]
-    assert split("Nobody, sadly, is here today.") == ["Nobody, sadly, is here today."]
+    assert opened("The cafe is open. No, not on Sunday.") == ["The cafe is open.",
+                                                              "No, not on Sunday."]
+    assert opened("Nobody, sadly, is here today.") == ["Nobody, sadly, is here today."]
     # Streamed a token at a time, "Yes" is not cut before its comma shows.
-    assert split("Yes, the library is open on Easter Monday.", step=3)[0] == "Yes,"
-    # Off (tts.first_chunk_opener = false): the first clause as before.
-    s = ClauseSplitter(first_words=4, openers=False)
-    assert s.push("Yes, and we also lend films. ") + s.flush() == ["Yes, and we also lend films."]
+    assert opened("Yes, the library is open on Easter Monday.", step=3)[0] == "Yes,"
+    # Off, the default (tts.first_chunk_opener = false): the first clause as before.
+    assert split("Yes, and we also lend films.") == ["Yes, and we also lend films."]
 
 
 def test_a_reply_about_to_fall_silent_is_cut_into_phrases():

@@ -1,7 +1,7 @@
 """Split a streamed LLM reply into speakable chunks: a short first clause, then sentences.
 
-The first chunk is the reply's opening word when it has one ("Yes," "Sorry,"), else its first
-clause or phrase.
+The first chunk may be the reply's opening word ("Yes," "Sorry,"; ``openers``), else it is
+its first clause or phrase.
 
 Later chunks are cut into phrases too while the reply's audio is about to run out (``hurry``).
 
@@ -45,9 +45,10 @@ _PHRASE_STARTS = {
     "during",
 }
 PHRASE_MIN_WORDS = 3
-# A reply's opening word(s) before a comma are a first chunk of their own ("Yes," | "the
+# A reply's opening word(s) before a comma may be a first chunk of their own ("Yes," | "the
 # library is open on Sunday."): the caller hears the answer start several tokens sooner, each
 # a batched decode step of 0.1-0.2 s under load. About half the replies in bench call open so.
+# Off by default (tts.first_chunk_opener): under load a pause follows.
 _OPENERS = {
     "yes", "no", "sure", "sorry", "okay", "ok", "certainly", "absolutely", "of course",
     "i'm sorry", "i am sorry", "unfortunately", "well", "alright", "all right", "hello", "hi",
@@ -75,7 +76,7 @@ class ClauseSplitter:
     """
 
     def __init__(self, first_words: int = 4, min_words: int = 2,
-                 hurry: Callable[[], bool] | None = None, openers: bool = True):
+                 hurry: Callable[[], bool] | None = None, openers: bool = False):
         self.first_words = first_words
         self.openers = openers
         self.min_words = min_words
