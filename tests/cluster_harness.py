@@ -139,7 +139,8 @@ spool_dir = "{tmp / 'spool'}"
 def calls(cluster: ClusterProcess, xml: Path, n: int, timeout_s: float) -> subprocess.Popen:
     """Start sipp placing ``n`` simultaneous calls to the cluster's public port."""
     return subprocess.Popen(
-        sipp_argv(xml, "101", cluster.port, free_port(), free_block(4 * n), calls=n,
+        sipp_argv(xml, "101", cluster.port, free_port(),
+                  free_block(4 * n, avoid=cluster.rtp_ports), calls=n,
                   concurrent=n, timeout_s=timeout_s),
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 

@@ -33,3 +33,14 @@ def test_only_exact_zero_samples_count():
     # Quiet speech (the voice's own pauses) is not a late chunk; A-law zero is.
     assert dead_air_ms(packets("sqqqqqs"), [(0.0, 0.12)]) == []
     assert dead_air_ms(packets("szzzs", payload_type=8), [(0.0, 0.08)]) == [60.0]
+
+
+def test_a_callers_media_block_never_lies_in_the_agents_rtp_range():
+    # Inside it, free until the agent takes it for a call, the caller's packets would be read
+    # as the agent's side of a call (one bench call run counted a 5.7 s phantom hole so).
+    from agent.bench.agentproc import free_block
+
+    agent = range(30000, 50000)
+    for _ in range(50):
+        start = free_block(4, avoid=agent)
+        assert start + 4 <= agent.start or start >= agent.stop

@@ -28,14 +28,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def free_block(n: int, kind: int = socket.SOCK_DGRAM, lo: int = 21000, hi: int = 59000) -> int:
+def free_block(n: int, kind: int = socket.SOCK_DGRAM, lo: int = 21000, hi: int = 59000,
+               avoid: range = range(0)) -> int:
     """The first port of ``n`` consecutive free ports (UDP or TCP) on 127.0.0.1.
 
-    Random, not first-fit: benchmarks and tests run side by side on one machine.
+    Random, not first-fit: benchmarks and tests run side by side on one machine. None of them
+    is in ``avoid``: a caller's media port inside the agent's RTP range, free until the agent
+    takes it for a call, would be read on the wire as the agent's side of a call.
     """
     rng = random.Random(os.getpid() ^ time.monotonic_ns())
     for _ in range(200):
         start = rng.randrange(lo, hi - n)
+        if start < avoid.stop and avoid.start < start + n:
+            continue
         socks = []
         try:
             for p in range(start, start + n):

@@ -275,7 +275,7 @@ def one_round(n: int, concurrency: int, args, setup: Path, port: int, audio: lis
                                setup / f"stream_{concurrency}_{k}.xml",
                                audio=audio[k % len(audio)], hold_ms=int(args.hold_s * 1000))
                 xmls.append(xml)
-                argv = sipp_argv(xml, "101", port, free_port(), free_block(4),
+                argv = sipp_argv(xml, "101", port, free_port(), free_block(4, avoid=agent_ports),
                                  timeout_s=args.hold_s + 60)
                 procs.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL,
                                               stderr=subprocess.DEVNULL))
