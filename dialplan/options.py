@@ -221,7 +221,7 @@ class TTSOptions:
     """Speak the first clause as soon as it has this many words (shorter first audio)."""
     first_chunk_opener: bool = False
     """A reply's opening word before a comma ("Yes," "Sorry,") is spoken on its own, first.
-    bench call, 4 callers at once: first audio p50 0.5-1.0 s and p95 0.4-0.8 s sooner, but
+    bench call, 4 callers at once: first audio p50 0.4-0.6 s and p95 0.4-0.8 s sooner, but
     the rest of the reply then waits for decode steps shared with the other callers: dead air
     inside replies 25-31 s in 40 calls instead of 5-8 s, holes up to 2.9 s after the "Yes,".
     Off by default: a long silence mid-answer is worse than a later, fluent start."""

@@ -38,7 +38,6 @@ def test_first_chunk_ends_before_a_phrase_when_no_comma_comes():
     assert split("We open at ten. Thanks!")[0] == "We open at ten."
 
 
-
 def test_an_opening_word_is_the_first_chunk_when_asked():
     def opened(text: str, step: int = 1) -> list[str]:
         return split(text, step, openers=True)
@@ -85,10 +84,10 @@ def test_a_reply_about_to_fall_silent_is_cut_into_phrases():
     def push(text: str) -> list[str]:  # word by word, as tokens stream
         return [c for word in text.split(" ") for c in s.push(word + " ")]
 
-    out = push("So we open at ten. You can renew your books online at the website.")
+    out = push("Sure, we open at ten. You can renew your books online at the website.")
     state["short"] = False
     out += push("On Sundays we are closed all day, and on holidays too. Bye.") + s.flush()
-    assert out == ["So we open", "at ten.", "You can renew your books online",
+    assert out == ["Sure, we open", "at ten.", "You can renew your books online",
                    "at the website.",
                    "On Sundays we are closed all day, and on holidays too.", "Bye."]
 

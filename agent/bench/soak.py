@@ -135,9 +135,8 @@ def run(args: argparse.Namespace) -> int:
     work.mkdir(parents=True, exist_ok=True)
     # Free blocks, not fixed ports: two soaks (or a soak and the tests) can share a machine.
     port, rtp = free_port(), free_block(RTP_PORT_RANGE)
-    # each caller slot's RTP, RTCP (sipp -mp)
-    media = free_block(4 * args.concurrency, avoid=range(rtp, rtp + RTP_PORT_RANGE))
     agent_ports = range(rtp, rtp + RTP_PORT_RANGE)
+    media = free_block(4 * args.concurrency, avoid=agent_ports)  # each slot's RTP, RTCP (-mp)
     config = work / "config.toml"
     config.write_text(bench_config(port, rtp, work, args.profile_llm, args.llm_threads,
                                    args.asr_model, llm_backend=args.llm_backend))

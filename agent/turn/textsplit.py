@@ -69,10 +69,10 @@ class ClauseSplitter:
 
     Args:
         first_words: words before a comma may end the first chunk.
-        openers: a reply's opening word before a comma or stop ("Yes,") is a first chunk.
         min_words: shortest sentence that is a chunk of its own.
         hurry: true while the reply's audio is about to run out: later chunks are then cut
             as the first is (at a comma or before a phrase), not only at a sentence's end.
+        openers: a reply's opening word before a comma or stop ("Yes,") is a first chunk.
     """
 
     def __init__(self, first_words: int = 4, min_words: int = 2,
