@@ -85,6 +85,21 @@ class SchedulerStats:
     max_waiting: int
 
 
+@dataclass(frozen=True)
+class JobTrace:
+    """One job that ran, for an observer (:meth:`Scheduler.observe`)."""
+
+    stage: str
+    level: int
+    """Its priority level when it was handed the slot."""
+    waited_s: float
+    ran_s: float
+    thread: str
+    """The thread that ran it (a call's turn, its prefill, the LLM engine)."""
+    note: str = ""
+    """What the job said of its work (:meth:`Scheduler.note`), e.g. an LLM step's tokens."""
+
+
 class _Waiter:
     __slots__ = ("cancel", "cancelled", "event", "level", "priority", "seq", "stage")
 
@@ -124,6 +139,15 @@ class Scheduler:
         """(granted at, priority level, seconds waited) of recent jobs: the measured load."""
         self._urgent = 0  # jobs more urgent than background running now
         self._urgent_ended = 0.0
+        self._observers: list[Callable[[JobTrace], None]] = []
+
+    def observe(self, observer: Callable[[JobTrace], None]) -> None:
+        """Call ``observer`` after every job that ran (from the job's thread, slot released).
+
+        Observing twice with the same function calls it once.
+        """
+        if observer not in self._observers:
+            self._observers.append(observer)
 
     @contextmanager
     def job(self, stage: str, priority: PriorityLike | None = None) -> Iterator[None]:
@@ -159,7 +183,7 @@ class Scheduler:
         waited = granted - t0
         self._recent.append((granted, waiter.level, waited))
         urgent = waiter.level < Priority.BACKGROUND
-        self._local.depth = 1
+        self._local.depth, self._local.note = 1, ""
         try:
             yield
         finally:
@@ -171,6 +195,16 @@ class Scheduler:
                     self._urgent -= 1
                     self._urgent_ended = time.monotonic()
                 self._grant_locked()
+            if self._observers:
+                trace = JobTrace(stage, waiter.level, waited, time.monotonic() - granted,
+                                 threading.current_thread().name, self._local.note)
+                for observer in self._observers:
+                    observer(trace)
+
+    def note(self, text: str) -> None:
+        """Describe the running job's work for observers (ignored when none observe)."""
+        if self._observers:
+            self._local.note = text
 
     def _wait(self, waiter: _Waiter) -> None:
         """Until ``waiter`` is granted a slot, or cancelled (then it leaves the queue)."""

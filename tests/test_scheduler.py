@@ -176,3 +176,32 @@ def test_quiet_only_after_urgent_work_has_stopped_for_a_while():
     assert sched.quiet_for(0.05)
     with sched.job("llm", priority=Priority.BACKGROUND):
         assert sched.quiet_for(0.05)
+
+
+def test_an_observer_sees_each_job_that_ran_with_its_wait_run_time_and_note():
+    sched, seen, hold = Scheduler(), [], threading.Event()
+    sched.observe(seen.append)
+    first = _job(sched, [], "busy", Priority.PLAYOUT, hold)
+    while sched.stats().running == 0:
+        time.sleep(0.001)
+
+    def noted():
+        with priority(Priority.FIRST_AUDIO), sched.job("llm"):
+            sched.note("tokens=4 sequences=2")
+            time.sleep(0.05)
+
+    second = threading.Thread(target=noted, name="llm-batch")
+    second.start()
+    _wait_queued(sched, 1)
+    time.sleep(0.1)
+    hold.set()
+    first.join(5)
+    second.join(5)
+    busy, llm = seen
+    assert (busy.stage, busy.level, busy.note) == ("tts", Priority.PLAYOUT, "")
+    assert (llm.stage, llm.level, llm.thread, llm.note) == (
+        "llm", Priority.FIRST_AUDIO, "llm-batch", "tokens=4 sequences=2")
+    assert llm.waited_s >= 0.1 and 0.05 <= llm.ran_s < 1.0
+    with sched.job("asr"):
+        pass
+    assert seen[-1].note == ""  # a note is the job's own, not left over from the last one

@@ -10,6 +10,7 @@ and no database code.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -164,6 +165,8 @@ class TurnWorker:
             return
         if evaluated:
             log.event("prefilled", self.call_id, evaluated=evaluated)
+        else:
+            log.event("prefill-skipped", self.call_id, level=logging.DEBUG)
 
     def _runner(self, turn: Turn, ahead: int) -> TurnRunner:
         """This profile's runner, or the cheaper one while the CPU is overloaded.
@@ -234,10 +237,15 @@ class TurnWorker:
 
     def _score_end(self, turn: Turn, eot) -> None:
         try:
-            turn.end_probability = eot.score(turn.utterance.audio).probability
+            verdict = eot.score(turn.utterance.audio)
         except Exception as e:  # no verdict: the VAD hangover ends the turn instead
             log.event("end-of-turn-failed", self.call_id, error=repr(e))
             return
+        turn.end_probability = verdict.probability
+        # Outside the scheduler (see models.eot.base): the job trace does not show it.
+        log.event("end-of-turn-scored", self.call_id, level=logging.DEBUG,
+                  ran_ms=log.ms(verdict.metrics.ended_at - verdict.metrics.started_at),
+                  probability=round(verdict.probability, 3))
         self.post(EndOfTurnScored(turn))
 
     def _apologise(self, turn: Turn) -> None:

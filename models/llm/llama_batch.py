@@ -274,6 +274,7 @@ class BatchedLlamaLLM(LLM):
                 n += 1
             g.taken = len(take)
         batch.n_tokens = n
+        SCHEDULER.note(f"tokens={n} sequences={len(members)}")
         try:
             rc = lc.llama_decode(self._ctx, batch) if n else 0
             if rc != 0:
