@@ -56,8 +56,9 @@ def serial_turn(audio: np.ndarray, rate: int, profile: Profile, stages: Stages) 
     t0 = time.monotonic()
     transcript = stages.asr.transcribe(speech).text
     t1 = time.monotonic()
-    splitter = ClauseSplitter(first_words=profile.tts.first_chunk_words,
-                              openers=profile.tts.first_chunk_opener)
+    # The first clause, as the naive pipeline is defined: no opening word on its own, so the
+    # ratios stay comparable whatever tts.first_chunk_opener says.
+    splitter = ClauseSplitter(first_words=profile.tts.first_chunk_words)
     stream = stages.llm.stream([Message("system", profile.system_prompt),
                                 Message("user", transcript)])
     clause = ""

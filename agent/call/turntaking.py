@@ -298,7 +298,7 @@ class TurnTaking:
 
         A prefill left running would hold an LLM sequence until the CPU is next idle.
         """
-        self.worker.cancel_prefill()
+        self.worker.close()
         for turn in (self.turn, self.held):
             if turn is not None:
                 turn.cancel.set()

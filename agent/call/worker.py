@@ -135,6 +135,7 @@ class TurnWorker:
         self.call_id = "-"
         self._prefill: threading.Thread | None = None
         self._prefill_cancel = threading.Event()
+        backlog.join(self)
 
     def prefill(self, audio: np.ndarray, call_id: str) -> None:
         """The caller's words so far into the LLM's cache, as background work.
@@ -153,6 +154,11 @@ class TurnWorker:
 
     def cancel_prefill(self) -> None:
         self._prefill_cancel.set()
+
+    def close(self) -> None:
+        """The call ends: any prefill stops, and other calls are no longer kept company."""
+        self.cancel_prefill()
+        self.backlog.part(self)
 
     def _prefill_words(self, audio: np.ndarray, history: list[ChatMessage],
                        cancel: threading.Event) -> None:
@@ -220,7 +226,8 @@ class TurnWorker:
             self.post(Transcribed(turn))
             turn.result = runner.run(turn.utterance, turn.timeline, self.history,
                                           lambda pcm: self._emit(turn, pcm), turn.cancel,
-                                          gate=turn.gate, transcript=transcript)
+                                          gate=turn.gate, transcript=transcript,
+                                          alone=lambda: self.backlog.alone(self))
             if turn.merged:
                 del self.history[turn.history_len:]
         except JobCancelled:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import weakref
 
 
 class Backlog:
@@ -25,6 +26,23 @@ class Backlog:
         self._lock = threading.Lock()
         self._seq = itertools.count()
         self._open: dict[int, object] = {}  # ticket -> owner (a call)
+        # Calls up now (a call's worker that is collected has ended too)
+        self._calls: weakref.WeakSet = weakref.WeakSet()
+
+    def join(self, owner: object) -> None:
+        """A call is up: its callers will want answers, so others are not alone."""
+        with self._lock:
+            self._calls.add(owner)
+
+    def part(self, owner: object) -> None:
+        """The call ended; idempotent."""
+        with self._lock:
+            self._calls.discard(owner)
+
+    def alone(self, owner: object) -> bool:
+        """No call but ``owner`` is up: nothing else will want the CPU soon."""
+        with self._lock:
+            return not any(o is not owner for o in self._calls)
 
     def enter(self, owner: object) -> tuple[int, int]:
         """Count a turn of ``owner`` in; returns (its ticket, other calls' turns ahead of it)."""

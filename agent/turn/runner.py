@@ -171,6 +171,7 @@ class TurnRunner:
         cancel: threading.Event,
         gate: threading.Event | None = None,
         transcript: Transcript | None = None,
+        alone: Callable[[], bool] = lambda: True,
     ) -> TurnResult:
         """Answer one utterance.
 
@@ -186,6 +187,8 @@ class TurnRunner:
                 before its gate opened leaves ``history`` untouched.
             transcript: the utterance's transcript when the caller already ran
                 :meth:`transcribe` (the session does, to judge the end of the turn).
+            alone: whether no other call is up now (for ``tts.first_chunk_opener =
+                "alone"``).
 
         Returns:
             Transcript, reply and per-stage metrics.
@@ -209,7 +212,7 @@ class TurnRunner:
             stream = self.stages.llm.stream(messages)
         producer = threading.Thread(
             target=self._produce,
-            args=(stream, chunks, timeline, cancel, urgency),
+            args=(stream, chunks, timeline, cancel, urgency, alone),
             daemon=True,
             name="llm-stream",
         )
@@ -291,13 +294,15 @@ class TurnRunner:
         timeline: TurnTimeline,
         cancel: threading.Event,
         urgency: Urgency,
+        alone: Callable[[], bool],
     ) -> None:
         # A reply about to fall silent is cut into phrases, as its first chunk is: under load
         # a whole sentence's tokens take too long to decode (4 callers at once, 40 calls:
         # 17-22 s of dead air inside replies, holes up to 4 s; cut into phrases: 4-10 s).
         tts = self.profile.tts
+        opener = tts.first_chunk_opener
         splitter = ClauseSplitter(first_words=tts.first_chunk_words, hurry=urgency.hurry,
-                                  openers=tts.first_chunk_opener)
+                                  openers=alone if opener == "alone" else opener)
         try:
             # Each decode step is a scheduler job at this priority: once the first clause is
             # out, TTS of it goes first and the rest of the reply only keeps ahead of playout.

@@ -48,7 +48,8 @@ PHRASE_MIN_WORDS = 3
 # A reply's opening word(s) before a comma may be a first chunk of their own ("Yes," | "the
 # library is open on Sunday."): the caller hears the answer start several tokens sooner, each
 # a batched decode step of 0.1-0.2 s under load. About half the replies in bench call open so.
-# Off by default (tts.first_chunk_opener): under load a pause follows.
+# By default only while no other call is up (tts.first_chunk_opener): the rest of the reply
+# then decodes alone, faster than it is spoken; under load a long pause follows.
 _OPENERS = {
     "yes", "no", "sure", "sorry", "okay", "ok", "certainly", "absolutely", "of course",
     "i'm sorry", "i am sorry", "unfortunately", "well", "alright", "all right", "hello", "hi",
@@ -72,11 +73,13 @@ class ClauseSplitter:
         min_words: shortest sentence that is a chunk of its own.
         hurry: true while the reply's audio is about to run out: later chunks are then cut
             as the first is (at a comma or before a phrase), not only at a sentence's end.
-        openers: a reply's opening word before a comma or stop ("Yes,") is a first chunk.
+        openers: a reply's opening word before a comma or stop ("Yes,") is a first chunk;
+            a callable is asked when such a word ends (true: cut there).
     """
 
     def __init__(self, first_words: int = 4, min_words: int = 2,
-                 hurry: Callable[[], bool] | None = None, openers: bool = False):
+                 hurry: Callable[[], bool] | None = None,
+                 openers: bool | Callable[[], bool] = False):
         self.first_words = first_words
         self.openers = openers
         self.min_words = min_words
@@ -108,7 +111,7 @@ class ClauseSplitter:
                 continue
             words = len(buf[: i + 1].split())
             if ch in _SENTENCE_END + _CLAUSE_END and self.openers and self._emitted == 0 \
-                    and " ".join(buf[:i].split()).lower() in _OPENERS:
+                    and " ".join(buf[:i].split()).lower() in _OPENERS and self._open():
                 return i + 1
             if ch in _SENTENCE_END:
                 last = buf[:i].split()[-1].lower().rstrip(".") if buf[:i].split() else ""
@@ -120,6 +123,9 @@ class ClauseSplitter:
         if self._short():
             return self._phrase_cut(buf)
         return None
+
+    def _open(self) -> bool:
+        return self.openers() if callable(self.openers) else bool(self.openers)
 
     def _short(self) -> bool:
         """Cut at clauses and phrases: the first chunk, or a reply about to fall silent."""
