@@ -8,6 +8,10 @@ on the wire with the rest of the replies competing). A turn that starts behind o
 waiting for their first audio will wait for them: that is known the moment it starts, and is
 what ``limits.under_load_ahead`` compares against.
 
+It also knows which calls are up: a call that is alone may speak a reply's opening word on its
+own (:mod:`agent.turn.textsplit`), since nothing else will want the CPU while the rest of the
+reply decodes.
+
 One backlog per process, shared by every call (``serve``, ``simulate``, ``bench pipeline``).
 Imports nothing from the project.
 """
