@@ -13,6 +13,7 @@ import threading
 import numpy as np
 import pytest
 
+from agent.call.worker import TurnWorker
 from agent.turn.backlog import Backlog
 from agent.turn.runner import TurnRunner
 from db.timeline import TurnTimeline
@@ -81,8 +82,6 @@ def test_a_call_is_alone_until_another_is_up_and_again_once_it_ends():
 
 
 def test_the_worker_of_a_call_is_up_from_its_start_to_close():
-    from agent.call.worker import TurnWorker
-
     backlog, other = Backlog(), _Call()
     runner = TurnRunner(fake_stages(), _profile())
     worker = TurnWorker(runner, [], playout=None, post=lambda m: None, backlog=backlog)

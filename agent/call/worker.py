@@ -251,7 +251,7 @@ class TurnWorker:
         turn.end_probability = verdict.probability
         # Outside the scheduler (see models.eot.base): the job trace does not show it.
         log.event("end-of-turn-scored", self.call_id, level=logging.DEBUG,
-                  ran_ms=log.ms(verdict.metrics.ended_at - verdict.metrics.started_at),
+                  ran_ms=log.ms(verdict.metrics.duration_s),
                   probability=round(verdict.probability, 3))
         self.post(EndOfTurnScored(turn))
 
