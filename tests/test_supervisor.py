@@ -89,7 +89,10 @@ def test_a_killed_worker_is_restarted_and_its_call_is_lost(agent, tmp_path, sig)
     if sig == signal.SIGSEGV:  # the fault handler printed the Python stacks before dying
         text = agent.log_text()
         assert "Fatal Python error: Segmentation fault" in text
-        assert "agent/sip/useragent.py" in text  # the sip thread's stack is among them
+        # At least one thread's stack. Not necessarily the sip thread's: faulthandler reads
+        # the other threads' frames while they run, and a frame caught mid-update ends the
+        # dump ("File ???", CI at fc426b1, a prefill thread in shared_prefix dumped first).
+        assert "(most recent call first):" in text
     print(f"{sig.name}: new worker ready {restart_s:.1f} s after the kill (models reload)")
 
     # The next call to the same port is answered and its question is.
