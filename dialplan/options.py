@@ -60,7 +60,8 @@ class AudioOptions:
     end_of_turn: str = "smart-turn-v3.2"
     """End-of-turn model scored at ``speculate_s`` of silence (bundled name or an ONNX path;
     "off" = VAD hangover only). When it says the caller has finished, the turn ends there
-    instead of after ``endpoint_silence_s``."""
+    instead of after ``endpoint_silence_s``. Not consulted for a turn that starts while other
+    calls' turns still wait for their first audio (it waits behind them anyway)."""
     end_of_turn_threshold: float = 0.5
     """Probability at or above which the end-of-turn model ends the turn early."""
     end_of_turn_words: bool = True

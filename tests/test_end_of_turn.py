@@ -13,6 +13,7 @@ import pytest
 from fakes import FakeASR, FakeEOT, FakeLLM, fake_stages, silence, tone
 from test_session import close, make
 
+from agent.turn.backlog import BACKLOG
 from db.records import TurnRecord
 from tests.waiting import wait_until
 
@@ -110,4 +111,27 @@ def test_a_failing_model_leaves_the_hangover_to_end_the_turn():
     assert wait_until(lambda: calllog.of(TurnRecord))
     turn = calllog.of(TurnRecord)[0]
     assert 0.55 <= turn.endpoint_s <= 0.9 and turn.transcript == "what time do you open?"
+    close(session, line)
+
+
+def test_no_model_while_other_callers_wait_for_their_answers(caplog):
+    # Another call's turn is still waiting for its first audio: this turn waits behind it
+    # anyway, so the model is not run beside the CPU's job; the hangover ends the turn.
+    eot = FakeEOT([0.95])
+    stages = fake_stages(asr=FakeASR(["what time do you open?"]), eot=eot)
+    session, line, calllog, _ = make(stages, speculate_s=0.2, endpoint_silence_s=0.6,
+                                     end_of_turn_words=False)
+    other = object()
+    ticket, _ = BACKLOG.enter(other)
+    try:
+        assert wait_until(lambda: session.state == "listening")
+        with caplog.at_level("DEBUG", logger="callagent"):
+            line.say(tone(0.8))
+            assert wait_until(lambda: calllog.of(TurnRecord))
+    finally:
+        BACKLOG.leave(ticket)
+    turn = calllog.of(TurnRecord)[0]
+    assert eot.calls == 0
+    assert 0.55 <= turn.endpoint_s <= 0.9 and turn.reply_text, turn
+    assert f"event=end-of-turn-skipped call={session.call_id} ahead=1" in caplog.text
     close(session, line)

@@ -211,10 +211,17 @@ class TurnWorker:
             runner = self._runner(turn, ahead)
             eot = runner.stages.eot
             if eot is not None and isinstance(turn.utterance, SpeechPaused):
-                # Beside the ASR pass, not before it: the verdict arrives ~100 ms into the
-                # pass instead of the pass starting ~100 ms late.
-                threading.Thread(target=self._score_end, args=(turn, eot), daemon=True,
-                                 name=f"{threading.current_thread().name}-eot").start()
+                if ahead:
+                    # Other callers' turns still wait for their first audio, and this one
+                    # waits for them: ending it ~200 ms before the hangover gains it nothing,
+                    # while the model's thread beside the slot slows the job holding it.
+                    log.event("end-of-turn-skipped", self.call_id, level=logging.DEBUG,
+                              ahead=ahead)
+                else:
+                    # Beside the ASR pass, not before it: the verdict arrives ~100 ms into
+                    # the pass instead of the pass starting ~100 ms late.
+                    threading.Thread(target=self._score_end, args=(turn, eot), daemon=True,
+                                     name=f"{threading.current_thread().name}-eot").start()
             # Speculative until the endpoint; the caller's critical path from then on (the
             # scheduler re-reads this while the job waits for a slot).
             # A pass still queued when the caller goes on (or hangs up) never runs.
