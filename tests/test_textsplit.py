@@ -34,6 +34,9 @@ def test_first_chunk_ends_before_a_phrase_when_no_comma_comes():
         "at 10 am on Saturday.",
         "Bye now.",
     ]
+    assert split("To cancel your booking through the website, log in.")[0] == \
+        "To cancel your booking"
+    assert split("The library is located near the station.")[0] == "The library is located"
     # Too few words before the phrase word: wait for more.
     assert split("We open at ten. Thanks!")[0] == "We open at ten."
 
