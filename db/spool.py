@@ -75,8 +75,12 @@ class Spool:
         return names
 
     def pending(self) -> bool:
-        """Whether any record waits in the spool."""
-        return any(p.stat().st_size > 0 for p in self.batches() if p.exists())
+        """Whether any record waits in the spool.
+
+        Safe beside the writer's replay, which removes a batch between its listing and its
+        ``stat`` here (CI: ``writer.healthy`` raised FileNotFoundError from a test's thread).
+        """
+        return any(_size(p) > 0 for p in self.batches())
 
     def take(self) -> list[Path]:
         """Seal ``current`` into a batch file and list every batch, oldest first.
@@ -136,3 +140,11 @@ class Spool:
             batch: A file returned by :meth:`take`.
         """
         batch.unlink(missing_ok=True)
+
+
+def _size(path: Path) -> int:
+    """Bytes in ``path``; 0 once it is gone (replayed and removed meanwhile)."""
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
