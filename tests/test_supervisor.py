@@ -67,8 +67,11 @@ def test_a_killed_worker_is_restarted_and_its_call_is_lost(agent, tmp_path, sig)
     started = len(agent.events("worker-started"))
     readies = len(agent.events("ready"))
     pid = worker_pid(agent, started)
-    # Each worker caps glibc's malloc arenas (per-thread arenas grew RSS call after call).
-    assert [e["max"] for e in agent.events("malloc-arenas")] == ["2"] * started
+    # Each worker caps glibc's malloc arenas (per-thread arenas grew RSS call after call) and
+    # sets the GIL switch interval calls run under.
+    tuned = agent.events("process")
+    assert [e["malloc_arenas"] for e in tuned] == ["2"] * started
+    assert [e["switch_interval_ms"] for e in tuned] == ["1.0"] * started
     call_in_background(agent, tmp_path, "held", hold_ms=8000)
     assert wait_until(lambda: open_calls(agent), timeout=15), "the call was not answered"
     (call_id,) = open_calls(agent)

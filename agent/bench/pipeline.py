@@ -25,6 +25,7 @@ from rich.table import Table
 from agent.bench import scoring
 from agent.bench.baseline import serial_turn
 from agent.bench.samples import PAUSED, QUESTIONS, spoken, spoken_with_pause
+from agent.call import process
 from agent.simulate import SimulatedCall, load_under_load, simulate
 from agent.turn.runner import StageCache, TurnRunner
 from db.records import TurnRecord
@@ -54,6 +55,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, config: Config) -> int:
     profile = config.profiles[args.profile]
     console = Console(stderr=True)
+    process.tune()  # as serve's worker runs calls (baseline too: same process, same settings)
     t0 = time.monotonic()
     cache = StageCache()
     stages = cache.stages(profile)

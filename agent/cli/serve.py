@@ -21,15 +21,12 @@ import dataclasses
 import faulthandler
 import logging
 import signal
-import sys
 import threading
 
+from agent.call import process
 from agent.cli import options as cliopts
 from db import log
 from dialplan import Config, ConfigError
-
-SWITCH_INTERVAL_S = 0.001
-"""The worker's GIL switch interval (Python's default is 5 ms)."""
 
 
 def add_parser(subparsers) -> None:
@@ -56,17 +53,13 @@ def run(args: argparse.Namespace) -> int:
     from db.migrate import mask_url
     from db.writer import CallLogWriter
 
-    arenas = _limit_malloc_arenas()
-    # A thread back from native model work (a decode step, an ASR pass) waits for the GIL up to
-    # the switch interval while the calls' audio threads hold it: 1 ms instead of 5. bench call,
-    # 4 at once, two pairs back to back: p50 7.27 / 7.26 s against 7.69 / 7.57 s.
-    sys.setswitchinterval(SWITCH_INTERVAL_S)
+    tuning = process.tune()
     config = _config(args)
     sip = config.sip
     if args.worker_id:
         _tag_log_lines(args.worker_id)
-    if arenas:
-        log.event("malloc-arenas", max=arenas)
+    log.event("process", switch_interval_ms=tuning.switch_interval_ms,
+              malloc_arenas=tuning.malloc_arenas)
 
     # A fatal signal (SIGSEGV in pjsip or a binding) prints every thread's Python stack to the
     # log before the process dies; `kill -USR1 PID` prints them on demand.
@@ -113,26 +106,6 @@ def _config(args: argparse.Namespace) -> Config:
     if not 0 <= sip.metrics_port <= 65535:
         raise ConfigError(f"sip.metrics_port: {sip.metrics_port} is not a port (0 = off)")
     return dataclasses.replace(config, sip=sip)
-
-
-def _limit_malloc_arenas() -> int:
-    """Cap glibc's malloc arenas (``MALLOC_ARENA_MAX``, 2 unless set); the cap, 0 if not glibc.
-
-    Every call starts threads (turn workers, priming), and glibc gives threads that contend
-    their own arena (up to 8 per core), each keeping what was freed into it. Measured, 150
-    calls 4 at once, side by side: worker RSS +158 MB over the first 95 calls and still rising
-    with the default, +47 MB and flat after ~25 with 2 arenas.
-    """
-    import ctypes
-    import os
-
-    m_arena_max = -8  # <malloc.h>
-    try:
-        arenas = int(os.environ.get("MALLOC_ARENA_MAX", "2"))
-        libc = ctypes.CDLL("libc.so.6")
-        return arenas if arenas > 0 and libc.mallopt(m_arena_max, arenas) == 1 else 0
-    except (OSError, AttributeError, ValueError):
-        return 0
 
 
 def _tag_log_lines(worker_id: str) -> None:

@@ -12,6 +12,7 @@ import time
 import soundfile as sf
 from rich.console import Console
 
+from agent.call import process
 from agent.cli import options as cliopts
 from agent.cli.format import turn_json, turns_table
 from agent.simulate import load_under_load, simulate
@@ -38,6 +39,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     config = cliopts.load(args)
+    process.tune()  # as serve's worker runs calls
     if args.profile not in config.profiles:
         raise SystemExit(
             f"callagent: unknown profile '{args.profile}' (defined: {', '.join(config.profiles)})"
