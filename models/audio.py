@@ -74,6 +74,8 @@ class LineUpsampler:
         """
         audio = np.ascontiguousarray(audio, dtype=np.float32).reshape(-1)
         stuffed = np.zeros(2 * len(audio), np.float32)
+        if not audio.any() and not self._tail.any():
+            return stuffed  # digital silence in and held: zeros out, the filter's work skipped
         stuffed[::2] = audio
         x = np.concatenate([self._tail, stuffed])
         self._tail = x[len(x) - (self.TAPS - 1):]

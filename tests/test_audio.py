@@ -103,3 +103,18 @@ def test_phone_line_is_8k_companded():
     assert line.dtype == np.int16 and len(line) == 8000
     assert set(np.unique(ulaw_encode(line))) <= set(range(256))
     assert np.array_equal(ulaw_decode(ulaw_encode(line)), line)  # already on the μ-law grid
+
+
+def test_the_line_upsampler_skips_digital_silence_exactly():
+    """Zeros in after zeros out of the filter: zeros, and the next speech filtered as ever."""
+    rng = np.random.default_rng(1)
+    speech = rng.normal(0, 0.2, 800).astype(np.float32)
+    line = np.concatenate([speech, np.zeros(1600, np.float32), speech])
+    a, b = LineUpsampler(), LineUpsampler()
+    out_a = np.concatenate([a.process(line[i:i + 160]) for i in range(0, len(line), 160)])
+    # The same filter without the shortcut: a tail that is never all zeros.
+    b._tail[0] = 1e-30
+    out_b = np.concatenate([b.process(line[i:i + 160]) for i in range(0, len(line), 160)])
+    np.testing.assert_allclose(out_a, out_b, atol=1e-6)
+    quiet = out_a[2 * 800 + 2 * 94:2 * 2400]
+    assert not quiet.any()

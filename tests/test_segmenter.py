@@ -7,7 +7,7 @@ import pytest
 
 from agent.bench.samples import spoken
 from dialplan.options import AudioOptions
-from models.audio import resample
+from models.audio import line_to_asr, resample
 from models.vad.base import CHUNK, SAMPLE_RATE
 from models.vad.segmenter import (
     Segmenter,
@@ -128,3 +128,40 @@ def test_speech_so_far_comes_every_prefill_every_s_of_speech(vad, words):
         assert e.start_s == utts[0].start_s and e.at_s <= utts[0].end_s
         assert np.array_equal(e.audio, utts[0].audio[:len(e.audio)])
     assert len(so_far) > len(first)  # the second utterance has its own
+
+
+class CountingStream:
+    """The real Silero stream, counting the chunks it is asked to score."""
+
+    def __init__(self, inner):
+        self.inner, self.scored = inner, 0
+
+    def probability(self, chunk):
+        self.scored += 1
+        return self.inner.probability(chunk)
+
+
+@pytest.mark.parametrize("idle", ["zeros", "A-law +8", "mu-law dither"])
+def test_a_quiet_line_is_not_scored_after_a_second(vad, words, idle):
+    """A silent line costs the VAD 1 s of chunks, and the speech after it is found as before."""
+    a, b = words
+    n = int(6 * SAMPLE_RATE)
+    line = {"zeros": np.zeros(n, np.float32), "A-law +8": np.full(n, 8 / 32768, np.float32),
+            # sox's dither on a silent mu-law line (bench call's callers), upsampled as a call
+            "mu-law dither": line_to_asr(np.random.default_rng(0).choice(
+                np.array([-8, 0, 8], np.float32) / 32768, n // 2))}[idle]
+    audio = np.concatenate([line, a, line, b, line])
+    stream = CountingStream(vad.new_stream())
+    seg = Segmenter(stream, OPTS)
+    events = []
+    for i in range(0, len(audio), 320):
+        events += seg.feed(audio[i : i + 320])
+    utts = [e for e in events + seg.flush() if isinstance(e, Utterance)]
+    assert len(utts) == 2
+    assert utts[0].start_s == pytest.approx(6.0, abs=0.35)
+    assert utts[1].start_s == pytest.approx(12.0 + len(a) / SAMPLE_RATE, abs=0.35)
+    # Speech and ~1 s of each silence (three of them) are scored, not the other 5 s of each.
+    speech_chunks = (len(a) + len(b)) / CHUNK
+    per_second = SAMPLE_RATE / CHUNK
+    assert stream.scored <= speech_chunks + 3 * 1.1 * per_second + 40  # + hangovers
+    assert stream.scored < len(audio) / CHUNK / 2
