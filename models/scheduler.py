@@ -201,6 +201,10 @@ class Scheduler:
                 for observer in self._observers:
                     observer(trace)
 
+    def in_job(self) -> bool:
+        """This thread holds a slot (a job started here now runs at once)."""
+        return bool(getattr(self._local, "depth", 0))
+
     def note(self, text: str) -> None:
         """Describe the running job's work for observers (ignored when none observe)."""
         if self._observers:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from models.coalesce import Coalescer
 from models.metrics import ASRMetrics
 from models.scheduler import SCHEDULER
 
@@ -47,6 +48,16 @@ class ASR(ABC):
 
     backend: str = "asr"
     model_name: str = ""
+    _coalescer: Coalescer[np.ndarray, Transcript] | None = None
+    """Set by a backend whose batches run in one pass (:meth:`batch_waiting`)."""
+
+    def batch_waiting(self, max_batch: int) -> None:
+        """Transcribe utterances that wait for the CPU together in one batch, up to ``max_batch``.
+
+        For backends whose ``_transcribe_batch_impl`` runs a batch in one pass.
+        """
+        self._coalescer = (Coalescer(self.transcribe_batch, "asr", max_batch)
+                           if max_batch > 1 else None)
 
     def warm_up_lengths_s(self) -> tuple[float, ...]:
         """Input lengths the backend sizes its buffers for, to meet in :meth:`warm_up`."""
@@ -58,13 +69,20 @@ class ASR(ABC):
             self.transcribe(np.zeros(int(SAMPLE_RATE * s), np.float32))
 
     def transcribe(self, audio: np.ndarray) -> Transcript:
-        """Transcribe one utterance of 16 kHz mono float32 samples."""
+        """Transcribe one utterance of 16 kHz mono float32 samples.
+
+        With :meth:`batch_waiting`, in one batch with the other utterances waiting for the CPU.
+        """
+        if self._coalescer is not None:
+            return self._coalescer.submit(audio)
         return self.transcribe_batch([audio])[0]
 
     def transcribe_batch(self, audios: list[np.ndarray]) -> list[Transcript]:
         """Transcribe several utterances; backends that batch do it in one pass."""
         audios = [np.ascontiguousarray(a, dtype=np.float32).reshape(-1) for a in audios]
         with SCHEDULER.job("asr"):
+            if len(audios) > 1:
+                SCHEDULER.note(f"utterances={len(audios)}")
             started = time.monotonic()
             texts = self._transcribe_batch_impl(audios)
             ended = time.monotonic()

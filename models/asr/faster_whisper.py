@@ -31,8 +31,13 @@ MAX_NEW_TOKENS = 200
 
 
 def max_tokens(duration_s: float) -> int:
-    """The most tokens an utterance this long can hold (a bound on runaway decoding)."""
-    return min(MAX_NEW_TOKENS, int(TOKENS_PER_S * duration_s) + 8)
+    """The most tokens an utterance this long can hold (a bound on runaway decoding).
+
+    Counted in started seconds, like the encoder's window, so utterances that share a window
+    share a budget too and decode in one batch exactly as each would alone (the budget of a
+    loop decides where it stops).
+    """
+    return min(MAX_NEW_TOKENS, TOKENS_PER_S * math.ceil(duration_s) + 8)
 
 
 FRAMES_PER_S = 100
@@ -89,6 +94,8 @@ class FasterWhisperASR(ASR):
             num_workers=1,
         )
         self._english_only = path.name.endswith(".en") or options.model.endswith(".en")
+        self._batch_decoder = None
+        self.batch_waiting(options.max_batch)
 
     @staticmethod
     def _model_dir(name: str) -> Path:
@@ -121,18 +128,50 @@ class FasterWhisperASR(ASR):
             return (1.0,)  # the full 30 s window: one length
         return tuple(float(s) for s in range(1, WARM_UP_MAX_S + 1))
 
-    def _transcribe_impl(self, audio: np.ndarray) -> Hypothesis:
-        o = self.options
-        duration_s = len(audio) / ASR_RATE
-        keep = None
+    def _window_frames(self, audio: np.ndarray) -> int | None:
+        """Encoder frames for this utterance (None: Whisper's full 30 s window)."""
+        margin = self.options.window_margin_s
         # Whole seconds (even frames, for the encoder's stride-2 convolution): every distinct
         # input length costs the CPU backend kernels and buffers it keeps. One length per
         # utterance grew a process ~1 MB a transcription (+194 MB over 200, not levelling off);
         # whole seconds, at most 25 lengths: +49 MB, flat after ~40.
-        window_s = math.ceil(duration_s + o.window_margin_s)
-        if o.window_margin_s >= 0 and window_s * FRAMES_PER_S < WINDOW_FRAMES:
-            keep = window_s * FRAMES_PER_S
-        self._model.frames.n = keep
+        window_s = math.ceil(len(audio) / ASR_RATE + margin)
+        if margin >= 0 and window_s * FRAMES_PER_S < WINDOW_FRAMES:
+            return window_s * FRAMES_PER_S
+        return None
+
+    def _transcribe_batch_impl(self, audios: list[np.ndarray]) -> list[str | Hypothesis]:
+        """Utterances of one encoder window (and a known language) in one pass, others alone.
+
+        Only equal windows share a pass: padding an utterance to a longer one's window changes
+        what Whisper hears (base, "Can I renew my work somewhere in the phone?" alone and in a
+        window of its own length, "...my works over the phone?" padded 1 s more).
+        """
+        out: list[str | Hypothesis] = ["" for _ in audios]
+        by_window: dict[int | None, list[int]] = {}
+        for i, a in enumerate(audios):
+            if len(a):
+                known = self._english_only or bool(self.options.language)
+                by_window.setdefault(self._window_frames(a) if known else None, []).append(i)
+        for frames, members in by_window.items():
+            if frames is None or len(members) == 1:
+                for i in members:
+                    out[i] = self._transcribe_impl(audios[i])
+                continue
+            if self._batch_decoder is None:
+                from models.asr.whisper_batch import BatchDecoder
+
+                self._batch_decoder = BatchDecoder(self._model, self.options, self._english_only)
+            hyps = self._batch_decoder.decode(
+                [audios[i] for i in members], frames,
+                [max_tokens(len(audios[i]) / ASR_RATE) for i in members])
+            for i, hyp in zip(members, hyps, strict=True):
+                out[i] = hyp
+        return out
+
+    def _transcribe_impl(self, audio: np.ndarray) -> Hypothesis:
+        o = self.options
+        self._model.frames.n = self._window_frames(audio)
         try:
             return self._decode(audio, o)
         finally:

@@ -1,0 +1,77 @@
+"""Several utterances through Whisper in one CTranslate2 pass: one encode, one greedy generate.
+
+faster-whisper's ``transcribe`` takes one audio; its batched pipeline splits one long audio.
+Calls' utterances are short and separate, so this does for a batch of them what ``transcribe``
+does for one utterance under :class:`~models.asr.faster_whisper.FasterWhisperASR`'s settings
+(one window, no timestamps, one temperature, the same prompt, suppressed tokens and no-speech
+rule), with faster-whisper's own feature extractor, tokenizer and prompt, for utterances of
+one encoder window (the caller groups them). Measured alone on four bench questions (base,
+2 cores): encode 0.49-0.63 s against 0.68-0.72 s one by one, decode 0.28 s against 0.53-0.60 s,
+the same texts.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dialplan.options import ASROptions
+from models.asr.base import Hypothesis
+
+NO_SPEECH_THRESHOLD = 0.6
+LOG_PROB_THRESHOLD = -1.0
+"""faster-whisper's defaults: a window more likely silence than speech, decoded with low
+confidence, has no segment."""
+MAX_INITIAL_TIMESTAMP_S = 1.0
+
+
+class BatchDecoder:
+    """Batched Whisper decoding over a loaded faster-whisper ``WhisperModel``."""
+
+    def __init__(self, model, options: ASROptions, english_only: bool):
+        import ctranslate2
+        from faster_whisper.tokenizer import Tokenizer
+        from faster_whisper.transcribe import get_suppressed_tokens
+
+        self._ct2 = ctranslate2
+        self._model = model
+        self._o = options
+        language = "en" if english_only or not model.model.is_multilingual else options.language
+        self._tokenizer = Tokenizer(model.hf_tokenizer, model.model.is_multilingual,
+                                    task="transcribe", language=language)
+        previous = []
+        if options.initial_prompt:
+            previous = self._tokenizer.encode(" " + options.initial_prompt.strip())
+        self._prompt = model.get_prompt(self._tokenizer, previous, without_timestamps=True,
+                                        prefix=None,
+                                        hotwords=" ".join(options.hotwords) or None)
+        self._suppress = get_suppressed_tokens(self._tokenizer, [-1])
+        self._max_initial = int(round(MAX_INITIAL_TIMESTAMP_S / model.time_precision))
+
+    def decode(self, audios: list[np.ndarray], frames: int,
+               budgets: list[int]) -> list[Hypothesis]:
+        """Each utterance's text; ``frames``: the encoder window, ``budgets``: new tokens each."""
+        feats = []
+        for audio in audios:
+            f = self._model.feature_extractor(audio)
+            f = f[:, :min(f.shape[-1] - 1, frames)]  # the last frame is padding's
+            feats.append(np.pad(f, ((0, 0), (0, frames - f.shape[-1]))))
+        x = self._ct2.StorageView.from_array(np.ascontiguousarray(np.stack(feats), np.float32))
+        encoded = self._model.model.encode(x, to_cpu=False)
+        results = self._model.model.generate(
+            encoded, [self._prompt] * len(audios),
+            beam_size=self._o.beam_size, patience=1, length_penalty=1, repetition_penalty=1,
+            no_repeat_ngram_size=0, max_length=len(self._prompt) + max(budgets),
+            return_scores=True, return_no_speech_prob=True, suppress_blank=True,
+            suppress_tokens=self._suppress, max_initial_timestamp_index=self._max_initial)
+        return [self._hypothesis(r, budget) for r, budget in zip(results, budgets, strict=True)]
+
+    def _hypothesis(self, result, budget: int) -> Hypothesis:
+        tokens = result.sequences_ids[0][:budget]  # the batch's budget is its longest's
+        n = len(result.sequences_ids[0])
+        avg_logprob = result.scores[0] * n / (n + 1)
+        if result.no_speech_prob > NO_SPEECH_THRESHOLD and avg_logprob <= LOG_PROB_THRESHOLD:
+            return Hypothesis("")
+        text = self._tokenizer.decode(tokens).strip()
+        if not text:
+            return Hypothesis("")
+        return Hypothesis(text, avg_logprob, result.no_speech_prob)

@@ -1,0 +1,155 @@
+"""Requests for one model that wait for the scheduler's slot together run as one batch.
+
+With several callers on 2 cores the slot is busy most of the time, so their ASR passes queue
+behind each other's work. :class:`Coalescer` puts the passes that wait at the same time into
+one group with one scheduler job: when the slot is handed to it, the whole group runs as one
+batch (CTranslate2 encodes and decodes four Whisper passes in one go). Nothing waits for
+company: a request alone when the slot frees runs alone, and a batch forms only of requests
+that were queued anyway (unlike the window of :class:`~models.asr.voxtral_batcher.MicroBatcher`).
+
+A group's job has the most urgent of its members' priorities, evaluated whenever the slot is
+handed out. A request joins only a group of its own priority level, so a speculative pass does
+not slow a caller's first-audio pass by riding with it. A member whose cancel event is set
+before the batch runs is left out of it (:class:`~models.scheduler.JobCancelled` in its own
+thread); the group's job is cancelled only when every member is.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from models.scheduler import (
+    SCHEDULER,
+    JobCancelled,
+    PriorityLike,
+    Scheduler,
+    cancel_on,
+    current_cancel,
+    current_priority,
+    priority,
+    rank_of,
+)
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+@dataclass(eq=False)
+class _Request(Generic[T]):
+    item: T
+    priority: PriorityLike
+    cancel: threading.Event | None
+    done: threading.Event = field(default_factory=threading.Event)
+    result: Any = None
+    error: BaseException | None = None
+
+    @property
+    def cancelled(self) -> bool:
+        return self.cancel is not None and self.cancel.is_set()
+
+
+class _Group:
+    """Requests sharing one scheduler job; its priority and cancel event for the scheduler."""
+
+    def __init__(self, first: _Request):
+        self.members = [first]
+
+    def rank(self) -> tuple[int, float]:
+        return min(rank_of(r.priority) for r in list(self.members))
+
+    def is_set(self) -> bool:  # the scheduler's cancel event: every member gave up
+        return all(r.cancelled for r in list(self.members))
+
+
+class Coalescer(Generic[T, R]):
+    """One scheduler job for the requests of a model that wait for the slot together.
+
+    Args:
+        run: the batch function: items in, one result each (same order) out. It runs inside
+            the group's scheduler job.
+        stage: the job's stage name (asr, tts...).
+        max_batch: the largest group; a request finding its level's group full starts another.
+    """
+
+    def __init__(self, run: Callable[[list[T]], list[R]], stage: str, max_batch: int,
+                 scheduler: Scheduler = SCHEDULER):
+        self._run = run
+        self._stage = stage
+        self._max = max(1, max_batch)
+        self._scheduler = scheduler
+        self._lock = threading.Lock()
+        self._open: dict[int, _Group] = {}
+        """Per priority level, the group whose job still waits for the slot."""
+
+    def submit(self, item: T) -> R:
+        """Run ``item`` in the next batch of its priority level; its own result.
+
+        Raises:
+            JobCancelled: this context's cancel event was set before the batch ran.
+            Exception: whatever the batch function raised for the batch.
+        """
+        if self._scheduler.in_job():  # joining a group that waits for the slot held here
+            return self._run([item])[0]  # would wait forever
+        req = _Request(item, current_priority(), current_cancel())
+        level = rank_of(req.priority)[0]
+        with self._lock:
+            group = self._open.get(level)
+            if group is not None and len(group.members) < self._max:
+                group.members.append(req)
+                group = None  # its leader runs it
+            else:
+                group = self._open[level] = _Group(req)
+        if group is not None:
+            self._lead(group, level)
+        req.done.wait()
+        if req.error is not None:
+            raise req.error
+        return req.result
+
+    def _lead(self, group: _Group, level: int | None) -> None:
+        """Take the slot for ``group`` and run it (on the thread of its first request)."""
+        retry: list[_Request] = []
+        try:
+            with priority(group.rank), cancel_on(group), self._scheduler.job(self._stage):  # type: ignore[arg-type]
+                batch = self._close(group, level)
+                for r in group.members:
+                    if r not in batch:
+                        r.error = JobCancelled(self._stage)
+                if batch:
+                    results = self._run([r.item for r in batch])
+                    if len(results) != len(batch):
+                        raise RuntimeError(f"{self._stage}: {len(results)} results for "
+                                           f"{len(batch)} requests")
+                    for r, res in zip(batch, results, strict=True):
+                        r.result = res
+        except JobCancelled as e:
+            # Every member had given up when the scheduler looked; one that joined since
+            # then has not: it goes again, alone with any others like it.
+            self._close(group, level)
+            for r in group.members:
+                if r.cancelled:
+                    r.error = e
+                else:
+                    retry.append(r)
+        except BaseException as e:  # noqa: BLE001 - handed to every member
+            self._close(group, level)
+            for r in group.members:
+                r.error = r.error or e
+        finally:
+            for r in group.members:
+                if r not in retry:
+                    r.done.set()
+        if retry:
+            again = _Group(retry[0])
+            again.members = retry
+            self._lead(again, None)
+
+    def _close(self, group: _Group, level: int | None) -> list[_Request]:
+        """No more members for ``group``; the ones still wanting a result."""
+        with self._lock:
+            if level is not None and self._open.get(level) is group:
+                del self._open[level]
+            return [r for r in group.members if not r.cancelled]

@@ -1,0 +1,91 @@
+"""Callers' utterances that wait for the CPU together are transcribed in one Whisper pass."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from agent.bench.samples import spoken
+from dialplan.options import ASROptions
+from models.audio import ASR_RATE, PHONE_RATE, pcm16_to_float, resample, through_phone_line
+from models.scheduler import SCHEDULER
+
+pytestmark = pytest.mark.model
+
+QUESTIONS = (
+    "What time does the library open on Saturday?",
+    "Can I renew my books over the phone?",
+    "Is the library open on Sunday?",
+    "Do you have any books about gardening for children?",
+)
+
+
+def _line(text: str, voice: str) -> np.ndarray:
+    audio, rate = spoken(text, voice=voice)
+    return resample(pcm16_to_float(through_phone_line(audio, rate)), PHONE_RATE, ASR_RATE)
+
+
+@pytest.fixture(scope="module")
+def lines():
+    # Two voices; three share an encoder window (8 s), one has its own (9 s).
+    return [_line(q, "en-us" if i % 2 else "en+f3") for i, q in enumerate(QUESTIONS)]
+
+
+@pytest.mark.parametrize("model", ["base", "tiny.en"])
+def test_a_batch_hears_what_each_utterance_alone_hears(stage_cache, lines, model):
+    asr = stage_cache.models.asr(ASROptions(model=model))
+    alone = [asr.transcribe_batch([line])[0] for line in lines]
+    together = asr.transcribe_batch(lines)
+    assert [t.text for t in together] == [t.text for t in alone]
+    assert "library" in together[0].text.lower(), together[0].text
+    assert [t.metrics.batch_size for t in together] == [4] * 4
+    windows = [asr._window_frames(line) for line in lines]
+    assert sorted(windows) == [800, 800, 800, 900]  # one pass of three, one alone
+    for a, b in zip(alone, together, strict=True):
+        assert b.avg_logprob == pytest.approx(a.avg_logprob, abs=0.05)
+        assert b.no_speech_prob == pytest.approx(a.no_speech_prob, abs=0.05)
+
+
+def test_silence_in_a_batch_is_heard_as_nothing(stage_cache, lines):
+    asr = stage_cache.models.asr(ASROptions(model="base"))
+    quiet = np.zeros(2 * ASR_RATE, np.float32)
+    alone = asr.transcribe_batch([quiet])[0].text
+    texts = [t.text for t in asr.transcribe_batch([lines[0], quiet, np.zeros(0, np.float32)])]
+    assert texts[1] == alone and texts[2] == ""
+    assert "library" in texts[0].lower()
+
+
+def test_calls_waiting_for_the_cpu_share_one_pass(stage_cache, lines):
+    asr = stage_cache.models.asr(ASROptions(model="tiny.en"))
+    alone = [asr.transcribe(line).text for line in lines]
+    notes: list[str] = []
+    SCHEDULER.observe(lambda job: notes.append(job.note) if job.stage == "asr" else None)
+    release, held = threading.Event(), threading.Event()
+
+    def other_call_work():
+        with SCHEDULER.job("llm"):
+            held.set()
+            release.wait(10)
+
+    threading.Thread(target=other_call_work, daemon=True).start()
+    assert held.wait(5)
+    notes.clear()
+    heard: dict[int, str] = {}
+
+    def caller(i: int) -> None:
+        heard[i] = asr.transcribe(lines[i]).text
+
+    callers = [threading.Thread(target=caller, args=(i,)) for i in range(len(lines))]
+    for t in callers:
+        t.start()
+    deadline = threading.Event()
+    while SCHEDULER.stats().waiting < 1 and not deadline.wait(0.01):
+        pass
+    deadline.wait(0.2)  # all four queued behind the other call's job
+    release.set()
+    for t in callers:
+        t.join(30)
+    assert [heard[i] for i in range(len(lines))] == alone
+    assert notes == ["utterances=4"]
