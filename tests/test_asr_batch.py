@@ -11,6 +11,7 @@ from agent.bench.samples import spoken
 from dialplan.options import ASROptions
 from models.audio import ASR_RATE, PHONE_RATE, pcm16_to_float, resample, through_phone_line
 from models.scheduler import SCHEDULER
+from tests.waiting import hold_the_slot
 
 pytestmark = pytest.mark.model
 
@@ -62,15 +63,7 @@ def test_calls_waiting_for_the_cpu_share_one_pass(stage_cache, lines):
     alone = [asr.transcribe(line).text for line in lines]
     notes: list[str] = []
     SCHEDULER.observe(lambda job: notes.append(job.note) if job.stage == "asr" else None)
-    release, held = threading.Event(), threading.Event()
-
-    def other_call_work():
-        with SCHEDULER.job("llm"):
-            held.set()
-            release.wait(10)
-
-    threading.Thread(target=other_call_work, daemon=True).start()
-    assert held.wait(5)
+    release = hold_the_slot(SCHEDULER)
     notes.clear()
     heard: dict[int, str] = {}
 

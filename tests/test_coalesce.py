@@ -9,6 +9,7 @@ import pytest
 
 from models.coalesce import Coalescer
 from models.scheduler import JobCancelled, Priority, Scheduler, cancel_on, priority
+from tests.waiting import hold_the_slot
 
 pytestmark = pytest.mark.unit
 
@@ -22,20 +23,6 @@ class Batches:
     def __call__(self, items: list[int]) -> list[int]:
         self.ran.append(list(items))
         return [i * i for i in items]
-
-
-def _hold_the_slot(sched: Scheduler) -> threading.Event:
-    """Another call's job holds the slot until the returned event is set."""
-    release, held = threading.Event(), threading.Event()
-
-    def run():
-        with sched.job("llm"):
-            held.set()
-            release.wait(5)
-
-    threading.Thread(target=run, daemon=True).start()
-    assert held.wait(5)
-    return release
 
 
 def _submit(coalescer, item, results, prio=Priority.FIRST_AUDIO, cancel=None):
@@ -65,7 +52,7 @@ def _wait_for(cond, timeout=5.0):
 def test_requests_waiting_together_run_as_one_batch_and_get_their_own_results():
     sched, batches, results = Scheduler(), Batches(), {}
     coalescer = Coalescer(batches, "asr", max_batch=4, scheduler=sched)
-    release = _hold_the_slot(sched)
+    release = hold_the_slot(sched)
     threads = [_submit(coalescer, i, results) for i in (2, 3, 4)]
     _wait_for(lambda: sched.stats().waiting == 1)  # one job for the three of them
     time.sleep(0.05)
@@ -89,7 +76,7 @@ def test_a_request_alone_runs_at_once_alone():
 def test_levels_do_not_mix_and_the_first_audio_batch_goes_first():
     sched, batches, results = Scheduler(), Batches(), {}
     coalescer = Coalescer(batches, "asr", max_batch=4, scheduler=sched)
-    release = _hold_the_slot(sched)
+    release = hold_the_slot(sched)
     threads = [_submit(coalescer, 1, results, Priority.SPECULATIVE)]
     _wait_for(lambda: sched.stats().waiting == 1)
     threads += [_submit(coalescer, i, results) for i in (2, 3)]
@@ -106,7 +93,7 @@ def test_levels_do_not_mix_and_the_first_audio_batch_goes_first():
 def test_a_full_group_starts_another():
     sched, batches, results = Scheduler(), Batches(), {}
     coalescer = Coalescer(batches, "asr", max_batch=2, scheduler=sched)
-    release = _hold_the_slot(sched)
+    release = hold_the_slot(sched)
     threads = [_submit(coalescer, 1, results)]
     _wait_for(lambda: sched.stats().waiting == 1)
     threads.append(_submit(coalescer, 2, results))
@@ -123,7 +110,7 @@ def test_a_full_group_starts_another():
 def test_a_member_whose_caller_went_on_is_left_out_and_the_rest_run():
     sched, batches, results = Scheduler(), Batches(), {}
     coalescer = Coalescer(batches, "asr", max_batch=4, scheduler=sched)
-    release = _hold_the_slot(sched)
+    release = hold_the_slot(sched)
     went_on = threading.Event()
     threads = [_submit(coalescer, 1, results, cancel=went_on), _submit(coalescer, 2, results)]
     _wait_for(lambda: sched.stats().waiting == 1)
@@ -139,7 +126,7 @@ def test_a_member_whose_caller_went_on_is_left_out_and_the_rest_run():
 def test_a_group_whose_callers_all_went_on_never_runs():
     sched, batches, results = Scheduler(), Batches(), {}
     coalescer = Coalescer(batches, "asr", max_batch=4, scheduler=sched)
-    release = _hold_the_slot(sched)
+    release = hold_the_slot(sched)
     went_on = threading.Event()
     threads = [_submit(coalescer, i, results, cancel=went_on) for i in (1, 2)]
     _wait_for(lambda: sched.stats().waiting == 1)

@@ -1,7 +1,8 @@
-"""Polling helper shared by tests that wait on background threads and processes."""
+"""Helpers shared by tests that wait on background threads and processes."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 
@@ -14,3 +15,17 @@ def wait_until(cond: Callable[[], object], timeout: float = 10.0, every: float =
             return False
         time.sleep(every)
     return True
+
+
+def hold_the_slot(scheduler, hold_s: float = 10.0) -> threading.Event:
+    """Another call's job holds ``scheduler``'s slot until the returned event is set."""
+    release, held = threading.Event(), threading.Event()
+
+    def other_call_work():
+        with scheduler.job("llm"):
+            held.set()
+            release.wait(hold_s)
+
+    threading.Thread(target=other_call_work, daemon=True).start()
+    assert held.wait(5)
+    return release
