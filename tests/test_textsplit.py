@@ -41,6 +41,19 @@ def test_first_chunk_ends_before_a_phrase_when_no_comma_comes():
     assert split("We open at ten. Thanks!")[0] == "We open at ten."
 
 
+@pytest.mark.parametrize("step", [1, 3, 5])  # streamed, as tokens come
+def test_first_chunk_ends_before_a_number(step):
+    # Digits decode one token each: "472918" is six more steps before anything is heard.
+    assert split("Your library card number is 472918. Anything else?", step)[0] == \
+        "Your library card number is"
+    assert split("The late fee is $1 a day.", step)[0] == "The late fee is"
+    # Not inside a phrase ("at 9.30"), nor after a word it belongs to, nor too soon.
+    assert split("Your study room is room 3 today.", step) == ["Your study room is room 3 today."]
+    assert split("The book you named the 8 is due.", step)[0] == "The book you named the 8 is due."
+    assert split("We opened at 9.30 a.m. today.", step) == ["We opened at 9.30 a.m. today."]
+    assert split("It costs 5 dollars.", step) == ["It costs 5 dollars."]
+
+
 def test_an_opening_word_is_the_first_chunk_when_asked():
     def opened(text: str, step: int = 1) -> list[str]:
         return split(text, step, openers=True)

@@ -63,6 +63,13 @@ _PHRASE_STARTS = {
     "whether",
 }
 PHRASE_MIN_WORDS = 3
+_NUMBER = re.compile(r"[$£€]?\d")
+# Words a number belongs to: no cut between them ("the | 8", "room | 3").
+_NUMBER_BOUND = {
+    "the", "a", "an", "my", "your", "our", "their", "his", "her", "its", "this", "that",
+    "these", "those", "each", "every", "per", "no", "number", "room", "floor", "level", "page",
+    "chapter", "bus", "line", "gate", "platform", "aisle", "shelf", "extension", "option",
+}
 # A reply's opening word(s) before a comma may be a first chunk of their own ("Yes," | "the
 # library is open on Sunday."): the caller hears the answer start several tokens sooner, each
 # a batched decode step of 0.1-0.2 s under load. About half the replies in bench call open so.
@@ -150,12 +157,22 @@ class ClauseSplitter:
         return self._emitted == 0 or (self.hurry is not None and self.hurry())
 
     def _phrase_cut(self, buf: str) -> int | None:
-        """A chunk without a comma (first or hurried): cut before a phrase after enough words."""
+        """A chunk without a comma (first or hurried): cut before a phrase after enough words.
+
+        Or before a number ("Your card number is | 472918."): a model spells digits one token
+        each, so a number can hold the first chunk back for several decode steps, and a word
+        that starts with a digit is a number however it goes on. Not after a phrase's own first
+        word ("at | 9.30", "to | 3"), nor after a word it belongs to ("the | 8", "room | 3").
+        """
         words = list(re.finditer(r"\S+", buf))
-        if not buf[-1:].isspace():
-            words = words[:-1]  # still growing: "on" may be the start of "online"
-        for n, m in enumerate(words[:-1]):
-            if n >= PHRASE_MIN_WORDS - 1 and words[n + 1].group().lower() in _PHRASE_STARTS:
-                if m.group()[-1] not in _SENTENCE_END + _CLAUSE_END:
-                    return m.end()
+        growing = not buf[-1:].isspace()  # the last word may go on: "on" may become "online"
+        for n in range(PHRASE_MIN_WORDS - 1, len(words) - 1):
+            word, following = words[n].group(), words[n + 1].group()
+            if word[-1] in _SENTENCE_END + _CLAUSE_END:
+                continue
+            whole = not growing or n + 1 < len(words) - 1
+            if (whole and following.lower() in _PHRASE_STARTS) or (
+                    _NUMBER.match(following)
+                    and word.lower() not in _PHRASE_STARTS | _NUMBER_BOUND):
+                return words[n].end()
         return None
