@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -112,8 +113,11 @@ class Coalescer(Generic[T, R]):
     def _lead(self, group: _Group, level: int | None) -> None:
         """Take the slot for ``group`` and run it (on the thread of its first request)."""
         retry: list[_Request] = []
+        # The group can give up only if its first member can: without that, the scheduler
+        # is spared polling a cancel event that never fires.
+        cancel = cancel_on(group) if group.members[0].cancel is not None else nullcontext()  # type: ignore[arg-type]
         try:
-            with priority(group.rank), cancel_on(group), self._scheduler.job(self._stage):  # type: ignore[arg-type]
+            with priority(group.rank), cancel, self._scheduler.job(self._stage):
                 batch = self._close(group, level)
                 for r in group.members:
                     if r not in batch:
