@@ -92,8 +92,9 @@ class Coalescer(Generic[T, R]):
             JobCancelled: this context's cancel event was set before the batch ran.
             Exception: whatever the batch function raised for the batch.
         """
-        if self._scheduler.in_job():  # joining a group that waits for the slot held here
-            return self._run([item])[0]  # would wait forever
+        if self._scheduler.in_job():
+            # This thread holds the slot: a group waiting for it would wait forever.
+            return self._run([item])[0]
         req = _Request(item, current_priority(), current_cancel())
         level = rank_of(req.priority)[0]
         with self._lock:
@@ -113,8 +114,8 @@ class Coalescer(Generic[T, R]):
     def _lead(self, group: _Group, level: int | None) -> None:
         """Take the slot for ``group`` and run it (on the thread of its first request)."""
         retry: list[_Request] = []
-        # The group can give up only if its first member can: without that, the scheduler
-        # is spared polling a cancel event that never fires.
+        # The group can give up only if its first member can; if not, the scheduler need not
+        # poll a cancel event (every 10 ms while the group waits) that never fires.
         cancel = cancel_on(group) if group.members[0].cancel is not None else nullcontext()  # type: ignore[arg-type]
         try:
             with priority(group.rank), cancel, self._scheduler.job(self._stage):
