@@ -34,8 +34,8 @@ def max_tokens(duration_s: float) -> int:
     """The most tokens an utterance this long can hold (a bound on runaway decoding).
 
     Counted in started seconds, like the encoder's window, so utterances that share a window
-    share a budget too and decode in one batch exactly as each would alone (the budget of a
-    loop decides where it stops).
+    (with a whole-second ``window_margin_s``) share a budget too, and can decode in one batch
+    exactly as each would alone (the budget of a loop decides where it stops).
     """
     return min(MAX_NEW_TOKENS, TOKENS_PER_S * math.ceil(duration_s) + 8)
 
@@ -141,20 +141,23 @@ class FasterWhisperASR(ASR):
         return None
 
     def _transcribe_batch_impl(self, audios: list[np.ndarray]) -> list[str | Hypothesis]:
-        """Utterances of one encoder window (and a known language) in one pass, others alone.
+        """Utterances of one encoder window and token budget in one pass, others alone.
 
         Only equal windows share a pass: padding an utterance to a longer one's window changes
         what Whisper hears (base, "Can I renew my work somewhere in the phone?" alone and in a
-        window of its own length, "...my works over the phone?" padded 1 s more).
+        window of its own length, "...my works over the phone?" padded 1 s more). And only
+        equal budgets: where a loop stops depends on it. An unknown language is detected per
+        utterance, alone.
         """
         out: list[str | Hypothesis] = ["" for _ in audios]
-        by_window: dict[int | None, list[int]] = {}
+        known = self._english_only or bool(self.options.language)
+        groups: dict[tuple[int | None, int] | None, list[int]] = {}
         for i, a in enumerate(audios):
             if len(a):
-                known = self._english_only or bool(self.options.language)
-                by_window.setdefault(self._window_frames(a) if known else None, []).append(i)
-        for frames, members in by_window.items():
-            if frames is None or len(members) == 1:
+                key = (self._window_frames(a), max_tokens(len(a) / ASR_RATE)) if known else None
+                groups.setdefault(key, []).append(i)
+        for key, members in groups.items():
+            if key is None or key[0] is None or len(members) == 1:
                 for i in members:
                     out[i] = self._transcribe_impl(audios[i])
                 continue
@@ -162,9 +165,8 @@ class FasterWhisperASR(ASR):
                 from models.asr.whisper_batch import BatchDecoder
 
                 self._batch_decoder = BatchDecoder(self._model, self.options, self._english_only)
-            hyps = self._batch_decoder.decode(
-                [audios[i] for i in members], frames,
-                [max_tokens(len(audios[i]) / ASR_RATE) for i in members])
+            frames, budget = key
+            hyps = self._batch_decoder.decode([audios[i] for i in members], frames, budget)
             for i, hyp in zip(members, hyps, strict=True):
                 out[i] = hyp
         return out

@@ -5,10 +5,10 @@ Calls' utterances are short and separate, so this does for a batch of them what 
 does for one utterance under :class:`~models.asr.faster_whisper.FasterWhisperASR`'s settings
 (one window, no timestamps, one temperature, the same prompt, suppressed tokens and no-speech
 rule), with faster-whisper's own feature extractor, tokenizer and prompt, for utterances of
-one encoder window (the caller groups them). Measured alone on four bench questions in one
-window (base, 2 cores): encode 0.49-0.63 s against 0.68-0.72 s one by one, decode 0.28 s
-against 0.53-0.60 s. In ``bench call`` (4 at once), first-audio ASR slot time per 40 calls fell
-from 10.1-10.5 s to 6.1-7.4 s.
+one encoder window and token budget (the caller groups them). Measured alone on four bench
+questions in one window (base, 2 cores): encode 0.49-0.63 s against 0.68-0.72 s one by one,
+decode 0.28 s against 0.53-0.60 s. In ``bench call`` (4 at once), first-audio ASR slot time per
+40 calls fell from 10.1-10.5 s to 6.1-7.4 s.
 """
 
 from __future__ import annotations
@@ -48,9 +48,8 @@ class BatchDecoder:
         self._suppress = get_suppressed_tokens(self._tokenizer, [-1])
         self._max_initial = int(round(MAX_INITIAL_TIMESTAMP_S / model.time_precision))
 
-    def decode(self, audios: list[np.ndarray], frames: int,
-               budgets: list[int]) -> list[Hypothesis]:
-        """Each utterance's text; ``frames``: the encoder window, ``budgets``: new tokens each."""
+    def decode(self, audios: list[np.ndarray], frames: int, budget: int) -> list[Hypothesis]:
+        """Each utterance's text; ``frames``: their encoder window, ``budget``: new tokens."""
         feats = []
         for audio in audios:
             f = self._model.feature_extractor(audio)
@@ -61,14 +60,14 @@ class BatchDecoder:
         results = self._model.model.generate(
             encoded, [self._prompt] * len(audios),
             beam_size=self._o.beam_size, patience=1, length_penalty=1, repetition_penalty=1,
-            no_repeat_ngram_size=0, max_length=len(self._prompt) + max(budgets),
+            no_repeat_ngram_size=0, max_length=len(self._prompt) + budget,
             return_scores=True, return_no_speech_prob=True, suppress_blank=True,
             suppress_tokens=self._suppress, max_initial_timestamp_index=self._max_initial)
-        return [self._hypothesis(r, budget) for r, budget in zip(results, budgets, strict=True)]
+        return [self._hypothesis(r) for r in results]
 
-    def _hypothesis(self, result, budget: int) -> Hypothesis:
-        tokens = result.sequences_ids[0][:budget]  # the batch's budget is its longest's
-        n = len(result.sequences_ids[0])
+    def _hypothesis(self, result) -> Hypothesis:
+        tokens = result.sequences_ids[0]
+        n = len(tokens)
         avg_logprob = result.scores[0] * n / (n + 1)
         if result.no_speech_prob > NO_SPEECH_THRESHOLD and avg_logprob <= LOG_PROB_THRESHOLD:
             return Hypothesis("")
