@@ -11,7 +11,7 @@ from agent.bench.samples import spoken
 from dialplan.options import ASROptions
 from models.audio import ASR_RATE, PHONE_RATE, pcm16_to_float, resample, through_phone_line
 from models.scheduler import SCHEDULER
-from tests.waiting import hold_the_slot
+from tests.waiting import hold_the_slot, wait_until
 
 pytestmark = pytest.mark.model
 
@@ -73,10 +73,10 @@ def test_calls_waiting_for_the_cpu_share_one_pass(stage_cache, lines):
     callers = [threading.Thread(target=caller, args=(i,)) for i in range(len(lines))]
     for t in callers:
         t.start()
-    deadline = threading.Event()
-    while SCHEDULER.stats().waiting < 1 and not deadline.wait(0.01):
-        pass
-    deadline.wait(0.2)  # all four queued behind the other call's job
+    # All four queued behind the other call's job, in one group waiting for the slot.
+    assert wait_until(lambda: sum(len(g.members) for g in asr._coalescer._open.values()) == 4,
+                      timeout=10)
+    assert SCHEDULER.stats().waiting == 1
     release.set()
     for t in callers:
         t.join(30)

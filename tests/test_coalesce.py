@@ -9,7 +9,7 @@ import pytest
 
 from models.coalesce import Coalescer
 from models.scheduler import JobCancelled, Priority, Scheduler, cancel_on, priority
-from tests.waiting import hold_the_slot
+from tests.waiting import hold_the_slot, wait_until
 
 pytestmark = pytest.mark.unit
 
@@ -42,19 +42,12 @@ def _submit(coalescer, item, results, prio=Priority.FIRST_AUDIO, cancel=None):
     return t
 
 
-def _wait_for(cond, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline
-        time.sleep(0.002)
-
-
 def test_requests_waiting_together_run_as_one_batch_and_get_their_own_results():
     sched, batches, results = Scheduler(), Batches(), {}
     coalescer = Coalescer(batches, "asr", max_batch=4, scheduler=sched)
     release = hold_the_slot(sched)
     threads = [_submit(coalescer, i, results) for i in (2, 3, 4)]
-    _wait_for(lambda: sched.stats().waiting == 1)  # one job for the three of them
+    assert wait_until(lambda: sched.stats().waiting == 1, timeout=5)  # one job for the three
     time.sleep(0.05)
     assert sched.stats().waiting == 1
     release.set()
@@ -78,10 +71,10 @@ def test_levels_do_not_mix_and_the_first_audio_batch_goes_first():
     coalescer = Coalescer(batches, "asr", max_batch=4, scheduler=sched)
     release = hold_the_slot(sched)
     threads = [_submit(coalescer, 1, results, Priority.SPECULATIVE)]
-    _wait_for(lambda: sched.stats().waiting == 1)
+    assert wait_until(lambda: sched.stats().waiting == 1, timeout=5)
     threads += [_submit(coalescer, i, results) for i in (2, 3)]
     threads += [_submit(coalescer, 4, results, Priority.SPECULATIVE)]
-    _wait_for(lambda: sched.stats().waiting == 2)
+    assert wait_until(lambda: sched.stats().waiting == 2, timeout=5)
     time.sleep(0.05)
     release.set()
     for t in threads:
@@ -95,11 +88,11 @@ def test_a_full_group_starts_another():
     coalescer = Coalescer(batches, "asr", max_batch=2, scheduler=sched)
     release = hold_the_slot(sched)
     threads = [_submit(coalescer, 1, results)]
-    _wait_for(lambda: sched.stats().waiting == 1)
+    assert wait_until(lambda: sched.stats().waiting == 1, timeout=5)
     threads.append(_submit(coalescer, 2, results))
     time.sleep(0.05)  # joined the first group, which is now full
     threads.append(_submit(coalescer, 3, results))
-    _wait_for(lambda: sched.stats().waiting == 2)
+    assert wait_until(lambda: sched.stats().waiting == 2, timeout=5)
     release.set()
     for t in threads:
         t.join(5)
@@ -113,7 +106,7 @@ def test_a_member_whose_caller_went_on_is_left_out_and_the_rest_run():
     release = hold_the_slot(sched)
     went_on = threading.Event()
     threads = [_submit(coalescer, 1, results, cancel=went_on), _submit(coalescer, 2, results)]
-    _wait_for(lambda: sched.stats().waiting == 1)
+    assert wait_until(lambda: sched.stats().waiting == 1, timeout=5)
     time.sleep(0.03)
     went_on.set()
     release.set()
@@ -129,10 +122,10 @@ def test_a_group_whose_callers_all_went_on_never_runs():
     release = hold_the_slot(sched)
     went_on = threading.Event()
     threads = [_submit(coalescer, i, results, cancel=went_on) for i in (1, 2)]
-    _wait_for(lambda: sched.stats().waiting == 1)
+    assert wait_until(lambda: sched.stats().waiting == 1, timeout=5)
     time.sleep(0.03)
     went_on.set()
-    _wait_for(lambda: len(results) == 2)
+    assert wait_until(lambda: len(results) == 2, timeout=5)
     release.set()
     for t in threads:
         t.join(5)
