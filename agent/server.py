@@ -76,9 +76,7 @@ class Server:
         for profile in self.dialplan.profiles():
             t0 = time.monotonic()
             runner = self._runner(profile)
-            for text in (profile.greeting, profile.goodbye, profile.filler, profile.apology):
-                if text.strip():
-                    runner.speak(text)
+            runner.prepare_phrases()
             runner.warm_up()
             log.event("profile-loaded", profile=profile.name, asr=profile.asr.model,
                       llm=profile.llm.model, tts=profile.tts.voice,

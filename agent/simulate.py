@@ -213,7 +213,7 @@ def simulate(
     agent_hung_up = threading.Event()
     session = CallSession(
         profile, stages, records, hangup=agent_hung_up.set,
-        phrase=phrase or TurnRunner(stages, profile, out_rate=PHONE_RATE).speak,
+        phrase=phrase or TurnRunner(stages, profile, out_rate=PHONE_RATE).prepare_phrases(),
         info=CallInfo(caller_uri=f"file:{source}", source=source), rate=PHONE_RATE, clock=clock,
         under_load=under_load, waiting=waiting)
     line = SimulatedLine(session.link, PHONE_RATE, clock,

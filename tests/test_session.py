@@ -37,7 +37,7 @@ def make(stages=None, limits=None, greeting="Hi.", **audio):
     calllog = ListLog()
     hangups = []
     session = CallSession(profile, stages, calllog, hangup=lambda: hangups.append(time.time()),
-                          phrase=TurnRunner(stages, profile).speak)
+                          phrase=TurnRunner(stages, profile).prepare_phrases())
     line = FakeCall(session.link)
     session.start()
     line.start()

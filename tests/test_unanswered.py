@@ -72,3 +72,23 @@ def test_a_late_answer_gets_one_moment_once_and_v2v_still_counts_to_the_answer()
     (turn,) = calllog.of(TurnRecord)
     assert turn.unanswered == "" and turn.voice_to_voice_s > 2.0
     close(session, line)
+
+
+def test_the_filler_is_heard_while_the_late_answer_holds_the_cpu():
+    # The answer's first LLM step holds the scheduler's slot (a loaded agent): the filler was
+    # rendered before the call, so the session says it without waiting for that slot.
+    llm = FakeLLM("Ten.", hang=True)
+    session, line, calllog, _ = make(
+        fake_stages(asr=FakeASR(["when do you open?"]), llm=llm),
+        limits={"max_call_s": 60, "max_silence_s": 30, "filler_after_s": 0.5})
+    assert wait_until(lambda: session.state == "listening")
+    line.say(tone(0.6))
+    try:
+        assert wait_until(lambda: [e for e in calllog.of(EventRecord) if e.kind == "filler"],
+                          timeout=5)
+        assert session.state == "thinking" and not calllog.of(TurnRecord)
+    finally:
+        llm.release.set()
+    assert wait_until(lambda: calllog.of(TurnRecord))
+    assert calllog.of(TurnRecord)[0].reply_text == "Ten."
+    close(session, line)

@@ -59,7 +59,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
     t0 = time.monotonic()
     cache = StageCache()
     stages = cache.stages(profile)
-    phrase = TurnRunner(stages, profile).speak
+    phrase = TurnRunner(stages, profile).prepare_phrases()
     # As serve runs them: turns that start behind other calls' use these (limits.under_load_*).
     cheap = load_under_load(config, profile, cache)
     load_s = time.monotonic() - t0

@@ -88,7 +88,7 @@ class CallSession:
         self._rec = CallRecorder(call_log, self.call_id)
         self._hangup = hangup
         self._phrase = phrase
-        self.runner = TurnRunner(stages, profile, out_rate=rate, clock=clock.now)
+        self.runner = TurnRunner(stages, profile, out_rate=rate, clock=clock.now, phrases=phrase)
         self._segmenter = Segmenter(stages.vad.new_stream(), profile.audio,
                                     model=stages.vad.model_name)
         self._to16k = line_resampler(rate)

@@ -101,14 +101,19 @@ class TurnRunner:
         profile: prompt and stage options.
         out_rate: sample rate of the audio handed to ``emit`` (the line's).
         clock: where timeline stamps come from (``time.monotonic`` unless simulated).
+        phrases: another runner's :meth:`speak` at the same rate (the server's, per profile), so
+            a call's runner says ``repeat`` and ``apology`` from the profile's cache instead of
+            synthesising them on the turn's critical path.
     """
 
     def __init__(self, stages: Stages, profile: Profile, out_rate: int = 8000,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic,
+                 phrases: Callable[[str], np.ndarray] | None = None):
         self.stages = stages
         self.profile = profile
         self.out_rate = out_rate
         self.now = clock
+        self._shared = phrases
         self._phrases: dict[str, np.ndarray] = {}
 
     def prime(self) -> None:
@@ -140,8 +145,23 @@ class TurnRunner:
             # MB over its first 50 replies without this).
             self.stages.tts.synthesize(WARM_UP_SPEECH)
 
+    def prepare_phrases(self) -> Callable[[str], np.ndarray]:
+        """Synthesise the profile's fixed phrases now; returns :meth:`speak` for a session.
+
+        A session says them from its own thread (the filler while a turn is late): rendered
+        there, the phrase waited for the CPU slot that the late answer held, and the answer's
+        first audio could win that race: the caller heard no filler (a CI run, 1 of ~6).
+        """
+        profile = self.profile
+        for text in (profile.greeting, profile.goodbye, profile.filler, profile.apology):
+            if text.strip():
+                self.speak(text)
+        return self.speak
+
     def speak(self, text: str) -> np.ndarray:
         """Synthesise a fixed phrase (greeting, goodbye) once; int16 at ``out_rate``."""
+        if self._shared is not None:
+            return self._shared(text)
         if text not in self._phrases:
             speech = self.stages.tts.synthesize(speakable(text))
             rs = StreamResampler(speech.sample_rate, self.out_rate)
