@@ -149,6 +149,11 @@ class Scheduler:
         if observer not in self._observers:
             self._observers.append(observer)
 
+    def unobserve(self, observer: Callable[[JobTrace], None]) -> None:
+        """Stop calling ``observer`` (a test's, on the process-wide scheduler)."""
+        if observer in self._observers:
+            self._observers.remove(observer)
+
     @contextmanager
     def job(self, stage: str, priority: PriorityLike | None = None) -> Iterator[None]:
         """Run the enclosed model work when a slot is free and no better job waits.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from contextlib import contextmanager
 
 import numpy as np
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from agent.bench.samples import spoken
 from dialplan.options import ASROptions
 from models.audio import ASR_RATE, PHONE_RATE, pcm16_to_float, resample, through_phone_line
-from models.scheduler import SCHEDULER
+from models.scheduler import SCHEDULER, JobCancelled, Priority, cancel_on, priority
 from tests.waiting import hold_the_slot, wait_until
 
 pytestmark = pytest.mark.model
@@ -26,6 +27,16 @@ QUESTIONS = (
 def _line(text: str, voice: str) -> np.ndarray:
     audio, rate = spoken(text, voice=voice)
     return resample(pcm16_to_float(through_phone_line(audio, rate)), PHONE_RATE, ASR_RATE)
+
+
+@contextmanager
+def observing(observer):
+    """``observer`` sees the process scheduler's jobs inside the block only."""
+    SCHEDULER.observe(observer)
+    try:
+        yield
+    finally:
+        SCHEDULER.unobserve(observer)
 
 
 @pytest.fixture(scope="module")
@@ -62,23 +73,58 @@ def test_calls_waiting_for_the_cpu_share_one_pass(stage_cache, lines):
     asr = stage_cache.models.asr(ASROptions(model="tiny.en"))
     alone = [asr.transcribe(line).text for line in lines]
     notes: list[str] = []
-    SCHEDULER.observe(lambda job: notes.append(job.note) if job.stage == "asr" else None)
-    release = hold_the_slot(SCHEDULER)
-    notes.clear()
-    heard: dict[int, str] = {}
 
-    def caller(i: int) -> None:
-        heard[i] = asr.transcribe(lines[i]).text
+    def seen(job):
+        if job.stage == "asr":
+            notes.append(job.note)
 
-    callers = [threading.Thread(target=caller, args=(i,)) for i in range(len(lines))]
-    for t in callers:
-        t.start()
-    # All four queued behind the other call's job, in one group waiting for the slot.
-    assert wait_until(lambda: sum(len(g.members) for g in asr._coalescer._open.values()) == 4,
-                      timeout=10)
-    assert SCHEDULER.stats().waiting == 1
-    release.set()
-    for t in callers:
-        t.join(30)
-    assert [heard[i] for i in range(len(lines))] == alone
-    assert notes == ["utterances=4"]
+    with observing(seen):
+        release = hold_the_slot(SCHEDULER)
+        notes.clear()
+        heard: dict[int, str] = {}
+
+        def caller(i: int) -> None:
+            heard[i] = asr.transcribe(lines[i]).text
+
+        callers = [threading.Thread(target=caller, args=(i,)) for i in range(len(lines))]
+        for t in callers:
+            t.start()
+        # All four queued behind the other call's job, in one group waiting for the slot.
+        assert wait_until(lambda: sum(len(g.members) for g in asr._coalescer._open.values()) == 4,
+                          timeout=10)
+        assert SCHEDULER.stats().waiting == 1
+        release.set()
+        for t in callers:
+            t.join(30)
+        assert [heard[i] for i in range(len(lines))] == alone
+        assert notes == ["utterances=4"]
+
+
+@pytest.mark.parametrize("model", ["base", "tiny.en"])
+def test_a_background_pass_in_two_jobs_hears_what_one_job_hears(stage_cache, lines, model):
+    # The words so far (cut at 1.2 s and 2.4 s of the line) and whole questions, two voices.
+    asr = stage_cache.models.asr(ASROptions(model=model))
+    jobs = []
+    for line in lines:
+        for audio in (line[:int(1.2 * ASR_RATE)], line[:int(2.4 * ASR_RATE)], line):
+            one = asr.transcribe_batch([audio])[0]
+            jobs.clear()
+            with observing(jobs.append):
+                steps = asr.transcribe_in_steps(audio)
+            assert steps.text == one.text
+            assert [(j.stage, j.note) for j in jobs] == [("asr", "encode"), ("asr", "decode")]
+
+
+def test_a_background_pass_cancelled_after_its_encoder_never_decodes(stage_cache, lines):
+    asr = stage_cache.models.asr(ASROptions(model="base"))
+    cancel, jobs = threading.Event(), []
+
+    def seen(trace):
+        jobs.append(trace.note)
+        if trace.note == "encode":
+            cancel.set()  # the caller stopped speaking: their turn's own pass takes over
+
+    with (observing(seen), priority(Priority.BACKGROUND), cancel_on(cancel),
+          pytest.raises(JobCancelled)):
+        asr.transcribe_in_steps(lines[0])
+    assert jobs == ["encode"]

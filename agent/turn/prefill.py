@@ -46,7 +46,7 @@ def prefill_words(runner: TurnRunner, audio: np.ndarray, history: list[Message],
             > PREFILL_MAX_WAIT_S):
         return 0
     with priority(Priority.BACKGROUND), cancel_on(cancel):
-        words = stages.asr.transcribe(audio).text.split()[:-1]
+        words = stages.asr.transcribe_in_steps(audio).text.split()[:-1]
         if not words or cancel.is_set() or not SCHEDULER.quiet_for(PREFILL_QUIET_S):
             return 0
         return stages.llm.prefill(runner.prompt(history, " ".join(words)), cancel)

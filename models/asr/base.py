@@ -86,6 +86,29 @@ class ASR(ABC):
             started = time.monotonic()
             texts = self._transcribe_batch_impl(audios)
             ended = time.monotonic()
+        return self._transcripts(audios, texts, started, ended)
+
+    def transcribe_in_steps(self, audio: np.ndarray) -> Transcript:
+        """Transcribe background audio (the words so far) in short scheduler jobs.
+
+        A job is not preempted: a caller whose speech ends while a background pass runs waits
+        for it. Backends that can split a pass (:meth:`_transcribe_steps`) run it as several
+        jobs, each short, between which urgent work goes first (and a cancel stops it);
+        others run it as one job.
+        """
+        audio = np.ascontiguousarray(audio, dtype=np.float32).reshape(-1)
+        started = time.monotonic()
+        hyp = self._transcribe_steps(audio) if len(audio) else ""
+        if hyp is None:
+            return self.transcribe(audio)
+        return self._transcripts([audio], [hyp], started, time.monotonic())[0]
+
+    def _transcribe_steps(self, audio: np.ndarray) -> str | Hypothesis | None:
+        """One utterance in several scheduler jobs (None: this backend cannot split it)."""
+        return None
+
+    def _transcripts(self, audios: list[np.ndarray], texts: list[str | Hypothesis],
+                     started: float, ended: float) -> list[Transcript]:
         out = []
         for audio, hyp in zip(audios, texts, strict=True):
             hyp = hyp if isinstance(hyp, Hypothesis) else Hypothesis(hyp)

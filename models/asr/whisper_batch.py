@@ -50,15 +50,22 @@ class BatchDecoder:
 
     def decode(self, audios: list[np.ndarray], frames: int, budget: int) -> list[Hypothesis]:
         """Each utterance's text; ``frames``: their encoder window, ``budget``: new tokens."""
+        return self.generate(self.encode(audios, frames), budget)
+
+    def encode(self, audios: list[np.ndarray], frames: int):
+        """The encoder's output for utterances of one window (a CTranslate2 StorageView)."""
         feats = []
         for audio in audios:
             f = self._model.feature_extractor(audio)
             f = f[:, :min(f.shape[-1] - 1, frames)]  # the last frame is padding's
             feats.append(np.pad(f, ((0, 0), (0, frames - f.shape[-1]))))
         x = self._ct2.StorageView.from_array(np.ascontiguousarray(np.stack(feats), np.float32))
-        encoded = self._model.model.encode(x, to_cpu=False)
+        return self._model.model.encode(x, to_cpu=False)
+
+    def generate(self, encoded, budget: int) -> list[Hypothesis]:
+        """Greedy decoding of :meth:`encode`'s output, up to faster-whisper's ``budget``."""
         results = self._model.model.generate(
-            encoded, [self._prompt] * len(audios),
+            encoded, [self._prompt] * encoded.shape[0],
             beam_size=self._o.beam_size, patience=1, length_penalty=1, repetition_penalty=1,
             no_repeat_ngram_size=0, max_length=len(self._prompt) + budget,
             return_scores=True, return_no_speech_prob=True, suppress_blank=True,

@@ -42,7 +42,7 @@ from models.scheduler import (
 
 AHEAD = 2
 """Tokens a reply is decoded ahead of its reader."""
-BACKGROUND_CHUNK = 8
+BACKGROUND_CHUNK = 4
 """Prompt tokens a background step evaluates, all sequences' together (~0.15 s on Qwen
 1.5B, 2 cores)."""
 CANCEL_POLL_S = 0.02
