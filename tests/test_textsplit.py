@@ -54,6 +54,23 @@ def test_first_chunk_ends_before_a_number(step):
     assert split("It costs 5 dollars.", step) == ["It costs 5 dollars."]
 
 
+@pytest.mark.parametrize("step", [1, 3, 5])
+def test_first_chunk_ends_before_a_relative_clause_a_quote_or_a_long_run_of_words(step):
+    # Replies of bench call that ran on for 9-14 words before their first chunk could end.
+    assert split("The fine for a book that you did not return is $1.", step)[0] == \
+        "The fine for a book"
+    assert split('I have a book titled "The Great Gatsby" by Fitzgerald.', step)[0] == \
+        "I have a book titled"
+    # Five words with nothing to cut at: cut before the next article or possessive...
+    assert split("Dr. Lin will be giving a local history talk next week.", step) == \
+        ["Dr. Lin will be giving", "a local history talk next week."]
+    # ...not sooner, not after a word the phrase belongs to, and not inside a quote.
+    assert split("Your friend can join the club.", step) == ["Your friend can join the club."]
+    assert split("You can return books as the Westgate branch said.", step)[0] == \
+        "You can return books as the Westgate branch said."
+    assert split('Just use the "Print" option.', step) == ['Just use the "Print" option.']
+
+
 def test_an_opening_word_is_the_first_chunk_when_asked():
     def opened(text: str, step: int = 1) -> list[str]:
         return split(text, step, openers=True)
