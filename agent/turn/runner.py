@@ -153,7 +153,8 @@ class TurnRunner:
         first audio could win that race: the caller heard no filler (a CI run, 1 of ~6).
         """
         profile = self.profile
-        for text in (profile.greeting, profile.goodbye, profile.filler, profile.apology):
+        for text in (profile.greeting, profile.goodbye, profile.filler, profile.apology,
+                     profile.repeat):
             if text.strip():
                 self.speak(text)
         return self.speak

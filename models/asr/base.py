@@ -92,9 +92,9 @@ class ASR(ABC):
         """Transcribe background audio (the words so far) in short scheduler jobs.
 
         A job is not preempted: a caller whose speech ends while a background pass runs waits
-        for it. Backends that can split a pass (:meth:`_transcribe_steps`) run it as several
-        jobs, each short, between which urgent work goes first (and a cancel stops it);
-        others run it as one job.
+        for it. Backends that can split a pass (:meth:`_transcribe_steps`) run it as shorter
+        jobs, between which urgent work goes first (and a cancel stops it); others run it as
+        one job.
         """
         audio = np.ascontiguousarray(audio, dtype=np.float32).reshape(-1)
         started = time.monotonic()
