@@ -37,6 +37,14 @@ def max_tokens(duration_s: float) -> int:
     Counted in started seconds, like the encoder's window, so utterances that share a window
     (with a whole-second ``window_margin_s``) share a budget too, and can decode in one batch
     exactly as each would alone (the budget of a loop decides where it stops).
+
+    What comes back is about half of it: faster-whisper passes ``len(prompt) + max_new_tokens``
+    as CTranslate2's ``max_length``, and CTranslate2's Whisper decodes at most half of that
+    (``min(max_length / 2, ...)``, CTranslate2 issue 1856; measured on 4.8: a result holds
+    ``max_length // 2`` tokens). So the cap is ~4 tokens a second, not 8. On the 30 ``bench
+    wer`` questions, two voices, 160 and 230 words a minute through the phone line (base), 5
+    of 60 transcripts change with twice the budget: 3 loops run on, 2 fast ones gain their
+    final "." (no word was cut). Not changed here: it needs a ``bench wer`` run.
     """
     return min(MAX_NEW_TOKENS, TOKENS_PER_S * math.ceil(duration_s) + 8)
 
