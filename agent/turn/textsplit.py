@@ -72,17 +72,18 @@ FIRST_MAX_WORDS = 5
 # A first chunk this long with no phrase to cut at is cut before its next article or
 # possessive ("Dr. Lin will be giving | a local history talk next week."): each word more is
 # ~1.3 tokens, ~0.1 s of decoding alone and more under load, before the caller hears a word.
-_DETERMINERS = {"a", "an", "the", "my", "your", "our", "their", "his", "her", "its", "this",
-                "these", "those", "some", "any", "every", "each"}
+_ARTICLES = {"a", "an", "the", "my", "your", "our", "their", "his", "her", "its", "this",
+             "these", "those", "every", "each"}
+"""Articles and possessives: a number or a noun phrase follows them."""
+_DETERMINERS = _ARTICLES | {"some", "any"}
 _BINDS = _PHRASE_STARTS | {"as", "of", "like", "than", "per"}
 """Words never left at the end of a chunk cut before a determiner ("books as | the branch")."""
 _NUMBER = re.compile(r"[$£€]?\d")
 # Words a number belongs to, and a phrase's first words: no cut between them and a number
 # ("the | 8", "room | 3", "at | 9.30").
-_NUMBER_BOUND = {
-    "the", "a", "an", "my", "your", "our", "their", "his", "her", "its", "this", "that",
-    "these", "those", "each", "every", "per", "no", "number", "room", "floor", "level", "page",
-    "chapter", "bus", "line", "gate", "platform", "aisle", "shelf", "extension", "option",
+_NUMBER_BOUND = _ARTICLES | {
+    "that", "per", "no", "number", "room", "floor", "level", "page", "chapter", "bus", "line",
+    "gate", "platform", "aisle", "shelf", "extension", "option",
 } | _PHRASE_STARTS
 # A reply's opening word(s) before a comma may be a first chunk of their own ("Yes," | "the
 # library is open on Sunday."): the caller hears the answer start several tokens sooner, each

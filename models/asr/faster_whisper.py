@@ -159,14 +159,12 @@ class FasterWhisperASR(ASR):
         utterance, alone.
         """
         out: list[str | Hypothesis] = ["" for _ in audios]
-        known = self._english_only or bool(self.options.language)
-        groups: dict[tuple[int | None, int] | None, list[int]] = {}
+        groups: dict[tuple[int, int] | None, list[int]] = {}
         for i, a in enumerate(audios):
             if len(a):
-                key = (self._window_frames(a), max_tokens(len(a) / ASR_RATE)) if known else None
-                groups.setdefault(key, []).append(i)
+                groups.setdefault(self._pass_shape(a), []).append(i)
         for key, members in groups.items():
-            if key is None or key[0] is None or len(members) == 1:
+            if key is None or len(members) == 1:
                 for i in members:
                     out[i] = self._transcribe_impl(audios[i])
                 continue
@@ -184,17 +182,28 @@ class FasterWhisperASR(ASR):
         reads the tokens so far again) cost 350-550 ms in all, for jobs no shorter than the
         encoder's: not done.
         """
-        frames = self._window_frames(audio)
-        known = self._english_only or bool(self.options.language)
-        if frames is None or not known:
+        shape = self._pass_shape(audio)
+        if shape is None:
             return None
+        frames, budget = shape
         decoder = self._decoder()
         with SCHEDULER.job("asr"):
             SCHEDULER.note("encode")
             encoded = decoder.encode([audio], frames)
         with SCHEDULER.job("asr"):
             SCHEDULER.note("decode")
-            return decoder.generate(encoded, max_tokens(len(audio) / ASR_RATE))[0]
+            return decoder.generate(encoded, budget)[0]
+
+    def _pass_shape(self, audio: np.ndarray) -> tuple[int, int] | None:
+        """Encoder window and token budget of a pass through :class:`BatchDecoder`.
+
+        None where only faster-whisper's own ``transcribe`` will do: Whisper's full 30 s
+        window, or a language still to be detected.
+        """
+        frames = self._window_frames(audio)
+        if frames is None or not (self._english_only or self.options.language):
+            return None
+        return frames, max_tokens(len(audio) / ASR_RATE)
 
     def _decoder(self):
         if self._batch_decoder is None:
