@@ -15,8 +15,10 @@ from dataclasses import replace
 import pytest
 
 from agent.bench.samples import spoken
+from agent.call.worker import TurnWorker
 from agent.simulate import simulate
 from agent.turn.backlog import BACKLOG, Backlog
+from agent.turn.runner import TurnRunner
 from db.records import EventRecord
 from dialplan import Dialplan, parse_config
 from dialplan.config import ConfigError
@@ -66,6 +68,21 @@ def test_the_cheaper_models_answer_only_while_the_agent_is_overloaded(
              and r.kind == "under-load"]
     assert notes == (["turn 0: answered by profile main/busy"] if event else [])
     assert len(BACKLOG) == 0  # the turn left the backlog once heard
+
+
+def test_a_turn_under_load_says_the_profiles_phrases_from_its_cache(stage_cache, config):
+    """Rendered on first use, "repeat" waited for the CPU slot on a turn's critical path."""
+    main = config.profiles["main"]
+    busy = Dialplan.from_config(config).fallback(main)
+    runner = TurnRunner(stage_cache.stages(main), main)
+    speak = runner.prepare_phrases()
+    worker = TurnWorker(runner, [], playout=None, post=lambda m: None,
+                        under_load=(busy, stage_cache.stages(busy)), backlog=Backlog())
+    try:
+        for text in (main.repeat, main.apology):
+            assert worker.under_load.speak(text) is speak(text)
+    finally:
+        worker.close()
 
 
 def test_under_load_changes_the_models_not_the_agent_the_caller_hears(config):

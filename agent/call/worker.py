@@ -128,8 +128,11 @@ class TurnWorker:
         self.history = history
         self.playout = playout
         self.post = post
+        # Same voice and phrases as the profile's (dialplan.plan.under_load): its cache, so a
+        # turn under load does not render "repeat" on its critical path, waiting for the CPU.
         self.under_load = None if under_load is None else TurnRunner(
-            under_load[1], under_load[0], out_rate=runner.out_rate, clock=runner.now)
+            under_load[1], under_load[0], out_rate=runner.out_rate, clock=runner.now,
+            phrases=runner.speak)
         self.waiting = waiting
         self.backlog = backlog
         self.call_id = "-"
