@@ -16,6 +16,7 @@ from dialplan.options import TTSOptions
 from models import catalog
 from models.errors import ModelMissingError
 from models.registry import ModelCache
+from models.tts.base import ONSET_KEEP_S, ONSET_LEVEL, trim_onset
 from models.tts.piper import PiperTTS
 
 REPLY = "The library opens at 10 am on Saturday and closes at 4 pm."
@@ -98,6 +99,31 @@ def test_first_clause_is_short_and_quicker_to_speak(piper):
     assert clause == "The library opens"
     short, whole = piper.synthesize(clause), piper.synthesize(REPLY)
     assert len(short.audio) < len(whole.audio) / 2
+
+
+@pytest.mark.model
+def test_a_chunk_starts_at_its_first_sound_not_after_the_voices_silence(piper):
+    """Piper opens every chunk with tens of ms of silence: the caller would wait through it."""
+    for text in ("The library opens", "Yes,", "Hello, quick assistant here."):
+        raw = piper._synthesize_impl(text)
+        lead = int(np.argmax(np.abs(raw) > ONSET_LEVEL))
+        assert lead >= 0.02 * piper.sample_rate, text  # what there was to trim
+        audio = piper.synthesize(text).audio  # another rendering (the timbre has noise)
+        keep = int(ONSET_KEEP_S * piper.sample_rate)
+        assert np.argmax(np.abs(audio) > ONSET_LEVEL) == keep, text
+        # The rest is all there: Piper's durations do not vary (tts.piper, noise_w_scale).
+        assert abs(len(audio) - (len(raw) - lead + keep)) <= 0.01 * piper.sample_rate, text
+
+
+@pytest.mark.unit
+def test_onset_trim_keeps_silence_only_audio_and_a_margin_before_the_sound():
+    rate = 8000
+    silent = np.zeros(800, np.float32)
+    assert trim_onset(silent, rate) is silent
+    tone = np.concatenate([np.full(400, 1e-4, np.float32), np.ones(10, np.float32)])
+    out = trim_onset(tone, rate)
+    assert len(out) == int(ONSET_KEEP_S * rate) + 10 and out[-1] == 1.0
+    assert len(trim_onset(out, rate)) == len(out)  # a second trim finds nothing to cut
 
 
 @pytest.mark.model
