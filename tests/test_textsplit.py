@@ -52,6 +52,13 @@ def test_first_chunk_ends_before_a_number(step):
     assert split("The book you named the 8 is due.", step)[0] == "The book you named the 8 is due."
     assert split("We opened at 9.30 a.m. today.", step) == ["We opened at 9.30 a.m. today."]
     assert split("It costs 5 dollars.", step) == ["It costs 5 dollars."]
+    # A long number is read out after its noun ("card number"), never after "the" or "at".
+    assert split("You can use your library card number 472918 to check out books.", step) == \
+        ["You can use your library card number", "472918 to check out books."]
+    assert split("Please call extension 4021 for help.", step)[0] == "Please call extension"
+    assert split("Please ask for room 12 today.", step) == ["Please ask for room 12 today."]
+    assert split("We have the 2024 edition here.", step) == ["We have the 2024 edition here."]
+    assert split("Your booking starts at 10.30 today.", step)[0] == "Your booking starts"
 
 
 @pytest.mark.parametrize("step", [1, 3, 5])

@@ -85,6 +85,12 @@ _NUMBER_BOUND = _ARTICLES | {
     "that", "per", "no", "number", "room", "floor", "level", "page", "chapter", "bus", "line",
     "gate", "platform", "aisle", "shelf", "extension", "option",
 } | _PHRASE_STARTS
+LONG_NUMBER_DIGITS = 4
+# A card, phone or extension number is read out after a pause even after its noun ("your
+# library card number | 472918 to check out books": 15 decode steps before that first chunk
+# could end, the slowest single-call turn in every bench call run of 2026-11-26); only an
+# article or a phrase's first word keeps it ("the | 2024 edition", "at | 10.30").
+_LONG_NUMBER_BOUND = _ARTICLES | _PHRASE_STARTS
 # A reply's opening word(s) before a comma may be a first chunk of their own ("Yes," | "the
 # library is open on Sunday."): the caller hears the answer start several tokens sooner, each
 # a batched decode step of 0.1-0.2 s under load. About half the replies in bench call open so.
@@ -178,6 +184,8 @@ class ClauseSplitter:
         each, so a number can hold the first chunk back for several decode steps, and a word
         that starts with a digit is a number however it goes on. Not after a phrase's own first
         word ("at | 9.30", "to | 3"), nor after a word it belongs to ("the | 8", "room | 3").
+        A number of ``LONG_NUMBER_DIGITS`` digits or more ("card number | 472918") may follow
+        its noun after a pause: while it may still grow shorter than that, no cut yet.
         Also before a relative clause ("that"), an opening quote, and, after
         ``FIRST_MAX_WORDS`` words, an article or possessive.
         """
@@ -193,6 +201,12 @@ class ClauseSplitter:
                            or (n + 1 >= FIRST_MAX_WORDS and starts in _DETERMINERS
                                and word.lower() not in _BINDS))) or (
                     (_NUMBER.match(following) or _QUOTE.match(following))
-                    and word.lower() not in _NUMBER_BOUND):
+                    and word.lower() not in _number_bound(following)):
                 return words[n].end()
         return None
+
+
+def _number_bound(word: str) -> set[str]:
+    """Words that ``word`` (a number, once it is one) may not be cut from."""
+    long = sum(c.isdigit() for c in word) >= LONG_NUMBER_DIGITS
+    return _LONG_NUMBER_BOUND if long else _NUMBER_BOUND
