@@ -88,7 +88,7 @@ _NUMBER_BOUND = _ARTICLES | {
 LONG_NUMBER_DIGITS = 4
 # A card, phone or extension number is read out after a pause even after its noun ("your
 # library card number | 472918 to check out books": 15 decode steps before that first chunk
-# could end, the slowest single-call turn in every bench call run of 2026-11-26); only an
+# could end, the slowest single-call turn of bench call whenever that reply came); only an
 # article or a phrase's first word keeps it ("the | 2024 edition", "at | 10.30").
 _LONG_NUMBER_BOUND = _ARTICLES | _PHRASE_STARTS
 # A reply's opening word(s) before a comma may be a first chunk of their own ("Yes," | "the
