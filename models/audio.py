@@ -129,6 +129,10 @@ def rms(pcm: bytes | np.ndarray) -> float:
 
 SPEECH_RMS = 0.01
 """RMS (of full scale) above which a frame or packet of line audio counts as speech."""
+SILENCE_PEAK = 1e-3
+"""Audio peaking below this (-60 dBFS) is silence: on a line, G.711's few smallest steps (A-law's
+idle +8, the +-8 dither of a silent line: ~4.6e-4 once upsampled); from a voice, the quiet it
+opens a chunk with (Piper: 26-63 ms of it)."""
 
 
 def speech_runs(levels: Iterable[tuple[float, float]], threshold: float = SPEECH_RMS,

@@ -14,9 +14,10 @@ from agent.bench.tts import first_clause, line_audio, measure, voice_options
 from dialplan import parse_config
 from dialplan.options import TTSOptions
 from models import catalog
+from models.audio import SILENCE_PEAK
 from models.errors import ModelMissingError
 from models.registry import ModelCache
-from models.tts.base import ONSET_KEEP_S, ONSET_LEVEL, trim_onset
+from models.tts.base import ONSET_KEEP_S, trim_onset
 from models.tts.piper import PiperTTS
 
 REPLY = "The library opens at 10 am on Saturday and closes at 4 pm."
@@ -106,11 +107,11 @@ def test_a_chunk_starts_at_its_first_sound_not_after_the_voices_silence(piper):
     """Piper opens every chunk with tens of ms of silence: the caller would wait through it."""
     for text in ("The library opens", "Yes,", "Hello, quick assistant here."):
         raw = piper._synthesize_impl(text)
-        lead = int(np.argmax(np.abs(raw) > ONSET_LEVEL))
+        lead = int(np.argmax(np.abs(raw) > SILENCE_PEAK))
         assert lead >= 0.02 * piper.sample_rate, text  # what there was to trim
         audio = piper.synthesize(text).audio  # another rendering (the timbre has noise)
         keep = int(ONSET_KEEP_S * piper.sample_rate)
-        assert np.argmax(np.abs(audio) > ONSET_LEVEL) == keep, text
+        assert np.argmax(np.abs(audio) > SILENCE_PEAK) == keep, text
         # The rest is all there: Piper's durations do not vary (tts.piper, noise_w_scale).
         assert abs(len(audio) - (len(raw) - lead + keep)) <= 0.01 * piper.sample_rate, text
 

@@ -8,13 +8,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from models.audio import SILENCE_PEAK
 from models.metrics import TTSMetrics
 from models.scheduler import SCHEDULER
 
-ONSET_LEVEL = 10 ** (-60 / 20)
-"""Samples below -60 dBFS before a chunk's first sound are silence the caller would wait
-through: Piper (joe) opens every chunk with 26-63 ms of it (measured on six first clauses and
-the greeting), on the path to a reply's first audio on the wire."""
 ONSET_KEEP_S = 0.005
 """Kept before the first sound, so the onset itself is never cut."""
 
@@ -77,8 +74,12 @@ class TTS(ABC):
 
 
 def trim_onset(audio: np.ndarray, rate: int) -> np.ndarray:
-    """``audio`` from ``ONSET_KEEP_S`` before its first sound (all of it if it has none)."""
-    loud = np.flatnonzero(np.abs(audio) > ONSET_LEVEL)
+    """``audio`` from ``ONSET_KEEP_S`` before its first sound (all of it if it has none).
+
+    The silence before it would be waited through on the path to a reply's first audio: Piper
+    (joe) opens every chunk with 26-63 ms of it (six first clauses and the greeting).
+    """
+    loud = np.flatnonzero(np.abs(audio) > SILENCE_PEAK)
     if not len(loud):
         return audio
     return audio[max(0, loud[0] - int(ONSET_KEEP_S * rate)):]

@@ -14,14 +14,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from dialplan.options import SPEECH_TAIL_S, AudioOptions
+from models.audio import SILENCE_PEAK
 from models.metrics import VADMetrics
 from models.vad.base import CHUNK, SAMPLE_RATE, VADStream
 
 PREROLL_S = 0.3  # audio kept before the detected onset: Silero fires ~100 ms into a word
-QUIET_PEAK = 1e-3
-"""A chunk peaking below this (-60 dBFS) carries no speech: G.711's few smallest steps, e.g.
-A-law's idle +8 or the +-8 dither of a silent line (after upsampling it peaks at ~4.6e-4). A
-phone that suppresses silence, a caller on mute, a line on hold, a caller waiting for a reply."""
 QUIET_HOLD_S = 1.0
 """Quiet after which the VAD is not run until the line carries sound again.
 
@@ -162,7 +159,8 @@ class Segmenter:
 
     def _probability(self, chunk: np.ndarray) -> float:
         """The VAD's speech probability, or the last one deep into a quiet line."""
-        if float(np.max(np.abs(chunk))) < QUIET_PEAK:
+        # A phone that suppresses silence, a caller on mute, a line on hold, one waiting.
+        if float(np.max(np.abs(chunk))) < SILENCE_PEAK:
             self._quiet += 1
             if self._quiet > self._quiet_hold:
                 return self.last_probability
