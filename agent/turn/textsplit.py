@@ -79,18 +79,17 @@ _DETERMINERS = _ARTICLES | {"some", "any"}
 _BINDS = _PHRASE_STARTS | {"as", "of", "like", "than", "per"}
 """Words never left at the end of a chunk cut before a determiner ("books as | the branch")."""
 _NUMBER = re.compile(r"[$£€]?\d")
-# Words a number belongs to, and a phrase's first words: no cut between them and a number
-# ("the | 8", "room | 3", "at | 9.30").
-_NUMBER_BOUND = _ARTICLES | {
-    "that", "per", "no", "number", "room", "floor", "level", "page", "chapter", "bus", "line",
-    "gate", "platform", "aisle", "shelf", "extension", "option",
-} | _PHRASE_STARTS
 LONG_NUMBER_DIGITS = 4
 # A card, phone or extension number is read out after a pause even after its noun ("your
 # library card number | 472918 to check out books": 15 decode steps before that first chunk
 # could end, the slowest single-call turn of bench call whenever that reply came); only an
 # article or a phrase's first word keeps it ("the | 2024 edition", "at | 10.30").
 _LONG_NUMBER_BOUND = _ARTICLES | _PHRASE_STARTS
+# ...and a shorter number its noun too: no cut between them ("the | 8", "room | 3", "at | 9.30").
+_NUMBER_BOUND = _LONG_NUMBER_BOUND | {
+    "that", "per", "no", "number", "room", "floor", "level", "page", "chapter", "bus", "line",
+    "gate", "platform", "aisle", "shelf", "extension", "option",
+}
 # A reply's opening word(s) before a comma may be a first chunk of their own ("Yes," | "the
 # library is open on Sunday."): the caller hears the answer start several tokens sooner, each
 # a batched decode step of 0.1-0.2 s under load. About half the replies in bench call open so.
