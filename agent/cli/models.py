@@ -66,10 +66,15 @@ def install(args: argparse.Namespace) -> int:
         console=console,
     ) as bar:
         for model in models:
-            total = sum(_part_size(model, p) for p in model.parts)
-            task = bar.add_task(f"{model.name}: assemble + sha256", total=total)
+            if model.derived_from:  # one llama.cpp call: no byte count to show
+                task = bar.add_task(f"{model.name}: re-quantize {model.derived_from} to "
+                                    f"{model.file_type} (about a minute the first time)",
+                                    total=None)
+            else:
+                total = sum(_part_size(model, p) for p in model.parts)
+                task = bar.add_task(f"{model.name}: assemble + sha256", total=total)
             path = catalog.ensure(model, progress=lambda n, t=task: bar.advance(t, n), verify=True)
-            bar.update(task, completed=total)
+            bar.update(task, total=1, completed=1)
             console.print(f"[green]ok[/] {model.name:<30} {path}")
     return 0
 
