@@ -43,3 +43,11 @@ def test_a_requantized_model_is_close_but_not_the_same(capsys, tmp_path):
     _, q8 = bench(capsys, "smollm2-135m", str(wider))
     assert 0 < sum(q8["kld"]) / len(q8["kld"]) < 0.05
     assert sum(q8["same_top"]) / len(q8["same_top"]) > 0.8
+
+
+def test_models_of_two_tokenizers_are_refused(capsys, tmp_path):
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    args = p.parse_args(["--models", "smollm2-135m", "qwen2.5-1.5b-instruct", "--questions", "1"])
+    assert run(args, CONFIG) == 2
+    assert "only models of one tokenizer compare" in " ".join(capsys.readouterr().err.split())

@@ -66,6 +66,7 @@ from agent.bench.wire import (
     spoken_ulaw,
 )
 from db.stats import percentile, percentile_interval
+from dialplan.options import LLMOptions
 
 TOOLS = ("sipp", "tshark", "espeak-ng", "sox")
 VOICES = ("en-us", "en")
@@ -93,7 +94,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4],
                         help="simultaneous calls per round (default: 1 4)")
     parser.add_argument("--rounds", type=int, default=2, help="calls per caller slot")
-    parser.add_argument("--profile-llm", default="qwen2.5-1.5b-instruct",
+    parser.add_argument("--profile-llm", default=LLMOptions().model,
                         help="LLM of the bench profile (default: the shipped default)")
     parser.add_argument("--llm-backend", default="llama-batch",
                         choices=("llama-cpp", "llama-batch", "xllamacpp"),

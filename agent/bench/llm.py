@@ -16,6 +16,7 @@ import json
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import numpy as np
 from rich.console import Console
@@ -112,6 +113,11 @@ def run(args: argparse.Namespace, config: Config) -> int:
     for name in args.models:
         console.print(f"loading {name}")
         runners.append(_Runner(name, threads, profile.system_prompt))
+    for name, r in zip(args.models[1:], runners[1:], strict=True):
+        if r.n_vocab != runners[0].n_vocab:
+            console.print(f"[red]{name} has {r.n_vocab} tokens, {args.models[0]} "
+                          f"{runners[0].n_vocab}[/]: only models of one tokenizer compare")
+            return 2
     results = [ModelResult(name, r.load_s) for name, r in zip(args.models, runners, strict=True)]
     questions = QUESTIONS[:args.questions]
     with Progress(console=console) as bar:
@@ -159,16 +165,16 @@ def _question(question: str, runners: list[_Runner], results: list[ModelResult])
 
 def _table(results: list[ModelResult], profile: str, threads: int, questions: int) -> Table:
     table = Table(title=f"bench llm: {questions} questions, persona of profile {profile}, "
-                        f"{threads} threads; agreement with {results[0].model}")
-    for col in ("model", "load s", "turn prompt ms/token p50", "first token ms p50 / p95",
-                "decode step ms p50", "KLD mean / p99", "same top token", "same greedy reply"):
+                        f"{threads} threads; agreement with {Path(results[0].model).name}")
+    for col in ("model", "load s", "prompt ms/tok", "1st token p50/p95", "step ms",
+                "KLD mean/p99", "same top", "same reply"):
         table.add_column(col)
     for r in results:
         ref = r is results[0]
         table.add_row(
-            r.model, f"{r.load_s:.1f}",
+            Path(r.model).name, f"{r.load_s:.1f}",
             f"{statistics.median(r.prompt_ms_per_token):.1f}",
-            f"{percentile(r.first_token_ms, 50):.0f} / {percentile(r.first_token_ms, 95):.0f}",
+            f"{percentile(r.first_token_ms, 50):.0f} / {percentile(r.first_token_ms, 95):.0f} ms",
             f"{statistics.median(r.step_ms):.1f}" if r.step_ms else "-",
             "-" if ref else f"{np.mean(r.kld):.4f} / {np.percentile(r.kld, 99):.3f}",
             "-" if ref else f"{100 * np.mean(r.same_top):.1f} %",
