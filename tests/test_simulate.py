@@ -170,6 +170,8 @@ def test_caller_talking_over_a_reply_is_answered_after_it(
     pcm = line(greeting_s + 0.5, QUESTION, 4.0, second, 8.0)
     for turns in (over_sip(agent, pcm, tmp_path)[0], simulated(pcm, profile, stages)[0]):
         assert len(turns) == 2, turns
-        # tiny.en mishears this espeak voice now and then ("It's vibratory open on Sunday"):
-        # what matters here is that the second question is a turn of its own.
-        assert wer(QUESTION, turns[0]) <= 0.3 and "sunday" in turns[1].lower(), turns
+        # tiny.en mishears this espeak voice now and then ("It's vibratory open on Sunday",
+        # "is the library open on turn" in a CI run): what matters here is that the second
+        # question is a turn of its own, so its key word or all but one of its words will do.
+        assert wer(QUESTION, turns[0]) <= 0.3, turns
+        assert "sunday" in turns[1].lower() or wer(second, turns[1]) <= 0.2, turns
