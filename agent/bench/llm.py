@@ -77,9 +77,9 @@ class _Runner:
         self.vocab = ChatVocab(lc, self.llm.model, name)
         self.system = Message("system", system_prompt)
         # Every question's prompt starts with the persona and the user turn's opening tokens.
-        self.persona = shared_prefix(self.vocab.prompt([self.system, Message("user", "Hi")]),
-                                     self.vocab.prompt([self.system, Message("user", "No")]))
-        self.llm.eval(self.vocab.prompt([self.system, Message("user", "Hi")])[:self.persona])
+        hi = self.vocab.prompt([self.system, Message("user", "Hi")])
+        self.persona = shared_prefix(hi, self.vocab.prompt([self.system, Message("user", "No")]))
+        self.llm.eval(hi[:self.persona])
 
     def logits(self) -> np.ndarray:
         row = self.lc.llama_get_logits_ith(self.llm.ctx, -1)
@@ -131,13 +131,17 @@ def run(args: argparse.Namespace, config: Config) -> int:
     return 0
 
 
-def _question(question: str, runners: list[_Runner], results: list[ModelResult]) -> None:
-    ref, others = runners[0], runners[1:]
-    seconds, n, logp = ref.turn(question)
-    res = results[0]
+def _turn(runner: _Runner, res: ModelResult, question: str) -> np.ndarray:
+    """The question's turn, timed into ``res``; the first reply token's log-probs."""
+    seconds, n, logp = runner.turn(question)
     res.first_token_ms.append(seconds * 1000)
     res.prompt_ms_per_token.append(seconds * 1000 / n)
-    ref_logps, reply = [logp], []
+    return logp
+
+
+def _question(question: str, runners: list[_Runner], results: list[ModelResult]) -> None:
+    ref, others, res = runners[0], runners[1:], results[0]
+    ref_logps, reply = [_turn(ref, res, question)], []
     while len(reply) < MAX_REPLY_TOKENS:
         token = int(np.argmax(ref_logps[-1]))
         if ref.is_end(token):
@@ -148,10 +152,7 @@ def _question(question: str, runners: list[_Runner], results: list[ModelResult])
         ref_logps.append(logp)
     res.same_reply += 1
     for runner, res in zip(others, results[1:], strict=True):
-        seconds, n, logp = runner.turn(question)
-        res.first_token_ms.append(seconds * 1000)
-        res.prompt_ms_per_token.append(seconds * 1000 / n)
-        logps = [logp]
+        logps = [_turn(runner, res, question)]
         for token in reply:
             seconds, logp = runner.step(token)
             res.step_ms.append(seconds * 1000)
