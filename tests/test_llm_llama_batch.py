@@ -69,6 +69,37 @@ def test_batched_replies_equal_single_replies_in_fewer_steps(llm):
     assert steps < tokens * 0.6, (steps, tokens)
 
 
+def test_a_step_feeds_its_sequences_in_ascending_order_whatever_their_urgency(llm, monkeypatch):
+    """llama.cpp cuts a batch into a pass over the weights per run of ascending sequence ids."""
+    lc, batches = llm._lc, []
+    decode = lc.llama_decode
+
+    def recorded(ctx, batch):
+        batches.append([batch.seq_id[i][0] for i in range(batch.n_tokens)])
+        return decode(ctx, batch)
+
+    monkeypatch.setattr(lc, "llama_decode", recorded)
+    streams = []
+    with slot_held():  # all four requests are in before the first step
+        for q in QUESTIONS:
+            streams.append(llm.stream([Message("system", SYSTEM), Message("user", q)]))
+
+    def read(i: int) -> None:
+        # Each later request is more urgent: urgency order is the reverse of arrival (and of
+        # the sequences the requests got: the lowest free one first).
+        with priority((Priority.FIRST_AUDIO, -float(i))):
+            "".join(streams[i])
+
+    readers = [threading.Thread(target=read, args=(i,)) for i in range(len(streams))]
+    for t in readers:
+        t.start()
+    for t in readers:
+        t.join(60)
+    together = [b for b in batches if len(set(b)) == len(QUESTIONS)]
+    assert together, batches  # some steps held all four replies
+    assert all(b == sorted(b) for b in batches), [b for b in batches if b != sorted(b)][:3]
+
+
 def test_metrics_and_prompt_cache(llm):
     check_metrics_after_prime(llm, max_tokens=24)
 

@@ -259,14 +259,21 @@ class BatchedLlamaLLM(LLM):
         batch, n, outputs = self._batch, 0, []
         # Background prefill in short steps, all sequences' together: a step is not
         # preempted, and a caller's first-audio work may queue behind it.
-        background = BACKGROUND_CHUNK
-        for g in members:
+        background, room, takes = BACKGROUND_CHUNK, N_BATCH, []
+        for g in members:  # most urgent first: it gets the room
             idle = g.rank()[0] >= Priority.BACKGROUND
-            take = g.feed[:min(background if idle else N_BATCH, N_BATCH - n)]
+            take = g.feed[:min(background if idle else N_BATCH, room)]
             if not take:
                 continue
             if idle:
                 background -= len(take)
+            room -= len(take)
+            takes.append((g, take))
+        # In ascending sequence order: with a cache per sequence llama.cpp cuts a batch into
+        # micro-batches of consecutive ascending sequence ids, each a pass over all weights.
+        # In rank order a step of 4 sequences took 2-4 passes (Qwen 0.5B: 84-100 against 53
+        # ms sorted).
+        for g, take in sorted(takes, key=lambda gt: gt[0].seq.id):
             for i, token in enumerate(take):
                 batch.token[n], batch.pos[n], batch.n_seq_id[n] = token, g.pos + i, 1
                 batch.seq_id[n][0] = g.seq.id
@@ -277,7 +284,9 @@ class BatchedLlamaLLM(LLM):
                 n += 1
             g.taken = len(take)
         batch.n_tokens = n
-        SCHEDULER.note(f"tokens={n} sequences={len(members)}")
+        ids = sorted(g.seq.id for g, _ in takes)
+        runs = sum(1 for i, s in enumerate(ids) if i == 0 or s != ids[i - 1] + 1)
+        SCHEDULER.note(f"tokens={n} sequences={len(members)} runs={runs}")
         try:
             rc = lc.llama_decode(self._ctx, batch) if n else 0
             if rc != 0:
