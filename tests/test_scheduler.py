@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from models.scheduler import JobCancelled, Priority, Scheduler, cancel_on, priority
+from models.scheduler import HANDOFF_S, JobCancelled, Priority, Scheduler, cancel_on, priority
 
 pytestmark = pytest.mark.unit
 
@@ -205,3 +205,46 @@ def test_an_observer_sees_each_job_that_ran_with_its_wait_run_time_and_note():
     with sched.job("asr"):
         pass
     assert seen[-1].note == ""  # a note is the job's own, not left over from the last one
+
+
+def test_a_turns_next_first_audio_job_is_not_beaten_to_the_slot_by_a_speculative_one():
+    """Its ASR pass ends, and its LLM prompt is queued a few ms later: the slot waits for it."""
+    sched, order, hold = Scheduler(), [], threading.Event()
+    threads = [_job(sched, order, "asr of an ended turn", Priority.FIRST_AUDIO, hold)]
+    while not order:
+        time.sleep(0.001)
+    threads.append(_job(sched, order, "another caller's speculative asr", Priority.SPECULATIVE))
+    _wait_queued(sched, 1)
+    hold.set()
+    time.sleep(HANDOFF_S / 3)  # the turn builds its prompt
+    threads.append(_job(sched, order, "its llm prompt", Priority.FIRST_AUDIO))
+    for t in threads:
+        t.join(5)
+    assert order == ["asr of an ended turn", "its llm prompt", "another caller's speculative asr"]
+
+
+def test_without_first_audio_work_to_follow_a_lower_job_starts_after_the_hand_off():
+    sched, order, hold = Scheduler(), [], threading.Event()
+    threads = [_job(sched, order, "first clause tts", Priority.FIRST_AUDIO, hold)]
+    while not order:
+        time.sleep(0.001)
+    started = []
+
+    def playout() -> None:
+        with priority(Priority.PLAYOUT), sched.job("llm"):
+            started.append(time.monotonic())
+
+    threads.append(threading.Thread(target=playout))
+    threads[-1].start()
+    _wait_queued(sched, 1)
+    hold.set()
+    ended = time.monotonic()
+    for t in threads:
+        t.join(5)
+    assert started and HANDOFF_S * 0.8 <= started[0] - ended < HANDOFF_S + 0.5
+    # A job of the first level itself is never held back.
+    sched2, order2, waits = Scheduler(), [], []
+    sched2.observe(lambda trace: waits.append(trace.waited_s))
+    _job(sched2, order2, "a", Priority.FIRST_AUDIO).join(5)
+    _job(sched2, order2, "b", Priority.FIRST_AUDIO).join(5)
+    assert order2 == ["a", "b"] and max(waits) < HANDOFF_S / 3
