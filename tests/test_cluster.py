@@ -129,6 +129,11 @@ def test_bench_call_takes_a_list_of_setups_and_writes_a_config_the_agent_loads(t
     assert bench_call._model_pair("tiny.en, smollm2-135m") == ("tiny.en", "smollm2-135m")
     with pytest.raises(argparse.ArgumentTypeError):
         bench_call._model_pair("tiny.en")
+    assert bench_call._model_pair("none") is None
+    # By default the bench profile falls back as config.toml's default profile does.
+    shipped = Dialplan.from_config(load_config(Path(__file__).parents[1] / "config.toml"))
+    lite = shipped.fallback(shipped.resolve("100"))
+    assert (lite.asr.model, lite.llm.model) == bench_call.SHIPPED_UNDER_LOAD
     # sipp's error file as SIPp 3.6 writes it: refusals are counted by status, a timeout is not.
     err = tmp_path / "stream_8.err"
     abort = ("2026-11-23\t15:38:03.296171\t1795448283.296171: Aborting call on unexpected "

@@ -39,29 +39,36 @@ CONFIG = {
 }
 
 
+class _Call:
+    """A call's worker stands for its call (the backlog keeps calls by weak reference)."""
+
+
 @pytest.fixture(scope="module")
 def config():
     return parse_config(CONFIG)
 
 
-@pytest.mark.parametrize("waited_s, ahead, model, event", [
-    (0.2, 0, "base", False),      # idle
-    (2.5, 0, "tiny.en", True),    # first-audio work has lately waited 2.5 s for the CPU
-    (0.2, 1, "tiny.en", True),    # another call's turn is still waiting for its first audio
+@pytest.mark.parametrize("waited_s, ahead, speaking, model, event", [
+    (0.2, 0, False, "base", False),      # idle
+    (2.5, 0, False, "tiny.en", True),    # first-audio work has lately waited 2.5 s for the CPU
+    (0.2, 1, False, "tiny.en", True),    # another call's turn still waits for its first audio
+    (0.2, 0, True, "tiny.en", True),     # another caller is still asking (a burst of callers)
 ])
 def test_the_cheaper_models_answer_only_while_the_agent_is_overloaded(
-        stage_cache, config, waited_s, ahead, model, event):
+        stage_cache, config, waited_s, ahead, speaking, model, event):
     main = config.profiles["main"]
     busy = Dialplan.from_config(config).fallback(main)
     audio, rate = spoken("What time does the library open on Saturday?")
-    other_call = object()
+    other_call = _Call()
     tickets = [BACKLOG.enter(other_call)[0] for _ in range(ahead)]
+    BACKLOG.speaking(other_call, speaking)
     try:
         call = simulate(audio, rate, main, stage_cache.stages(main), fast=True, greeting=False,
                         under_load=(busy, stage_cache.stages(busy)), waiting=lambda: waited_s)
     finally:
         for t in tickets:
             BACKLOG.leave(t)
+        BACKLOG.speaking(other_call, False)
     (turn,) = call.turns
     assert turn.asr_model == model and turn.reply_text and not turn.unanswered
     notes = [r.detail for r in call.records if isinstance(r, EventRecord)
@@ -104,6 +111,21 @@ def test_a_turn_counts_only_other_calls_turns_ahead_of_it_until_it_is_heard():
     assert backlog.enter(b)[1] == 1 and len(backlog) == 3
     backlog.leave(t2)
     backlog.leave(t3)
+
+
+def test_other_calls_are_busy_while_their_turn_is_open_or_their_caller_speaks():
+    backlog, a, b, c = Backlog(), _Call(), _Call(), _Call()
+    backlog.speaking(a, True)
+    assert backlog.busy_others(a) == 0 and backlog.busy_others(b) == 1
+    ticket, ahead = backlog.enter(b)
+    assert ahead == 0                   # a speaking caller has no turn ahead of b's yet
+    backlog.speaking(b, True)           # b's open turn and speech count once
+    assert backlog.busy_others(c) == 2 and backlog.busy_others(a) == 1
+    backlog.speaking(a, False)
+    backlog.leave(ticket)
+    assert backlog.busy_others(c) == 1  # b still speaks
+    backlog.part(b)                     # its call ended mid-word
+    assert backlog.busy_others(c) == 0
 
 
 def test_the_under_load_profile_is_preloaded_and_must_exist():

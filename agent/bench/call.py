@@ -71,6 +71,9 @@ from dialplan.options import LLMOptions
 TOOLS = ("sipp", "tshark", "espeak-ng", "sox")
 VOICES = ("en-us", "en")
 """The callers' espeak-ng voices, in turn (American, British)."""
+SHIPPED_UNDER_LOAD = ("base", "qwen2.5-coder-0.5b-instruct-iq4_nl")
+"""(ASR, LLM) of config.toml's default profile's ``under_load`` profile ("lite"), which the
+bench profile gets unless told otherwise: its figures are what the shipped config gives."""
 SERIAL_QUESTIONS = 6
 """Questions the naive serial pipeline answers (its median is the ratios' base)."""
 
@@ -107,14 +110,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="llama.cpp threads, over --threads")
     parser.add_argument("--hold-s", type=float, default=20.0,
                         help="call length after answer; the caller sends silence till its BYE")
-    parser.add_argument("--under-load", type=_model_pair, default=None, metavar="ASR,LLM",
-                        help="give the bench profile an under_load profile with these models, "
-                             "e.g. tiny.en,smollm2-135m (default: none)")
+    parser.add_argument("--under-load", type=_model_pair, default=SHIPPED_UNDER_LOAD,
+                        metavar="ASR,LLM",
+                        help="the bench profile's under_load profile's models, e.g. "
+                             "tiny.en,smollm2-135m, or none (default: config.toml's, "
+                             f"{','.join(SHIPPED_UNDER_LOAD)})")
     parser.add_argument("--keep", default=None, help="keep captures and logs in this folder")
 
 
-def _model_pair(text: str) -> tuple[str, str]:
+def _model_pair(text: str) -> tuple[str, str] | None:
     """``--under-load`` value: ``"tiny.en,smollm2-135m"`` -> ``("tiny.en", "smollm2-135m")``."""
+    if text.strip().lower() == "none":
+        return None
     parts = [x.strip() for x in text.split(",")]
     if len(parts) != 2 or not all(parts):
         raise argparse.ArgumentTypeError(f"{text!r} is not ASR,LLM such as tiny.en,smollm2-135m")

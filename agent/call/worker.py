@@ -177,15 +177,22 @@ class TurnWorker:
         else:
             log.event("prefill-skipped", self.call_id, level=logging.DEBUG)
 
+    def speaking(self, now: bool) -> None:
+        """The session's VAD: this call's caller is inside an utterance (``now``) or not."""
+        self.backlog.speaking(self, now)
+
     def _runner(self, turn: Turn, ahead: int) -> TurnRunner:
         """This profile's runner, or the cheaper one while the CPU is overloaded.
 
         Overloaded: ``ahead`` turns of other calls are still waiting for their first audio
-        (this one would wait for all of them), or first-audio work has lately waited too long.
+        (this one would wait for all of them), or as many other callers are still speaking
+        (their turns will compete with this one's), or first-audio work has lately waited too
+        long.
         """
         limits = self.runner.profile.limits
         if self.under_load is None:
             return self.runner
+        ahead = max(ahead, self.backlog.busy_others(self))
         if not ((limits.under_load_ahead and ahead >= limits.under_load_ahead)
                 or self.waiting() > limits.under_load_after_s):
             return self.runner

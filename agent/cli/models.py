@@ -67,8 +67,9 @@ def install(args: argparse.Namespace) -> int:
     ) as bar:
         for model in models:
             if model.derived_from:  # one llama.cpp call: no byte count to show
+                took = _requant_minutes(model)
                 task = bar.add_task(f"{model.name}: re-quantize {model.derived_from} to "
-                                    f"{model.file_type} (about 4 minutes on 2 cores, once)",
+                                    f"{model.file_type} (about {took} on 2 cores, once)",
                                     total=None)
             else:
                 total = sum(_part_size(model, p) for p in model.parts)
@@ -77,6 +78,15 @@ def install(args: argparse.Namespace) -> int:
             bar.update(task, total=1, completed=1)
             console.print(f"[green]ok[/] {model.name:<30} {path}")
     return 0
+
+
+def _requant_minutes(model: catalog.BundledModel) -> str:
+    """How long re-quantizing to ``model`` takes on 2 cores, about 3.5 minutes a GB.
+
+    Measured: 3 min 46 s for the 1.07 GB 1.5B Qwen, 1 min 26 s for the 0.43 GB 0.5B.
+    """
+    minutes = max(1, round(model.size / 1e9 * 3.5))
+    return f"{minutes} minute{'s' if minutes > 1 else ''}"
 
 
 def _part_size(model: catalog.BundledModel, part: catalog.Part) -> int:

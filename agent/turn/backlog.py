@@ -8,6 +8,12 @@ on the wire with the rest of the replies competing). A turn that starts behind o
 waiting for their first audio will wait for them: that is known the moment it starts, and is
 what ``limits.under_load_ahead`` compares against.
 
+A burst starts before any turn does: four callers asking at once are all still speaking when
+the first of them stops, so the first turn met an empty backlog, ran on the full models, and
+decoded apart from the three turns on the cheaper ones (4 at once, Qwen 0.5B under load: the
+first turn of each round had the slowest first clauses, 1.3-2.5 s). Calls whose caller is
+speaking now are counted too (:meth:`busy_others`).
+
 It also knows which calls are up: a call that is alone may speak a reply's opening word on its
 own (:mod:`agent.turn.textsplit`), since nothing else will want the CPU while the rest of the
 reply decodes.
@@ -32,6 +38,7 @@ class Backlog:
         self._open: dict[int, object] = {}  # ticket -> owner (a call)
         # Calls up now (a call's worker that is collected has ended too)
         self._calls: weakref.WeakSet = weakref.WeakSet()
+        self._speaking: weakref.WeakSet = weakref.WeakSet()  # calls whose caller speaks now
 
     def join(self, owner: object) -> None:
         """A call is up: its callers will want answers, so others are not alone."""
@@ -42,6 +49,22 @@ class Backlog:
         """The call ended; idempotent."""
         with self._lock:
             self._calls.discard(owner)
+            self._speaking.discard(owner)
+
+    def speaking(self, owner: object, now: bool) -> None:
+        """``owner``'s caller is inside an utterance (``now``), or not; cheap, every frame."""
+        with self._lock:
+            if now:
+                self._speaking.add(owner)
+            else:
+                self._speaking.discard(owner)
+
+    def busy_others(self, owner: object) -> int:
+        """Other calls that will want the CPU for a turn soon: theirs is open or being spoken."""
+        with self._lock:
+            busy = {id(o) for o in self._open.values() if o is not owner}
+            busy |= {id(o) for o in self._speaking if o is not owner}
+            return len(busy)
 
     def alone(self, owner: object) -> bool:
         """No call but ``owner`` is up: nothing else will want the CPU soon."""
