@@ -112,8 +112,11 @@ def test_a_chunk_starts_at_its_first_sound_not_after_the_voices_silence(piper):
         audio = piper.synthesize(text).audio  # another rendering (the timbre has noise)
         keep = int(ONSET_KEEP_S * piper.sample_rate)
         assert np.argmax(np.abs(audio) > SILENCE_PEAK) == keep, text
-        # The rest is all there: Piper's durations do not vary (tts.piper, noise_w_scale).
-        assert abs(len(audio) - (len(raw) - lead + keep)) <= 0.01 * piper.sample_rate, text
+        # The rest is all there: Piper's durations do not vary (tts.piper, noise_w_scale), but
+        # where the noisy timbre first crosses the silence level does, between two renderings
+        # (CI at 0e6d6df: "The library opens" by 245 samples, 11 ms); the onset is checked
+        # exactly above.
+        assert abs(len(audio) - (len(raw) - lead + keep)) <= 0.02 * piper.sample_rate, text
 
 
 @pytest.mark.unit
