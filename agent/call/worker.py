@@ -138,6 +138,7 @@ class TurnWorker:
         self.call_id = "-"
         self._prefill: threading.Thread | None = None
         self._prefill_cancel = threading.Event()
+        self._speaking = False  # as last told to the backlog
         backlog.join(self)
 
     def prefill(self, audio: np.ndarray, call_id: str) -> None:
@@ -178,8 +179,13 @@ class TurnWorker:
             log.event("prefill-skipped", self.call_id, level=logging.DEBUG)
 
     def speaking(self, now: bool) -> None:
-        """The session's VAD: this call's caller is inside an utterance (``now``) or not."""
-        self.backlog.speaking(self, now)
+        """The session's VAD: this call's caller is inside an utterance (``now``) or not.
+
+        Told every inbound frame; the shared backlog's lock is taken only when it changes.
+        """
+        if now != self._speaking:
+            self._speaking = now
+            self.backlog.speaking(self, now)
 
     def _runner(self, turn: Turn, ahead: int) -> TurnRunner:
         """This profile's runner, or the cheaper one while the CPU is overloaded.
