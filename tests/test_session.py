@@ -13,6 +13,7 @@ import pytest
 from fakes import FakeASR, FakeCall, FakeLLM, FakeTTS, ListLog, fake_stages, silence, tone
 
 from agent.call.session import CallSession
+from agent.turn.backlog import BACKLOG
 from agent.turn.runner import TurnRunner
 from db.records import CallEnded, CallStarted, EventRecord, TurnRecord
 from dialplan import parse_config
@@ -298,6 +299,31 @@ def test_words_so_far_are_prefilled_while_the_caller_speaks():
     assert all(m[0].role == "system" and m[-1].role == "user" for m in llm.prefilled)
     assert llm.prompts[-1][-1].content == "can I renew a book?"
     close(session, line)
+
+
+def test_no_words_are_prefilled_while_another_caller_speaks():
+    # Another call's caller is mid-question: their turn will want the CPU within the second,
+    # so this caller's words so far are neither transcribed nor prefilled; the turn still is.
+    other = _Other()
+    BACKLOG.join(other)
+    BACKLOG.speaking(other, True)
+    try:
+        llm = _PrefillLLM()
+        asr = FakeASR(["can I renew a book?"])
+        session, line, calllog, _ = make(fake_stages(asr=asr, llm=llm), prefill_every_s=1.0)
+        assert wait_until(lambda: session.state == "listening")
+        line.say(tone(2.5))
+        assert wait_until(lambda: calllog.of(TurnRecord))
+        assert llm.prefilled == []
+        assert len(asr.heard_s) == 1 and asr.heard_s[0] >= 2.5  # the turn's own pass only
+        assert calllog.of(TurnRecord)[0].transcript == "can I renew a book?"
+        close(session, line)
+    finally:
+        BACKLOG.part(other)
+
+
+class _Other:
+    """Another call, as the process's backlog knows it."""
 
 
 def test_a_caller_hanging_up_mid_question_drops_their_prefill():

@@ -167,7 +167,8 @@ class TurnWorker:
     def _prefill_words(self, audio: np.ndarray, history: list[ChatMessage],
                        cancel: threading.Event) -> None:
         try:
-            evaluated = prefill_words(self.runner, audio, history, cancel)
+            evaluated = prefill_words(self.runner, audio, history, cancel,
+                                      others_idle=lambda: not self.backlog.busy_others(self))
         except JobCancelled:
             return
         except Exception as e:  # an optimisation only: the turn reads its prompt itself

@@ -10,6 +10,7 @@ its last words. Only where the backend can (``LLM.can_prefill``), and only in id
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 import numpy as np
 
@@ -28,25 +29,33 @@ PREFILL_LOAD_WINDOW_S = 30.0
 ``PREFILL_MAX_WAIT_S``, over this window): under load the idle moments are short and a
 background pass that starts in one still delays the next turn. Measured, bench call, 4 callers
 at once, with the idle-time rule alone: p95 5.93 s against 5.31 s with no prefill (one call:
-p50 1.20 s against 1.32 s, first token 0.26 s against 0.42 s)."""
+p50 1.20 s against 1.32 s, first token 0.26 s against 0.42 s).
+
+Nor while another call is busy (its caller speaks, or its turn waits for its first audio):
+its turn will want the CPU within the second, and this turn will run on the profile's
+``under_load`` models, not the ones prefilled. Measured, bench call, 4 callers at once,
+before this rule: of ~60 attempts in 40 calls none was prefilled, yet 3-8 ran their ASR pass
+first, and 1-2 of those a run held up another turn's first-audio work by ~150 ms."""
 
 
 def prefill_words(runner: TurnRunner, audio: np.ndarray, history: list[Message],
-                  cancel: threading.Event) -> int:
+                  cancel: threading.Event, others_idle: Callable[[], bool] = lambda: True) -> int:
     """ASR of the speech so far, then its words into the LLM's cache; tokens evaluated.
 
-    Dropped at ``cancel`` (the turn starts).
+    Dropped at ``cancel`` (the turn starts), or when ``others_idle`` says another call is busy.
 
     Raises:
         JobCancelled: ``cancel`` was set while the ASR pass waited for the CPU.
     """
     stages = runner.stages
-    if (not stages.llm.can_prefill or not SCHEDULER.quiet_for(PREFILL_QUIET_S)
+    if (not stages.llm.can_prefill or not others_idle()
+            or not SCHEDULER.quiet_for(PREFILL_QUIET_S)
             or SCHEDULER.recent_wait(Priority.FIRST_AUDIO, PREFILL_LOAD_WINDOW_S)
             > PREFILL_MAX_WAIT_S):
         return 0
     with priority(Priority.BACKGROUND), cancel_on(cancel):
         words = stages.asr.transcribe_in_steps(audio).text.split()[:-1]
-        if not words or cancel.is_set() or not SCHEDULER.quiet_for(PREFILL_QUIET_S):
+        if (not words or cancel.is_set() or not others_idle()
+                or not SCHEDULER.quiet_for(PREFILL_QUIET_S)):
             return 0
         return stages.llm.prefill(runner.prompt(history, " ".join(words)), cancel)
