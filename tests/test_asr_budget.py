@@ -11,6 +11,7 @@ import time
 import pytest
 
 from agent.bench.samples import spoken
+from agent.bench.wer.questions import NAMES, QUESTIONS
 from agent.turn.doubt import looped
 from dialplan.options import ASROptions
 from models.asr.faster_whisper import max_tokens
@@ -52,3 +53,13 @@ def test_only_a_phrase_said_four_times_in_a_row_is_a_loop():
     assert looped("My phone number is 077 0 0 0 0 0")
     assert not looped("My number is 0 7 7 0 0, 9 0 0, 4 6 1.")
     assert not looped("No, no, no, that is not what I meant.")
+
+
+@pytest.mark.unit
+def test_two_words_alternating_in_no_order_are_a_loop_but_no_real_question_is():
+    # Whisper base on "My phone number is 0 7 7 0 0, 9 0 0, 4 6 1" in a 4-at-once bench call.
+    assert looped("My own number is Nielo Pemment Pemment Nielo Nielo Pemment Pemment Nielo "
+                  "Pemment Nielo P")
+    assert not looped("My number is zero seven seven zero zero nine zero zero four six one")
+    assert not looped("Yes, yes, I know, I know, yes I know that.")
+    assert not any(looped(q) for q in QUESTIONS + NAMES)

@@ -14,12 +14,22 @@ def doubtful(tr: Transcript, min_avg_logprob: float) -> str:
     return ""
 
 
+ALTERNATION_WORDS = 8
+"""A loop may also alternate two words in no fixed order: Whisper base heard "My phone number
+is 0 7 7 0 0, 9 0 0, 4 6 1" as "My own number is Nielo Pemment Pemment Nielo Nielo Pemment
+Pemment Nielo..." (bench call, 4 at once): the reply recited it back, 5.8 s after the caller
+stopped. No run of this many words in a real question holds only two distinct ones (the
+digits of a phone number read out one by one hold at least three in any run of eight)."""
+
+
 def looped(text: str, times: int = 4) -> bool:
-    """The transcript repeats a phrase of 1-3 words ``times`` times in a row (a Whisper loop)."""
+    """A Whisper loop: a phrase of 1-3 words ``times`` times in a row, or a run of
+    :data:`ALTERNATION_WORDS` words made of two (``"Nielo Pemment Pemment Nielo..."``)."""
     words = [w.strip(".,?!").lower() for w in text.split()]
     for n in (1, 2, 3):
         for i in range(len(words) - n * times + 1):
             gram = words[i:i + n]
             if all(words[i + k * n:i + (k + 1) * n] == gram for k in range(1, times)):
                 return True
-    return False
+    return any(len(set(words[i:i + ALTERNATION_WORDS])) <= 2
+               for i in range(len(words) - ALTERNATION_WORDS + 1))
