@@ -23,8 +23,11 @@ digits of a phone number read out one by one hold at least three in any run of e
 
 
 def looped(text: str, times: int = 4) -> bool:
-    """A Whisper loop: a phrase of 1-3 words ``times`` times in a row, or a run of
-    :data:`ALTERNATION_WORDS` words made of two (``"Nielo Pemment Pemment Nielo..."``)."""
+    """Whether the transcript is a Whisper loop.
+
+    A phrase of 1-3 words ``times`` times in a row, or a run of :data:`ALTERNATION_WORDS`
+    words made of two ("Nielo Pemment Pemment Nielo...").
+    """
     words = [w.strip(".,?!").lower() for w in text.split()]
     for n in (1, 2, 3):
         for i in range(len(words) - n * times + 1):
