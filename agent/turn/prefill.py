@@ -34,7 +34,7 @@ p50 1.20 s against 1.32 s, first token 0.26 s against 0.42 s).
 Nor while another call is busy (its caller speaks, or its turn waits for its first audio):
 its turn will want the CPU within the second, and this turn will run on the profile's
 ``under_load`` models, not the ones prefilled. Measured, bench call, 4 callers at once,
-before this rule: of ~60 attempts in 40 calls none was prefilled, yet 3-8 ran their ASR pass
+before this rule: of ~60 attempts in 40 calls none was prefilled, yet 3-13 ran their ASR pass
 first, and 1-2 of those a run held up another turn's first-audio work by ~150 ms."""
 
 
