@@ -12,10 +12,12 @@ import pytest
 
 from agent.bench.samples import spoken
 from agent.bench.wer.questions import NAMES, QUESTIONS
-from agent.turn.doubt import looped
+from agent.turn.doubt import doubtful, looped
 from dialplan.options import ASROptions
+from models.asr.base import Transcript
 from models.asr.faster_whisper import max_tokens
 from models.audio import ASR_RATE, PHONE_RATE, pcm16_to_float, resample, through_phone_line
+from models.metrics import ASRMetrics
 
 pytestmark = pytest.mark.model
 
@@ -63,3 +65,7 @@ def test_two_words_alternating_in_no_order_are_a_loop_but_no_real_question_is():
     assert not looped("My number is zero seven seven zero zero nine zero zero four six one")
     assert not looped("Yes, yes, I know, I know, yes I know that.")
     assert not any(looped(q) for q in QUESTIONS + NAMES)
+    # Confident nonsense (Whisper is sure of its loop): the turn asks the caller to repeat.
+    heard = Transcript("My own number is Nielo Pemment Pemment Nielo Nielo Pemment Pemment Nielo",
+                       ASRMetrics("base", 0.0, 0.3, 3.0), avg_logprob=-0.3)
+    assert doubtful(heard, min_avg_logprob=-1.0) == "decoding-loop"
