@@ -166,20 +166,16 @@ class TurnWorker:
 
     def _prefill_words(self, audio: np.ndarray, history: list[ChatMessage],
                        cancel: threading.Event) -> None:
-        # Into the model a turn starting now would run on: while other callers speak too,
-        # this turn will be answered under load, on the cheaper profile's LLM.
-        runner = self._choose(0)
         try:
-            evaluated = prefill_words(runner, audio, history, cancel,
-                                      others_idle=lambda: not self.backlog.waiting_others(self))
+            evaluated = prefill_words(self.runner, audio, history, cancel,
+                                      others_idle=lambda: not self.backlog.busy_others(self))
         except JobCancelled:
             return
         except Exception as e:  # an optimisation only: the turn reads its prompt itself
             log.event("prefill-failed", self.call_id, error=repr(e))
             return
         if evaluated:
-            log.event("prefilled", self.call_id, evaluated=evaluated,
-                      model=runner.stages.llm.model_name)
+            log.event("prefilled", self.call_id, evaluated=evaluated)
         else:
             log.event("prefill-skipped", self.call_id, level=logging.DEBUG)
 
@@ -193,13 +189,6 @@ class TurnWorker:
             self.backlog.speaking(self, now)
 
     def _runner(self, turn: Turn, ahead: int) -> TurnRunner:
-        """The runner for ``turn`` (:meth:`_choose`); a cheaper one is recorded on it."""
-        runner = self._choose(ahead)
-        if runner is not self.runner:
-            turn.under_load = runner.profile.name
-        return runner
-
-    def _choose(self, ahead: int) -> TurnRunner:
         """This profile's runner, or the cheaper one while the CPU is overloaded.
 
         Overloaded: ``ahead`` turns of other calls are still waiting for their first audio
@@ -214,6 +203,7 @@ class TurnWorker:
         if not ((limits.under_load_ahead and ahead >= limits.under_load_ahead)
                 or self.waiting() > limits.under_load_after_s):
             return self.runner
+        turn.under_load = self.under_load.profile.name
         return self.under_load
 
     def start(self, turn: Turn, call_id: str) -> None:
@@ -225,10 +215,6 @@ class TurnWorker:
 
     def _work(self, turn: Turn) -> None:
         turn.ticket, ahead = self.backlog.enter(self)
-        for other in self.backlog.others(self):
-            # This turn wants the CPU now: another caller's words-so-far pass still waiting
-            # for the slot would run between its jobs, each one not preempted.
-            other.cancel_prefill()
         try:
             if turn.after is not None:
                 turn.after.join()  # it may still append to (or roll back) the history

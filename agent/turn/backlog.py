@@ -66,16 +66,6 @@ class Backlog:
             busy |= {id(o) for o in self._speaking if o is not owner}
             return len(busy)
 
-    def waiting_others(self, owner: object) -> int:
-        """Other calls with a turn open: their caller waits for its answer now."""
-        with self._lock:
-            return len({id(o) for o in self._open.values() if o is not owner})
-
-    def others(self, owner: object) -> list:
-        """The other calls up now."""
-        with self._lock:
-            return [o for o in self._calls if o is not owner]
-
     def alone(self, owner: object) -> bool:
         """No call but ``owner`` is up: nothing else will want the CPU soon."""
         with self._lock:

@@ -23,28 +23,35 @@ PREFILL_QUIET_S = 0.3
 for this long (and none waits): a background job is not preempted, and started in the gap
 between two jobs of another caller's turn it delays that turn. Measured, bench call, 4
 callers at once, without this: voice-to-voice p95 6.45 s against 5.31 s with no prefill."""
+PREFILL_MAX_WAIT_S = 0.1
+PREFILL_LOAD_WINDOW_S = 30.0
+"""Nor while callers' first-audio work has lately waited for the CPU (p90 over more than
+``PREFILL_MAX_WAIT_S``, over this window): under load the idle moments are short and a
+background pass that starts in one still delays the next turn. Measured, bench call, 4 callers
+at once, with the idle-time rule alone: p95 5.93 s against 5.31 s with no prefill (one call:
+p50 1.20 s against 1.32 s, first token 0.26 s against 0.42 s).
 
-# Nor while another call has a turn waiting for its first audio: that turn wants the CPU now,
-# and its next job would queue behind this pass. Other callers who are still speaking do not
-# stop it: while four callers ask at once the CPU is idle until the first of them stops, and
-# the words go into the model their turn will run on (the profile's ``under_load`` one, chosen
-# by the worker). Before, no words were prefilled while another call was busy, and none at all
-# while first-audio work had lately waited for the CPU (p90 over 0.1 s in 30 s): under load
-# no turn's prompt was ever prefilled.
+Nor while another call is busy (its caller speaks, or its turn waits for its first audio):
+its turn will want the CPU within the second, and this turn will run on the profile's
+``under_load`` models, not the ones prefilled. Measured, bench call, 4 callers at once,
+before this rule: of ~60 attempts in 40 calls none was prefilled, yet 3-13 ran their ASR pass
+first, and 1-2 of those a run held up another turn's first-audio work by ~150 ms."""
 
 
 def prefill_words(runner: TurnRunner, audio: np.ndarray, history: list[Message],
                   cancel: threading.Event, others_idle: Callable[[], bool]) -> int:
     """ASR of the speech so far, then its words into the LLM's cache; tokens evaluated.
 
-    Dropped at ``cancel`` (the turn starts), or when ``others_idle`` says another call's turn
-    waits for its answer.
+    Dropped at ``cancel`` (the turn starts), or when ``others_idle`` says another call is busy.
 
     Raises:
         JobCancelled: ``cancel`` was set while the ASR pass waited for the CPU.
     """
     stages = runner.stages
-    if not stages.llm.can_prefill or not others_idle() or not SCHEDULER.quiet_for(PREFILL_QUIET_S):
+    if (not stages.llm.can_prefill or not others_idle()
+            or not SCHEDULER.quiet_for(PREFILL_QUIET_S)
+            or SCHEDULER.recent_wait(Priority.FIRST_AUDIO, PREFILL_LOAD_WINDOW_S)
+            > PREFILL_MAX_WAIT_S):
         return 0
     with priority(Priority.BACKGROUND), cancel_on(cancel):
         words = stages.asr.transcribe_in_steps(audio).text.split()[:-1]
