@@ -174,8 +174,9 @@ class _Gen:
 
 
 def test_who_rides_along_in_a_step(llm):
-    # Decode steps of other replies ride along unless they are background work; a prompt
-    # (a costly prefill) only if it is no less urgent than the step's own reply.
+    # Only replies and prompts no less urgent than the step's own reply ride along: a caller's
+    # first clause is not decoded beside a reply that still has audio queued (each sequence
+    # more slows the step), nor beside a speculative prefill.
     first = _Gen(Priority.FIRST_AUDIO, 1)
     playout = _Gen(Priority.PLAYOUT, 1)
     spec_prefill = _Gen(Priority.SPECULATIVE, 20)
@@ -185,7 +186,9 @@ def test_who_rides_along_in_a_step(llm):
         saved = llm._active
         try:
             llm._active = [background, spec_prefill, playout, first_prefill, first]
-            assert set(llm._members()) == {first, playout, first_prefill}
+            assert set(llm._members()) == {first, first_prefill}
+            llm._active = [background, playout]
+            assert llm._members() == [playout]  # its own step once no caller waits
             llm._active = [background, spec_prefill]
             assert llm._members() == [spec_prefill]  # background decode waits
             llm._active = [background]

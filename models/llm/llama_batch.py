@@ -12,10 +12,11 @@ prefill of 4 x 20 tokens 1.2 s against 0.35-0.49 s each.
 Unlike the xllamacpp engine, each batched step is a job of the process scheduler, at the
 priority of the most urgent reply in it, so ASR and TTS still go first when a caller waits for
 them. The steps run on one engine thread; a reply's reader waits for its tokens.
-Who rides along in a step (:meth:`BatchedLlamaLLM._members`): every reply waiting for its next
-token, except work less urgent than playout, and a prompt (a prefill, ~17 ms a token) only when
-it is no less urgent than the step's own reply, so a speculative turn's prefill does not delay
-a first clause.
+Who rides along in a step (:meth:`BatchedLlamaLLM._members`): the replies and prompts no less
+urgent than the step's most urgent one. A step's time grows with its sequences (Qwen 0.5B,
+serve: ~30 ms for one, ~45 for two, ~60-85 for four), so a caller's first clause is not
+decoded beside replies that still have a second of audio queued (they decode in their own
+steps, or ride again once their audio runs low), nor beside a speculative turn's prefill.
 """
 
 from __future__ import annotations
@@ -240,11 +241,7 @@ class BatchedLlamaLLM(LLM):
             return []
         top = wanting[0].rank()[0]
 
-        def rides(g: _Generation) -> bool:
-            level = g.rank()[0]
-            return level <= top or (len(g.feed) == 1 and level <= Priority.PLAYOUT)
-
-        return [wanting[0]] + [g for g in wanting[1:] if rides(g)]
+        return [wanting[0]] + [g for g in wanting[1:] if g.rank()[0] <= top]
 
     def _step(self) -> None:
         lc = self._lc
