@@ -235,13 +235,14 @@ class BatchedLlamaLLM(LLM):
         return min(ranks) if ranks else (int(Priority.BACKGROUND), 0.0)
 
     def _members(self) -> list[_Generation]:
-        wanting = sorted((g for g in self._active if g.wanting and g.feed),
-                         key=lambda g: g.rank())
-        if not wanting:
+        # Each rank read once (a priority may be a callable): sorted, the riders are the
+        # replies at the most urgent level, in deadline order.
+        ranked = sorted(((g.rank(), g) for g in self._active if g.wanting and g.feed),
+                        key=lambda rg: rg[0])
+        if not ranked:
             return []
-        top = wanting[0].rank()[0]
-
-        return [wanting[0]] + [g for g in wanting[1:] if g.rank()[0] <= top]
+        top = ranked[0][0][0]
+        return [g for (level, _), g in ranked if level == top]
 
     def _step(self) -> None:
         lc = self._lc
