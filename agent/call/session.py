@@ -267,8 +267,7 @@ class CallSession:
                 self._barge_in(at)
         self._line_s += len(data) / 2 / self.rate
         closing = bool(self._closing)
-        # Other calls' turns starting now will compete with the one this caller is speaking.
-        self.turntaking.worker.speaking(self._segmenter.speech_start_s is not None)
+        self.turntaking.caller_speaking(self._segmenter.speech_start_s is not None)
         for ev in events:
             if isinstance(ev, SpeechStarted):
                 self._idle_since = at

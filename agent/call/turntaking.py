@@ -144,6 +144,13 @@ class TurnTaking:
         timeline = TurnTimeline(speech_start_at=self._speech_start_at, speech_end_at=end_at)
         self._new_turn(ev, timeline)
 
+    def caller_speaking(self, now: bool) -> None:
+        """Told every inbound frame: the caller is inside an utterance (``now``) or not.
+
+        Other calls' turns starting meanwhile will compete with the one this caller speaks.
+        """
+        self.worker.speaking(now)
+
     def speech_so_far(self, ev: SpeechSoFar) -> None:
         """The caller is mid-utterance: their words so far go into the LLM's cache.
 
