@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from types import SimpleNamespace
 
 import pytest
 
@@ -166,8 +167,9 @@ def test_a_step_waits_for_its_turn_at_the_reply_s_priority(llm):
 
 
 class _Gen:
-    def __init__(self, level: int, feed: int):
+    def __init__(self, level: int, feed: int, seq: int = 0):
         self.level, self.feed, self.wanting = level, [0] * feed, True
+        self.seq = SimpleNamespace(id=seq)
 
     def rank(self):
         return (self.level, 0.0)
@@ -193,6 +195,32 @@ def test_who_rides_along_in_a_step(llm):
             assert llm._members() == [spec_prefill]  # background decode waits
             llm._active = [background]
             assert llm._members() == [background]
+        finally:
+            llm._active = saved
+
+
+def test_a_step_of_three_is_filled_to_a_whole_tile(llm):
+    # llama.cpp's repacked kernels multiply 4 tokens at once: a less urgent reply rides for
+    # free where the step would have had 3 tokens, or 2 in sequences apart (two passes).
+    f0, f1, f2, f3 = (_Gen(Priority.FIRST_AUDIO, 1, i) for i in range(4))
+    p0, p1, p2, p3 = (_Gen(Priority.PLAYOUT, 1, i) for i in range(4))
+    prefill3 = _Gen(Priority.PLAYOUT, 20, 3)
+    background2 = _Gen(Priority.BACKGROUND, 1, 2)
+    with llm._cond:
+        saved = llm._active
+        try:
+            llm._active = [f0, f1, p2, f3]
+            assert llm._members() == [f0, f1, f3, p2]
+            llm._active = [f0, p1, f2, p3]
+            assert set(llm._members()) == {f0, f2, p1, p3}
+            llm._active = [f0, f1, p2, p3]  # consecutive: one pass already, 2 tokens < 4
+            assert llm._members() == [f0, f1]
+            llm._active = [f0, f1, f2, prefill3]  # a prompt is no decode token
+            assert llm._members() == [f0, f1, f2]
+            llm._active = [f0, f1, background2, f3]  # background work never rides
+            assert llm._members() == [f0, f1, f3]
+            llm._active = [f0, p1, f2]  # one short of a tile: nothing gained
+            assert llm._members() == [f0, f2]
         finally:
             llm._active = saved
 

@@ -12,11 +12,7 @@ prefill of 4 x 20 tokens 1.2 s against 0.35-0.49 s each.
 Unlike the xllamacpp engine, each batched step is a job of the process scheduler, at the
 priority of the most urgent reply in it, so ASR and TTS still go first when a caller waits for
 them. The steps run on one engine thread; a reply's reader waits for its tokens.
-Who rides along in a step (:meth:`BatchedLlamaLLM._members`): the replies and prompts no less
-urgent than the step's most urgent one. A step's time grows with its sequences (Qwen 0.5B,
-serve: ~30 ms for one, ~45 for two, ~60-85 for four), so a caller's first clause is not
-decoded beside replies that still have a second of audio queued (they decode in their own
-steps, or ride again once their audio runs low), nor beside a speculative turn's prefill.
+Who rides along in a step: :mod:`models.llm.riders`.
 """
 
 from __future__ import annotations
@@ -32,6 +28,7 @@ from models import catalog
 from models.errors import ModelMissingError
 from models.llm.base import LLM, Message, Piece, shared_prefix
 from models.llm.llama_vocab import ChatVocab
+from models.llm.riders import members
 from models.scheduler import (
     SCHEDULER,
     Priority,
@@ -235,14 +232,8 @@ class BatchedLlamaLLM(LLM):
         return min(ranks) if ranks else (int(Priority.BACKGROUND), 0.0)
 
     def _members(self) -> list[_Generation]:
-        # Each rank read once (a priority may be a callable): sorted, the riders are the
-        # replies at the most urgent level, in deadline order.
-        ranked = sorted(((g.rank(), g) for g in self._active if g.wanting and g.feed),
-                        key=lambda rg: rg[0])
-        if not ranked:
-            return []
-        top = ranked[0][0][0]
-        return [g for (level, _), g in ranked if level == top]
+        return members(sorted(((g.rank(), g) for g in self._active if g.wanting and g.feed),
+                              key=lambda rg: rg[0]))
 
     def _step(self) -> None:
         lc = self._lc
