@@ -221,6 +221,9 @@ def test_a_step_of_three_is_filled_to_a_whole_tile(llm):
             assert llm._members() == [f0, f1, f3]
             llm._active = [f0, p1, f2]  # one short of a tile: nothing gained
             assert llm._members() == [f0, f2]
+            tail0 = _Gen(Priority.FIRST_AUDIO, 2, 0)  # a prompt's last 2 tokens
+            llm._active = [tail0, p1, f3]  # 4 tokens, but sequences 0, 1, 3: two passes
+            assert llm._members() == [tail0, f3]
         finally:
             llm._active = saved
 

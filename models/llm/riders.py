@@ -47,13 +47,16 @@ def members(ranked: list[tuple[tuple[int, float], Rider]]) -> list[Rider]:
 
 def fill(chosen: list[Rider], lower: list[Rider]) -> list[Rider]:
     """Less urgent decoding replies that complete a tile in one pass, else none."""
-    ids = sorted(g.seq.id for g in chosen)
-    apart = any(b != a + 1 for a, b in zip(ids, ids[1:], strict=False))
     need = TILE - sum(len(g.feed) for g in chosen)
-    if not (need == 1 or (need == 2 and apart)):
+    if not (need == 1 or (need == 2 and _apart(chosen))):
         return []
     extra = [g for g in lower if len(g.feed) == 1][:need]
-    ids = sorted(ids + [g.seq.id for g in extra])
-    if len(extra) < need or ids[-1] - ids[0] != TILE - 1:
+    if len(extra) < need or _apart(chosen + extra):
         return []  # not a whole tile in one pass: no gain
     return extra
+
+
+def _apart(riders: list[Rider]) -> bool:
+    """Their sequence ids have a gap: llama.cpp decodes them in more than one pass."""
+    ids = sorted(g.seq.id for g in riders)
+    return any(b != a + 1 for a, b in zip(ids, ids[1:], strict=False))
