@@ -207,7 +207,8 @@ def test_a_step_of_three_is_filled_to_a_whole_tile(llm):
     prefill3 = _Gen(Priority.PLAYOUT, 20, 3)
     background2 = _Gen(Priority.BACKGROUND, 1, 2)
     with llm._cond:
-        saved = llm._active
+        saved, saved_free = llm._active, llm._tile_free
+        llm._tile_free = True  # as measured on a model whose fourth token is free
         try:
             llm._active = [f0, f1, p2, f3]
             assert llm._members() == [f0, f1, f3, p2]
@@ -224,8 +225,40 @@ def test_a_step_of_three_is_filled_to_a_whole_tile(llm):
             tail0 = _Gen(Priority.FIRST_AUDIO, 2, 0)  # a prompt's last 2 tokens
             llm._active = [tail0, p1, f3]  # 4 tokens, but sequences 0, 1, 3: two passes
             assert llm._members() == [tail0, f3]
+            llm._tile_free = False  # measured: a tile costs more than a step of 3
+            llm._active = [f0, f1, p2, f3]
+            assert llm._members() == [f0, f1, f3]
+            llm._active = [f0, p1, f2, p3]
+            assert llm._members() == [f0, f2]
         finally:
-            llm._active = saved
+            llm._active, llm._tile_free = saved, saved_free
+
+
+def test_a_tile_is_filled_only_where_this_model_measured_it_free():
+    from models.llm.tile import is_free
+
+    def timed(short_ms: float, whole_ms: float):
+        return lambda n: {3: short_ms, 4: whole_ms}[n] / 1000
+
+    # Step medians of 3 and 4 sequences measured alone (2 threads, AMD EPYC):
+    assert is_free(timed(79, 75))[0]  # Qwen 0.5B IQ4_NL: the fourth token is free
+    assert is_free(timed(147, 157))[0]  # 1.5B IQ4_NL: 7 %, within the slack
+    assert not is_free(timed(145, 190))[0]  # 1.5B Q4_K_M: 31 % slower for the urgent replies
+    steps = iter([0.100, 0.300, 0.100, 0.105, 0.500, 0.105])  # medians: an outlier each
+    assert is_free(lambda n: next(steps), repeats=3) == (True, 0.100, 0.105)
+
+
+def test_measuring_the_tile_leaves_every_cache_as_it_was(llm):
+    from models.llm import tile
+
+    llm.prime(SYSTEM)  # every sequence holds a cache (the first prime measured the tile too)
+    question = "When do you open on Saturday?"
+    before = ask(llm, question)
+    with llm._ctx_lock, llm._cond:
+        tokens = [list(seq.tokens) for seq in llm._seqs]
+        tile.measure(llm._lc, llm._ctx, llm._mem, llm._batch, llm._seqs[:4], "smollm2-135m")
+        assert [seq.tokens for seq in llm._seqs] == tokens
+    assert ask(llm, question) == before  # greedy: the same reply from the same caches
 
 
 def test_unknown_model_names_the_fix():

@@ -26,9 +26,10 @@ from dataclasses import dataclass, field
 from dialplan.options import LLMOptions
 from models import catalog
 from models.errors import ModelMissingError
+from models.llm import tile
 from models.llm.base import LLM, Message, Piece, shared_prefix
 from models.llm.llama_vocab import ChatVocab
-from models.llm.riders import members
+from models.llm.riders import TILE, members
 from models.scheduler import (
     SCHEDULER,
     Priority,
@@ -106,6 +107,7 @@ class BatchedLlamaLLM(LLM):
         self._active: list[_Generation] = []
         self._ctx_lock = threading.Lock()  # held by a step, and by prime's cache copies
         self._primed: set[str] = set()
+        self._tile_free = True  # until measured (_measure_tile)
         threading.Thread(target=self._engine, daemon=True, name="llm-batch").start()
 
     def count_tokens(self, text: str) -> int:
@@ -142,6 +144,15 @@ class BatchedLlamaLLM(LLM):
                     lc.llama_memory_seq_rm(self._mem, seq.id, -1, -1)
                     lc.llama_memory_seq_cp(self._mem, gen.seq.id, seq.id, -1, -1)
                     seq.tokens = list(gen.seq.tokens)
+        self._measure_tile()
+
+    def _measure_tile(self) -> None:
+        """Whether riders fill steps to a whole tile on this model (:mod:`models.llm.tile`)."""
+        with SCHEDULER.job("llm", priority=Priority.BACKGROUND), self._ctx_lock, self._cond:
+            seqs = self._seqs[:TILE]
+            if len(seqs) == TILE and not any(s.busy or not s.tokens for s in seqs):
+                self._tile_free = tile.measure(self._lc, self._ctx, self._mem, self._batch,
+                                               seqs, self.model_name)
 
     def _stream_impl(self, messages: list[Message]) -> Iterator[Piece]:
         gen = self._start(self.fit(messages), cancel=current_cancel())
@@ -233,7 +244,7 @@ class BatchedLlamaLLM(LLM):
 
     def _members(self) -> list[_Generation]:
         return members(sorted(((g.rank(), g) for g in self._active if g.wanting and g.feed),
-                              key=lambda rg: rg[0]))
+                              key=lambda rg: rg[0]), self._tile_free)
 
     def _step(self) -> None:
         lc = self._lc

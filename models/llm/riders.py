@@ -13,8 +13,8 @@ whose sequence ids are not consecutive is split into passes, one per run. So a d
 once: p50 109-134 ms and 93-107 ms against 92-108 ms).
 That holds for the 0.5B models (alone, 2 threads: IQ4_NL 79 ms for 3, 75 for 4; Q4_K_M 97
 and 83), not for the 1.5B (IQ4_NL 147 against 157 ms, Q4_K_M 145 against 190): there a filled
-step is 7 % / 31 % slower for its urgent replies. The bench's busy turns run on the 0.5B; a rule
-measured per model at load would keep the fill where it is free.
+step is 7 % / 31 % slower for its urgent replies, so the engine measures it on its own model at
+load (:mod:`models.llm.tile`) and fills only where a tile is (nearly) free.
 Imports nothing from the project but the scheduler's priorities.
 """
 
@@ -39,12 +39,19 @@ class Rider(Protocol):
     seq: _Seq
 
 
-def members(ranked: list[tuple[tuple[int, float], Rider]]) -> list[Rider]:
-    """The step's members, from the wanting replies sorted by rank (each rank read once)."""
+def members(ranked: list[tuple[tuple[int, float], Rider]], tile_free: bool = True
+            ) -> list[Rider]:
+    """The step's members, from the wanting replies sorted by rank (each rank read once).
+
+    ``tile_free``: a whole tile costs this model no more than a step one short of it
+    (:mod:`models.llm.tile`); else no reply rides below its level.
+    """
     if not ranked:
         return []
     top = ranked[0][0][0]
     chosen = [g for (level, _), g in ranked if level == top]
+    if not tile_free:
+        return chosen
     return chosen + fill(chosen, [g for (level, _), g in ranked
                                   if top < level < Priority.BACKGROUND])
 
