@@ -107,7 +107,7 @@ class BatchedLlamaLLM(LLM):
         self._active: list[_Generation] = []
         self._ctx_lock = threading.Lock()  # held by a step, and by prime's cache copies
         self._primed: set[str] = set()
-        self._tile_free = True  # until measured (_measure_tile)
+        self._tile_free: bool | None = None  # measured at the first prime (_measure_tile)
         threading.Thread(target=self._engine, daemon=True, name="llm-batch").start()
 
     def count_tokens(self, text: str) -> int:
@@ -150,7 +150,8 @@ class BatchedLlamaLLM(LLM):
         """Whether riders fill steps to a whole tile on this model (:mod:`models.llm.tile`)."""
         with SCHEDULER.job("llm", priority=Priority.BACKGROUND), self._ctx_lock, self._cond:
             seqs = self._seqs[:TILE]
-            if len(seqs) == TILE and not any(s.busy or not s.tokens for s in seqs):
+            if self._tile_free is None and len(seqs) == TILE and \
+                    not any(s.busy or not s.tokens for s in seqs):
                 self._tile_free = tile.measure(self._lc, self._ctx, self._mem, self._batch,
                                                seqs, self.model_name)
 
@@ -244,7 +245,7 @@ class BatchedLlamaLLM(LLM):
 
     def _members(self) -> list[_Generation]:
         return members(sorted(((g.rank(), g) for g in self._active if g.wanting and g.feed),
-                              key=lambda rg: rg[0]), self._tile_free)
+                              key=lambda rg: rg[0]), self._tile_free is not False)
 
     def _step(self) -> None:
         lc = self._lc
