@@ -148,10 +148,11 @@ class BatchedLlamaLLM(LLM):
 
     def _measure_tile(self) -> None:
         """Whether riders fill steps to a whole tile on this model (:mod:`models.llm.tile`)."""
+        seqs = self._seqs[:TILE]
+        if self._tile_free is not None or len(seqs) < TILE:
+            return  # measured once per engine; fewer sequences never make a tile
         with SCHEDULER.job("llm", priority=Priority.BACKGROUND), self._ctx_lock, self._cond:
-            seqs = self._seqs[:TILE]
-            if self._tile_free is None and len(seqs) == TILE and \
-                    not any(s.busy or not s.tokens for s in seqs):
+            if not any(s.busy or not s.tokens for s in seqs):
                 self._tile_free = tile.measure(self._lc, self._ctx, self._mem, self._batch,
                                                seqs, self.model_name)
 

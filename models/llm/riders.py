@@ -11,10 +11,8 @@ and Q4_0 on AVX2) multiply 4 tokens at once and each token left over on its own,
 whose sequence ids are not consecutive is split into passes, one per run. So a decode step of
 3 sequences, or of 2 apart, costs what one of 4 does (Qwen 0.5B in ``serve``, 4 callers at
 once: p50 109-134 ms and 93-107 ms against 92-108 ms).
-That holds for the 0.5B models (alone, 2 threads: IQ4_NL 79 ms for 3, 75 for 4; Q4_K_M 97
-and 83), not for the 1.5B (IQ4_NL 147 against 157 ms, Q4_K_M 145 against 190): there a filled
-step is 7 % / 31 % slower for its urgent replies, so the engine measures it on its own model at
-load (:mod:`models.llm.tile`) and fills only where a tile is (nearly) free.
+That holds for the Qwen 0.5B, not for the 1.5B, so the engine measures it on its own model at
+load (:mod:`models.llm.tile`, with the figures) and fills only where a tile is (nearly) free.
 Imports nothing from the project but the scheduler's priorities.
 """
 

@@ -3,9 +3,11 @@
 :func:`models.llm.riders.fill` lets less urgent replies ride in a decode step of 3 sequences so
 that it holds a whole tile of 4, on the premise that llama.cpp's repacked kernels make the
 fourth token free. That holds for the Qwen 0.5B models and not for the 1.5B (alone, 2 threads,
-a step of 3 against 4 sequences: 0.5B IQ4_NL 79 / 75 ms, 0.5B Q4_K_M 97 / 83, 1.5B IQ4_NL 147 /
-157, 1.5B Q4_K_M 145 / 190): it depends on the weights' type, the model's width and the CPU's
-kernels, so the engine times it on its own model at load instead of trusting a table.
+a step of 3 against 4 sequences at a context's start: 0.5B IQ4_NL 79 / 75 ms, 0.5B Q4_K_M 97 /
+83, 1.5B IQ4_NL 147 / 157, 1.5B Q4_K_M 145 / 190; measured here, on caches holding a system
+prompt: 0.5B IQ4_NL 75-79 / 66-68, 1.5B IQ4_NL 152 / 171, 1.5B Q4_K_M 158-160 / 225-246). It
+depends on the weights' type, the model's width, the cache and the CPU's kernels, so the engine
+times it on its own model at load instead of trusting a table.
 """
 
 from __future__ import annotations
