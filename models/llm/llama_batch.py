@@ -17,50 +17,27 @@ Who rides along in a step: :mod:`models.llm.riders`.
 
 from __future__ import annotations
 
-import codecs
 import threading
-from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 
 from dialplan.options import LLMOptions
 from models import catalog
 from models.errors import ModelMissingError
 from models.llm import tile
 from models.llm.base import LLM, Message, Piece, shared_prefix
+from models.llm.generation import CANCEL_POLL_S, Generation, Seq
 from models.llm.llama_vocab import ChatVocab
 from models.llm.riders import TILE, members
-from models.scheduler import (
-    SCHEDULER,
-    Priority,
-    current_cancel,
-    current_priority,
-    priority,
-    rank_of,
-)
+from models.scheduler import SCHEDULER, Priority, current_cancel, priority
 
-AHEAD = 2
-"""Tokens a reply is decoded ahead of its reader."""
 BACKGROUND_CHUNK = 2
 """Prompt tokens a background step evaluates, all sequences' together: a step is not
 preempted, and a caller whose speech ends as one starts waits for it before their turn's ASR.
 Qwen 1.5B, 2 cores, bench call, 1 call: steps of 2 took p50 108 ms (p90 134, max 273) against
 151-163 (p90 229-253, max 375-708) for steps of 4, and 8 took 270-370 ms; the same ~58 ms a
 token at 2 and 4 (a step of 1 is a decode step, ~91 ms)."""
-CANCEL_POLL_S = 0.02
-"""How soon a reply waiting for its next token (or for a sequence) notices its turn's cancel."""
 N_BATCH = 512
 """Tokens per ``llama_decode`` (a longer prompt is prefilled over several steps)."""
-
-
-@dataclass(eq=False)
-class _Seq:
-    """One KV sequence and the tokens it holds."""
-
-    id: int
-    tokens: list[int] = field(default_factory=list)
-    busy: bool = False
-    gen: _Generation | None = None
 
 
 class BatchedLlamaLLM(LLM):
@@ -102,9 +79,9 @@ class BatchedLlamaLLM(LLM):
         self._mem = lc.llama_get_memory(self._ctx)
         self.vocab = ChatVocab(lc, self._model, path)
         self._batch = lc.llama_batch_init(N_BATCH, 0, slots)
-        self._seqs = [_Seq(i) for i in range(slots)]
+        self._seqs = [Seq(i) for i in range(slots)]
         self._cond = threading.Condition()
-        self._active: list[_Generation] = []
+        self._active: list[Generation] = []
         self._ctx_lock = threading.Lock()  # held by a step, and by prime's cache copies
         self._primed: set[str] = set()
         self._tile_free: bool | None = None  # measured at the first prime (_measure_tile)
@@ -184,7 +161,7 @@ class BatchedLlamaLLM(LLM):
 
     def _start(self, messages: list[Message], prompt: list[int] | None = None,
                wait: bool = True, prefill: bool = False,
-               cancel: threading.Event | None = None) -> _Generation | None:
+               cancel: threading.Event | None = None) -> Generation | None:
         prompt = self.prompt_tokens(messages) if prompt is None else prompt
         with self._cond:
             while True:
@@ -203,13 +180,13 @@ class BatchedLlamaLLM(LLM):
                     return None
                 self._cond.wait(None if cancel is None else CANCEL_POLL_S)
             seq.busy = True
-            gen = _Generation(self, seq, prompt, prefill, cancel)
+            gen = Generation(self, seq, prompt, prefill, cancel)
             seq.gen = gen
             self._active.append(gen)
             self._cond.notify_all()
         return gen
 
-    def _finish(self, gen: _Generation) -> None:
+    def _finish(self, gen: Generation) -> None:
         """Called with ``_cond`` held: the reply ended; its sequence is free again.
 
         Not while a step is decoding it: the engine frees it after the step (its sequence's
@@ -244,7 +221,7 @@ class BatchedLlamaLLM(LLM):
             ranks = [g.rank() for g in self._active if g.wanting]
         return min(ranks) if ranks else (int(Priority.BACKGROUND), 0.0)
 
-    def _members(self) -> list[_Generation]:
+    def _members(self) -> list[Generation]:
         return members(sorted(((g.rank(), g) for g in self._active if g.wanting and g.feed),
                               key=lambda rg: rg[0]), self._tile_free is not False)
 
@@ -320,104 +297,3 @@ class BatchedLlamaLLM(LLM):
                 if g.done:
                     self._finish(g)
             self._cond.notify_all()
-
-
-class _Generation:
-    """One streamed reply on a leased sequence; closing it (or running out) frees it."""
-
-    def __init__(self, owner: BatchedLlamaLLM, seq: _Seq, prompt: list[int],
-                 prefill_only: bool = False, cancel: threading.Event | None = None):
-        lc = owner._lc
-        o = owner.options
-        self.owner = owner
-        self.seq = seq
-        self.prompt = prompt
-        self.prefill_only = prefill_only
-        """Evaluates the prompt and ends: nothing is sampled."""
-        # A wholly cached prompt still feeds its last token: its logits start the reply.
-        self.pos = min(shared_prefix(seq.tokens, prompt), len(prompt) - (0 if prefill_only else 1))
-        self.cached = self.pos
-        self.feed = list(prompt[self.pos:])
-        self.fresh = True
-        self.taken = 0
-        self.stepping = False
-        """In the step being decoded (the engine frees it after, if it was closed)."""
-        self.out: deque[Piece] = deque()
-        self.generated = 0
-        self.done = not self.feed  # a prefill already cached
-        self.error: Exception | None = None
-        self.priority = current_priority()
-        self.cancel = cancel
-        """The turn's: once set, no step takes this reply and its reader stops."""
-        self._utf8 = codecs.getincrementaldecoder("utf-8")("replace")
-        chain = lc.llama_sampler_chain_init(lc.llama_sampler_chain_default_params())
-        if o.temperature <= 0:
-            lc.llama_sampler_chain_add(chain, lc.llama_sampler_init_greedy())
-        else:  # llama-cpp-python's chat defaults, so both backends sample alike
-            lc.llama_sampler_chain_add(chain, lc.llama_sampler_init_top_k(40))
-            lc.llama_sampler_chain_add(chain, lc.llama_sampler_init_top_p(0.95, 1))
-            lc.llama_sampler_chain_add(chain, lc.llama_sampler_init_min_p(0.05, 1))
-            lc.llama_sampler_chain_add(chain, lc.llama_sampler_init_temp(o.temperature))
-            lc.llama_sampler_chain_add(chain, lc.llama_sampler_init_dist(o.seed))
-        self.sampler = chain
-
-    @property
-    def wanting(self) -> bool:
-        """It takes part in the next step: decoded ahead of its reader by up to ``AHEAD``.
-
-        A reader taking its token would otherwise miss the next step (measured: 3 of 4 steps
-        ran one sequence with four replies in flight).
-        """
-        return (not self.done and self.error is None and len(self.out) < AHEAD
-                and not self.cancelled)
-
-    @property
-    def cancelled(self) -> bool:
-        return self.cancel is not None and self.cancel.is_set()
-
-    def rank(self) -> tuple[int, float]:
-        return rank_of(self.priority)
-
-    def sampled(self, token: int) -> None:
-        """Engine side, ``_cond`` held: ``token`` follows the sequence."""
-        self.generated += 1
-        if self.owner.vocab.is_end(token):
-            self.done = True
-            return
-        text = self._utf8.decode(self.owner.vocab.piece(token))
-        if self.generated == 1:
-            self.out.append(Piece(text, prompt_tokens=len(self.prompt),
-                                  cached_tokens=self.cached))
-        else:
-            self.out.append(Piece(text))
-        self.feed = [token]
-        if self.generated >= self.owner.options.max_tokens:
-            self.done = True
-
-    def __iter__(self) -> Iterator[Piece]:
-        return self
-
-    def __next__(self) -> Piece:
-        cond = self.owner._cond
-        with cond:
-            self.priority = current_priority()  # the reader's urgency now
-            while not self.out:
-                if self.error is not None:
-                    error, self.error = self.error, None
-                    self._close_locked()
-                    raise error
-                if self.done or self.cancelled:
-                    self._close_locked()
-                    raise StopIteration
-                cond.wait(None if self.cancel is None else CANCEL_POLL_S)
-            piece = self.out.popleft()
-            cond.notify_all()  # the engine may decode this reply further now
-            return piece
-
-    def close(self) -> None:
-        """Barge-in or done: the sequence keeps what it evaluated for the call's next turn."""
-        with self.owner._cond:
-            self._close_locked()
-
-    def _close_locked(self) -> None:
-        self.owner._finish(self)
