@@ -8,10 +8,11 @@ company: a request alone when the slot frees runs alone, and a batch forms only 
 that were queued anyway (unlike the window of :class:`~models.asr.voxtral_batcher.MicroBatcher`).
 
 A group's job has the most urgent of its members' priorities, evaluated whenever the slot is
-handed out. A request joins only a group of its own priority level, so a speculative pass does
-not slow a caller's first-audio pass by riding with it. A member whose cancel event is set
-before the batch runs is left out of it (:class:`~models.scheduler.JobCancelled` in its own
-thread); the group's job is cancelled only when every member is.
+handed out. A request joins only a group of its own priority level (and key, if one is given),
+so a speculative pass does not slow a caller's first-audio pass by riding with it. A member
+whose cancel event is set before the batch runs is left out of it
+(:class:`~models.scheduler.JobCancelled` in its own thread); the group's job is cancelled only
+when every member is.
 """
 
 from __future__ import annotations
@@ -73,17 +74,24 @@ class Coalescer(Generic[T, R]):
             the group's scheduler job.
         stage: the job's stage name (asr, tts...).
         max_batch: the largest group; a request finding its level's group full starts another.
+        narrow: a batch may run on one core beside another turn's job (:meth:`Scheduler.job`).
+        key: requests join only a group of their own key (e.g. what can share one pass);
+            with ``narrow``, groups of different keys are jobs the scheduler may run side by
+            side, instead of one job running them one after another.
     """
 
     def __init__(self, run: Callable[[list[T]], list[R]], stage: str, max_batch: int,
-                 scheduler: Scheduler = SCHEDULER):
+                 scheduler: Scheduler = SCHEDULER, narrow: bool = False,
+                 key: Callable[[T], object] = lambda item: None):
         self._run = run
         self._stage = stage
+        self._narrow = narrow
+        self._key = key
         self._max = max(1, max_batch)
         self._scheduler = scheduler
         self._lock = threading.Lock()
-        self._open: dict[int, _Group] = {}
-        """Per priority level, the group whose job still waits for the slot."""
+        self._open: dict[tuple[int, object], _Group] = {}
+        """Per priority level and key, the group whose job still waits for the slot."""
 
     def submit(self, item: T) -> R:
         """Run ``item`` in the next batch of its priority level; its own result.
@@ -96,30 +104,31 @@ class Coalescer(Generic[T, R]):
             # This thread holds the slot: a group waiting for it would wait forever.
             return self._run([item])[0]
         req = _Request(item, current_priority(), current_cancel())
-        level = rank_of(req.priority)[0]
+        where = (rank_of(req.priority)[0], self._key(item))
         with self._lock:
-            group = self._open.get(level)
+            group = self._open.get(where)
             if group is not None and len(group.members) < self._max:
                 group.members.append(req)
                 group = None  # its leader runs it
             else:
-                group = self._open[level] = _Group(req)
+                group = self._open[where] = _Group(req)
         if group is not None:
-            self._lead(group, level)
+            self._lead(group, where)
         req.done.wait()
         if req.error is not None:
             raise req.error
         return req.result
 
-    def _lead(self, group: _Group, level: int | None) -> None:
+    def _lead(self, group: _Group, where: tuple[int, object] | None) -> None:
         """Take the slot for ``group`` and run it (on the thread of its first request)."""
         retry: list[_Request] = []
         # The group can give up only if its first member can; if not, the scheduler need not
         # poll a cancel event (every 10 ms while the group waits) that never fires.
         cancel = cancel_on(group) if group.members[0].cancel is not None else nullcontext()  # type: ignore[arg-type]
         try:
-            with priority(group.rank), cancel, self._scheduler.job(self._stage):
-                batch = self._close(group, level)
+            with priority(group.rank), cancel, self._scheduler.job(self._stage,
+                                                                   narrow=self._narrow):
+                batch = self._close(group, where)
                 for r in group.members:
                     if r not in batch:
                         r.error = JobCancelled(self._stage)
@@ -133,14 +142,14 @@ class Coalescer(Generic[T, R]):
         except JobCancelled as e:
             # Every member had given up when the scheduler looked; one that joined since
             # then has not: it goes again, alone with any others like it.
-            self._close(group, level)
+            self._close(group, where)
             for r in group.members:
                 if r.cancelled:
                     r.error = e
                 else:
                     retry.append(r)
         except BaseException as e:  # noqa: BLE001 - handed to every member
-            self._close(group, level)
+            self._close(group, where)
             for r in group.members:
                 r.error = r.error or e
         finally:
@@ -152,9 +161,9 @@ class Coalescer(Generic[T, R]):
             again.members = retry
             self._lead(again, None)
 
-    def _close(self, group: _Group, level: int | None) -> list[_Request]:
+    def _close(self, group: _Group, where: tuple[int, object] | None) -> list[_Request]:
         """No more members for ``group``; the ones still wanting a result."""
         with self._lock:
-            if level is not None and self._open.get(level) is group:
-                del self._open[level]
+            if where is not None and self._open.get(where) is group:
+                del self._open[where]
             return [r for r in group.members if not r.cancelled]

@@ -29,6 +29,11 @@ After a first-audio job the slot is held for that level a moment (:data:`HANDOFF
 turn's next job (its LLM prompt after its ASR pass, its TTS after the first clause) is queued
 a few ms after the last one ends, and a job of a lower level granted in that gap ran to its end
 first (4 callers at once: 27 such waits in 40 calls, 10 s of first-audio time in all).
+Two urgent jobs of different turns may share the cores, one each (:data:`PAIR_LEVEL`, a job
+that says ``narrow=True``): on 2 cores a model gains 1.35-1.6x from its second thread (Whisper
+base a pass 1.3-1.5x, Piper 1.4-1.7x, a Qwen 0.5B prompt and first clause 1.35-1.55x), so two
+callers' jobs side by side on one thread each did 1.13-1.38x the work of the same jobs one
+after another on two (alone, each pair of stages). A job reads what it got from :meth:`cores`.
 Imports nothing from the project: models call it, the agent sets priorities.
 """
 
@@ -36,6 +41,7 @@ from __future__ import annotations
 
 import contextvars
 import itertools
+import os
 import threading
 import time
 from collections import deque
@@ -63,6 +69,9 @@ _current: contextvars.ContextVar[PriorityLike] = contextvars.ContextVar(
 _cancel: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar(
     "callagent_cancel", default=None)
 _POLL_S = 0.01  # how soon a waiting job notices its cancel event
+PAIR_LEVEL = 2  # Priority.SPECULATIVE, defined below
+"""Jobs at this level or more urgent may run side by side on a core each: what callers wait
+for. Less urgent work (the rest of a reply, priming) keeps both cores and the old order."""
 HANDOFF_S = 0.03
 """How long after a first-audio job ends the slot waits for the next one before a job of a
 lower level may take it (measured: the next job of the turn was queued 0-4 ms after)."""
@@ -108,14 +117,19 @@ class JobTrace:
 
 
 class _Waiter:
-    __slots__ = ("cancel", "cancelled", "event", "level", "priority", "seq", "stage")
+    __slots__ = ("cancel", "cancelled", "cores", "deadline", "event", "level", "narrow",
+                 "priority", "seq", "stage")
 
     def __init__(self, priority: PriorityLike, seq: int, stage: str,
-                 cancel: threading.Event | None):
+                 cancel: threading.Event | None, narrow: bool = False):
         self.priority = priority
         self.seq = seq
         self.stage = stage
         self.cancel = cancel
+        self.narrow = narrow
+        self.cores = 0
+        """Cores it was handed (0: all of them, a whole slot)."""
+        self.deadline = 0.0
         self.cancelled = False
         self.level = int(Priority.BACKGROUND)
         """Its priority level when it was handed the slot."""
@@ -130,10 +144,14 @@ class Scheduler:
 
     Args:
         slots: jobs that may compute at once (1: each model uses all cores it is given).
+        pairs: a slot may run two ``narrow`` urgent jobs of different turns, one core each.
     """
 
-    def __init__(self, slots: int = 1):
+    def __init__(self, slots: int = 1, pairs: bool = True):
         self.slots = slots
+        self.pairs = pairs
+        self._narrow: list[_Waiter] = []
+        """Narrow jobs running now (two of them fill a slot)."""
         self._lock = threading.Lock()
         self._running = 0
         self._waiting: list[_Waiter] = []
@@ -164,12 +182,15 @@ class Scheduler:
             self._observers.remove(observer)
 
     @contextmanager
-    def job(self, stage: str, priority: PriorityLike | None = None) -> Iterator[None]:
+    def job(self, stage: str, priority: PriorityLike | None = None,
+            narrow: bool = False) -> Iterator[None]:
         """Run the enclosed model work when a slot is free and no better job waits.
 
         Args:
             stage: for the statistics (asr, llm, tts, eot).
             priority: overrides the context's priority (see :func:`priority`).
+            narrow: the work can run on one core (it asks :meth:`cores`), beside another
+                turn's urgent job on the other.
 
         Raises:
             JobCancelled: the context's cancel event (:func:`cancel_on`) was set before the
@@ -186,7 +207,7 @@ class Scheduler:
         t0 = time.monotonic()
         with self._lock:
             self._jobs += 1
-            waiter = _Waiter(prio, next(self._seq), stage, _cancel.get())
+            waiter = _Waiter(prio, next(self._seq), stage, _cancel.get(), narrow)
             self._waiting.append(waiter)
             self._max_waiting = max(self._max_waiting, len(self._waiting))
             self._grant_locked()
@@ -197,14 +218,17 @@ class Scheduler:
         waited = granted - t0
         self._recent.append((granted, waiter.level, waited))
         urgent = waiter.level < Priority.BACKGROUND
-        self._local.depth, self._local.note = 1, ""
+        self._local.depth, self._local.note, self._local.cores = 1, "", waiter.cores
         try:
             yield
         finally:
             self._local.depth = 0
             with self._lock:
                 self._waited[stage] = self._waited.get(stage, 0.0) + waited
-                self._running -= 1
+                if waiter.cores:
+                    self._narrow.remove(waiter)
+                else:
+                    self._running -= 1
                 if urgent:
                     self._urgent -= 1
                     self._urgent_ended = time.monotonic()
@@ -212,8 +236,11 @@ class Scheduler:
                     self._first_ended = time.monotonic()
                 self._grant_locked()
             if self._observers:
+                note = self._local.note
+                if waiter.cores:
+                    note = f"{note} cores={waiter.cores}".strip()
                 trace = JobTrace(stage, waiter.level, waited, time.monotonic() - granted,
-                                 threading.current_thread().name, self._local.note)
+                                 threading.current_thread().name, note)
                 for observer in self._observers:
                     observer(trace)
 
@@ -230,6 +257,10 @@ class Scheduler:
         self._handoff = threading.Timer(delay + 0.001, grant)
         self._handoff.daemon = True
         self._handoff.start()
+
+    def cores(self) -> int:
+        """Cores the running job was handed: 1 when it runs beside another, else 0 (all)."""
+        return getattr(self._local, "cores", 0) if self.in_job() else 0
 
     def in_job(self) -> bool:
         """This thread holds a slot (a job started here now runs at once)."""
@@ -254,23 +285,64 @@ class Scheduler:
                         return
 
     def _grant_locked(self) -> None:
-        while self._running < self.slots and self._waiting:
+        while self._waiting:
             # seq is unique: the tuples never compare the waiters themselves
             rank, best = min((w.rank(), w) for w in self._waiting)
             held = self._first_ended + HANDOFF_S - time.monotonic()
             if rank[0] > Priority.FIRST_AUDIO and held > 0:
                 self._hand_off_later(held)
                 return
-            self._waiting.remove(best)
-            if best.cancel is not None and best.cancel.is_set():
-                best.cancelled = True
-                best.event.set()
+            if len(self._narrow) % 2:  # a slot runs one narrow job: its other core is free
+                # The best job's turn may have a job running there already: another turn's
+                # takes the core, and the best one the next core that frees.
+                partner = self._partner(best, rank, {w.deadline for w in self._narrow})
+                if partner is None:
+                    return
+                self._hand(*partner, cores=1)
                 continue
+            if self._running + len(self._narrow) // 2 >= self.slots:
+                return
+            partner = self._partner(best, rank, {rank[1]}, besides=best)
+            if self._hand(best, rank, cores=1 if partner else 0) and partner:
+                self._hand(*partner, cores=1)  # at once: a wide job ranked between waits
+
+    def _hand(self, job: _Waiter, rank: tuple[int, float, int], cores: int) -> bool:
+        """Give ``job`` a whole slot (``cores`` 0) or one core; False if it was cancelled."""
+        self._waiting.remove(job)
+        if job.cancel is not None and job.cancel.is_set():
+            job.cancelled = True
+            job.event.set()
+            return False
+        job.level, job.deadline, job.cores = rank[0], rank[1], cores
+        if cores:
+            self._narrow.append(job)
+        else:
             self._running += 1
-            best.level = rank[0]
-            if best.level < Priority.BACKGROUND:
-                self._urgent += 1  # counted as it is handed the slot: quiet_for sees no gap
-            best.event.set()
+        if job.level < Priority.BACKGROUND:
+            self._urgent += 1  # counted as it is handed the slot: quiet_for sees no gap
+        job.event.set()
+        return True
+
+    def _pairable(self, job: _Waiter, rank: tuple[int, float, int]) -> bool:
+        return self.pairs and job.narrow and rank[0] <= PAIR_LEVEL
+
+    def _partner(self, best: _Waiter, rank: tuple[int, float, int], taken: set[float],
+                 besides: _Waiter | None = None) -> tuple[_Waiter, tuple] | None:
+        """The most urgent waiting job to run on one core beside the turns of ``taken``.
+
+        Those are deadlines of turns with a job running or being handed a core. None if there
+        is none, or if ``best`` (the most urgent job of all) may not pair: it then waits for a
+        whole slot.
+
+        Both narrow and urgent, and of different turns: a turn's own jobs follow one another,
+        and its first clause's speech must not run at half speed beside the rest of its reply.
+        """
+        if not self._pairable(best, rank):
+            return None
+        for r, w in sorted((w.rank(), w) for w in self._waiting if w is not besides):
+            if self._pairable(w, r) and r[1] not in taken:
+                return w, r
+        return None
 
     def quiet_for(self, seconds: float) -> bool:
         """No work but background has run, or waited, for the last ``seconds``.
@@ -335,5 +407,6 @@ def current_cancel() -> threading.Event | None:
     return _cancel.get()
 
 
-SCHEDULER = Scheduler()
-"""The process's scheduler: every model stage runs its work through it."""
+SCHEDULER = Scheduler(pairs=os.environ.get("CALLAGENT_PAIRS", "1") != "0")
+"""The process's scheduler: every model stage runs its work through it. ``CALLAGENT_PAIRS=0``
+turns pairing off (the backends then load no one-thread models either)."""

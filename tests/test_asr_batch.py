@@ -70,7 +70,12 @@ def test_silence_in_a_batch_is_heard_as_nothing(stage_cache, lines):
 
 
 def test_calls_waiting_for_the_cpu_share_one_pass(stage_cache, lines):
+    """Those of one encoder window share a pass; the other window is a job of its own.
+
+    The scheduler may run it beside them on a core each (it would run after them in one job).
+    """
     asr = stage_cache.models.asr(ASROptions(model="tiny.en"))
+    assert asr.narrow
     alone = [asr.transcribe(line).text for line in lines]
     notes: list[str] = []
 
@@ -89,15 +94,16 @@ def test_calls_waiting_for_the_cpu_share_one_pass(stage_cache, lines):
         callers = [threading.Thread(target=caller, args=(i,)) for i in range(len(lines))]
         for t in callers:
             t.start()
-        # All four queued behind the other call's job, in one group waiting for the slot.
+        # All four queued behind the other call's job: three in one group, one in another.
         assert wait_until(lambda: sum(len(g.members) for g in asr._coalescer._open.values()) == 4,
                           timeout=10)
-        assert SCHEDULER.stats().waiting == 1
+        assert sorted(len(g.members) for g in asr._coalescer._open.values()) == [1, 3]
+        assert SCHEDULER.stats().waiting == 2
         release.set()
         for t in callers:
             t.join(30)
         assert [heard[i] for i in range(len(lines))] == alone
-        assert notes == ["utterances=4"]
+        assert sorted(notes) == ["", "utterances=3"]
 
 
 @pytest.mark.parametrize("model", ["base", "tiny.en"])

@@ -152,3 +152,30 @@ def test_inside_a_job_a_request_runs_at_once_instead_of_waiting_for_its_own_slot
     with sched.job("llm"):
         assert coalescer.submit(3) == 9
     assert batches.ran == [[3]]
+
+
+def test_requests_of_different_keys_wait_as_jobs_that_can_run_side_by_side():
+    """Whisper's utterances of other windows: own jobs, which the scheduler pairs."""
+    sched, results = Scheduler(), {}
+    ran: list[tuple[list[int], int, float]] = []
+
+    def batch(items: list[int]) -> list[int]:
+        start = time.monotonic()
+        time.sleep(0.1)
+        ran.append((sorted(items), sched.cores(), start))
+        return [i * i for i in items]
+
+    coalescer = Coalescer(batch, "asr", max_batch=4, scheduler=sched, narrow=True,
+                          key=lambda i: i % 2)
+    release = hold_the_slot(sched)
+    # Two callers' utterances of one window (even), one of another (odd): each waits with
+    # its own deadline, as callers' speech ends do.
+    threads = [_submit(coalescer, i, results, prio=(Priority.FIRST_AUDIO, float(i)))
+               for i in (2, 4, 3)]
+    assert wait_until(lambda: sched.stats().waiting == 2, timeout=5)
+    release.set()
+    for t in threads:
+        t.join(5)
+    assert results == {2: 4, 3: 9, 4: 16}
+    assert sorted((items, cores) for items, cores, _ in ran) == [([2, 4], 1), ([3], 1)]
+    assert abs(ran[0][2] - ran[1][2]) < 0.05  # at once

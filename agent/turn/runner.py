@@ -143,7 +143,7 @@ class TurnRunner:
             # A long chunk: the TTS runtime's memory arena grows to the largest chunk it has
             # seen and keeps it, so it grows here, once, not over the first calls (Piper: +164
             # MB over its first 50 replies without this).
-            self.stages.tts.synthesize(WARM_UP_SPEECH)
+            self.stages.tts.warm_up(WARM_UP_SPEECH)
 
     def prepare_phrases(self) -> Callable[[str], np.ndarray]:
         """Synthesise the profile's fixed phrases now; returns :meth:`speak` for a session.

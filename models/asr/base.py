@@ -50,14 +50,22 @@ class ASR(ABC):
     model_name: str = ""
     _coalescer: Coalescer[np.ndarray, Transcript] | None = None
     """Set by a backend whose batches run in one pass (:meth:`batch_waiting`)."""
+    narrow: bool = False
+    """A pass may run on one core beside another turn's job (the backend asks
+    ``SCHEDULER.cores()`` inside it which it got)."""
 
     def batch_waiting(self, max_batch: int) -> None:
         """Transcribe utterances that wait for the CPU together in one batch, up to ``max_batch``.
 
         For backends whose ``_transcribe_batch_impl`` runs a batch in one pass.
         """
-        self._coalescer = (Coalescer(self.transcribe_batch, "asr", max_batch)
+        self._coalescer = (Coalescer(self.transcribe_batch, "asr", max_batch,
+                                     narrow=self.narrow, key=self._pass_key)
                            if max_batch > 1 else None)
+
+    def _pass_key(self, audio: np.ndarray) -> object:
+        """Utterances with equal keys share one pass (None: every utterance may)."""
+        return None
 
     def warm_up_lengths_s(self) -> tuple[float, ...]:
         """Input lengths the backend sizes its buffers for, to meet in :meth:`warm_up`."""
@@ -80,7 +88,7 @@ class ASR(ABC):
     def transcribe_batch(self, audios: list[np.ndarray]) -> list[Transcript]:
         """Transcribe several utterances; backends that batch do it in one pass."""
         audios = [np.ascontiguousarray(a, dtype=np.float32).reshape(-1) for a in audios]
-        with SCHEDULER.job("asr"):
+        with SCHEDULER.job("asr", narrow=self.narrow):
             if len(audios) > 1:
                 SCHEDULER.note(f"utterances={len(audios)}")
             started = time.monotonic()

@@ -95,16 +95,30 @@ class FasterWhisperASR(ASR):
         self.model_name = options.model
         path = self._model_dir(options.model)
         device = "cuda" if options.device == "cuda" else "cpu"
-        self._model = _short_window_model(WhisperModel)(
+        self._wide = _short_window_model(WhisperModel)(
             str(path),
             device=device,
             compute_type=options.compute_type,
             cpu_threads=options.threads,
             num_workers=1,
         )
+        # For passes the scheduler runs on one core beside another job: two workers of one
+        # thread (two such passes may run at once). A pass is 1.3-1.5x slower on one thread,
+        # two side by side 1.1-1.35x the work of two threads (beside an LLM or TTS job).
+        self._one = None
+        if device == "cpu" and options.threads > 1 and SCHEDULER.pairs:
+            self._one = _short_window_model(WhisperModel)(
+                str(path), device=device, compute_type=options.compute_type, cpu_threads=1,
+                num_workers=2)
+            self.narrow = True
         self._english_only = path.name.endswith(".en") or options.model.endswith(".en")
-        self._batch_decoder = None
+        self._decoders: dict[int, object] = {}
         self.batch_waiting(options.max_batch)
+
+    @property
+    def _model(self):
+        """The model for the running job: one thread if the scheduler gave it one core."""
+        return self._one if self._one is not None and SCHEDULER.cores() == 1 else self._wide
 
     @staticmethod
     def _model_dir(name: str) -> Path:
@@ -136,6 +150,23 @@ class FasterWhisperASR(ASR):
         if self.options.window_margin_s < 0:
             return (1.0,)  # the full 30 s window: one length
         return tuple(float(s) for s in range(1, WARM_UP_MAX_S + 1))
+
+    def warm_up(self) -> None:
+        """Both models meet every window: the one-thread one is used under load only."""
+        super().warm_up()
+        if self._one is None:
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        def warm(_: int) -> None:
+            for s in self.warm_up_lengths_s():
+                audio = np.zeros(int(ASR_RATE * s), np.float32)
+                shape = self._pass_shape(audio)
+                if shape is not None:
+                    self._decoder(self._one).decode([audio], *shape)
+
+        with ThreadPoolExecutor(2) as pool:  # side by side: both workers meet the windows
+            list(pool.map(warm, range(2)))
 
     def _window_frames(self, audio: np.ndarray) -> int | None:
         """Encoder frames for this utterance (None: Whisper's full 30 s window)."""
@@ -194,6 +225,15 @@ class FasterWhisperASR(ASR):
             SCHEDULER.note("decode")
             return decoder.generate(encoded, budget)[0]
 
+    def _pass_key(self, audio: np.ndarray) -> object:
+        """Under pairing, only utterances of one pass share a job: the others run side by side.
+
+        Whisper runs a group of different windows one after another (2 utterances 0.72-0.85 s,
+        3 1.07-1.10 s in bench call, 4 at once); as jobs of their own, two run at once on a
+        core each. Without pairing one job still runs them all (fewer hand-offs).
+        """
+        return self._pass_shape(audio) if self.narrow else None
+
     def _pass_shape(self, audio: np.ndarray) -> tuple[int, int] | None:
         """Encoder window and token budget of a pass through :class:`BatchDecoder`.
 
@@ -205,23 +245,25 @@ class FasterWhisperASR(ASR):
             return None
         return frames, max_tokens(len(audio) / ASR_RATE)
 
-    def _decoder(self):
-        if self._batch_decoder is None:
+    def _decoder(self, model=None):
+        model = model or self._model
+        if id(model) not in self._decoders:
             from models.asr.whisper_batch import BatchDecoder
 
-            self._batch_decoder = BatchDecoder(self._model, self.options, self._english_only)
-        return self._batch_decoder
+            self._decoders[id(model)] = BatchDecoder(model, self.options, self._english_only)
+        return self._decoders[id(model)]
 
     def _transcribe_impl(self, audio: np.ndarray) -> Hypothesis:
         o = self.options
-        self._model.frames.n = self._window_frames(audio)
+        model = self._model
+        model.frames.n = self._window_frames(audio)
         try:
-            return self._decode(audio, o)
+            return self._decode(model, audio, o)
         finally:
-            self._model.frames.n = None
+            model.frames.n = None
 
-    def _decode(self, audio: np.ndarray, o: ASROptions) -> Hypothesis:
-        segments, _info = self._model.transcribe(
+    def _decode(self, model, audio: np.ndarray, o: ASROptions) -> Hypothesis:
+        segments, _info = model.transcribe(
             audio,
             language=None if self._english_only else (o.language or None),
             beam_size=o.beam_size,

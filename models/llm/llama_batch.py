@@ -85,6 +85,7 @@ class BatchedLlamaLLM(LLM):
         self._ctx_lock = threading.Lock()  # held by a step, and by prime's cache copies
         self._primed: set[str] = set()
         self._tile_free: bool | None = None  # measured at the first prime (_measure_tile)
+        self._n_threads = options.threads
         threading.Thread(target=self._engine, daemon=True, name="llm-batch").start()
 
     def count_tokens(self, text: str) -> int:
@@ -130,6 +131,7 @@ class BatchedLlamaLLM(LLM):
             return  # measured once per engine; fewer sequences never make a tile
         with SCHEDULER.job("llm", priority=Priority.BACKGROUND), self._ctx_lock, self._cond:
             if not any(s.busy or not s.tokens for s in seqs):
+                self._threads(self.options.threads)
                 self._tile_free = tile.measure(self._lc, self._ctx, self._mem, self._batch,
                                                seqs, self.model_name)
 
@@ -207,7 +209,9 @@ class BatchedLlamaLLM(LLM):
                 while not any(g.wanting and g.feed for g in self._active):
                     self._cond.wait()
             try:
-                with SCHEDULER.job("llm", priority=self._top_rank), self._ctx_lock:
+                with SCHEDULER.job("llm", priority=self._top_rank,
+                                   narrow=self.options.threads > 1), self._ctx_lock:
+                    self._threads(SCHEDULER.cores() or self.options.threads)
                     self._step()
             except Exception as e:  # the replies waiting for it fail; the engine goes on
                 with self._cond:
@@ -215,6 +219,12 @@ class BatchedLlamaLLM(LLM):
                         if g.wanting:
                             g.error = e
                     self._cond.notify_all()
+
+    def _threads(self, n: int) -> None:
+        """Decode on ``n`` threads: one when the scheduler runs this step beside another job."""
+        if n != self._n_threads:
+            self._lc.llama_set_n_threads(self._ctx, n, n)
+            self._n_threads = n
 
     def _top_rank(self) -> tuple[int, float]:
         with self._cond:

@@ -49,10 +49,13 @@ class TTS(ABC):
     model_name: str = ""
     voice: str = ""
     sample_rate: int = 24000
+    narrow: bool = False
+    """A chunk may be spoken on one core beside another turn's job (the backend asks
+    ``SCHEDULER.cores()`` which it got)."""
 
     def synthesize(self, text: str) -> Speech:
         """Speak ``text``; empty or unpronounceable text gives empty audio."""
-        with SCHEDULER.job("tts"):
+        with SCHEDULER.job("tts", narrow=self.narrow):
             started = time.monotonic()
             audio = self._synthesize_impl(text) if text.strip() else np.zeros(0, np.float32)
             ended = time.monotonic()
@@ -67,6 +70,10 @@ class TTS(ABC):
             voice=self.voice,
         )
         return Speech(audio=audio, sample_rate=self.sample_rate, metrics=m)
+
+    def warm_up(self, text: str) -> None:
+        """Speak ``text`` once (first-run cost; a runtime's memory arena grows to it)."""
+        self.synthesize(text)
 
     @abstractmethod
     def _synthesize_impl(self, text: str) -> np.ndarray:

@@ -1,0 +1,104 @@
+"""Each stage run on one core beside another caller's job says what it says on two.
+
+Real bundled models (Whisper base, SmolLM2 through llama-batch, Piper): a job granted one core
+(``SCHEDULER.cores() == 1``) runs the backend's one-thread model, session or thread count,
+and the caller hears the same words.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from agent.bench.samples import spoken
+from dialplan.options import ASROptions, LLMOptions, TTSOptions
+from models.audio import ASR_RATE, PHONE_RATE, pcm16_to_float, resample, through_phone_line
+from models.registry import ModelCache
+from models.scheduler import SCHEDULER, Priority, priority
+from tests.llm_asks import ask
+from tests.waiting import hold_the_slot, wait_until
+
+pytestmark = pytest.mark.model
+
+CALLER_1 = (Priority.FIRST_AUDIO, 1.0)
+CALLER_2 = (Priority.FIRST_AUDIO, 2.0)
+
+
+def beside_another_caller(work: Callable[[], object]) -> dict:
+    """Run ``work`` as caller 2 while caller 1's narrow job holds the other core.
+
+    Both are queued behind a job holding the whole slot and handed out together, so the
+    scheduler pairs them; caller 1's job lasts until ``work`` is done. Returns ``{"result":
+    ..., "cores": [cores of every job of caller 2's that ran]}``.
+    """
+    seen: dict = {"cores": []}
+    done = threading.Event()
+
+    def observe(trace) -> None:
+        if trace.thread == "caller-2" or trace.thread == "llm-batch":
+            seen["cores"].append(1 if "cores=1" in trace.note else 0)
+
+    def caller_1() -> None:
+        with SCHEDULER.job("asr", priority=CALLER_1, narrow=True):
+            done.wait(60)
+
+    def caller_2() -> None:
+        with priority(CALLER_2):
+            seen["result"] = work()
+        done.set()
+
+    release = hold_the_slot(SCHEDULER)
+    waiting = SCHEDULER.stats().waiting
+    one = threading.Thread(target=caller_1, name="caller-1")
+    two = threading.Thread(target=caller_2, name="caller-2")
+    one.start()
+    assert wait_until(lambda: SCHEDULER.stats().waiting > waiting)
+    two.start()
+    assert wait_until(lambda: SCHEDULER.stats().waiting > waiting + 1)
+    SCHEDULER.observe(observe)
+    try:
+        release.set()
+        two.join(120)
+        one.join(10)
+    finally:
+        SCHEDULER.unobserve(observe)
+    return seen
+
+
+def test_a_whisper_pass_on_one_core_hears_what_it_hears_on_two(stage_cache):
+    asr = stage_cache.models.asr(ASROptions(model="base", max_batch=1))
+    audio, rate = spoken("Can I renew my books over the phone?", voice="en+f3")
+    line = resample(pcm16_to_float(through_phone_line(audio, rate)), PHONE_RATE, ASR_RATE)
+    wide = asr.transcribe(line)
+    seen = beside_another_caller(lambda: asr.transcribe(line))
+    assert seen["cores"] == [1]
+    assert seen["result"].text == wide.text and "renew" in wide.text.lower(), wide.text
+
+
+def test_a_reply_decoded_on_one_core_is_the_reply_decoded_on_two():
+    llm = ModelCache().llm(LLMOptions(backend="llama-batch", model="smollm2-135m",
+                                      max_tokens=24, temperature=0.0, contexts=2))
+    with priority(CALLER_2):
+        wide = ask(llm, "When do you open?")
+    seen = beside_another_caller(lambda: ask(llm, "When do you open?"))
+    assert seen["result"] == wide and wide.strip()
+    assert len(seen["cores"]) > 5 and set(seen["cores"]) == {1}, seen["cores"]
+    with priority(CALLER_2):  # alone again: both threads, the same reply
+        assert ask(llm, "When do you open?") == wide
+    assert llm._n_threads == 2
+
+
+def test_piper_speaks_a_chunk_on_one_core_as_long_as_on_two(stage_cache):
+    tts = stage_cache.models.tts(TTSOptions(backend="piper"))
+    assert tts.narrow
+    wide = tts.synthesize("The library opens at ten on Saturday.")
+    seen = beside_another_caller(lambda: tts.synthesize("The library opens at ten on Saturday."))
+    narrow = seen["result"]
+    assert seen["cores"] == [1]
+    # The same phonemes and durations (no duration noise); the timbre noise differs.
+    assert len(narrow.audio) == len(wide.audio) > 0.5 * narrow.sample_rate
+    assert np.sqrt(np.mean(narrow.audio ** 2)) == pytest.approx(
+        np.sqrt(np.mean(wide.audio ** 2)), rel=0.2)

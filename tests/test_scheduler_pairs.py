@@ -1,0 +1,125 @@
+"""Two callers' urgent jobs share the cores, one each; everything else keeps the whole slot."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from models.scheduler import Priority, Scheduler, priority
+
+pytestmark = pytest.mark.unit
+
+
+class _Log:
+    """What each job saw: when it ran and on how many cores."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.runs: dict[str, tuple[float, float, int]] = {}
+        self.order: list[str] = []
+
+
+def _job(sched: Scheduler, log: _Log, name: str, prio, narrow: bool = True,
+         hold: threading.Event | None = None, run_s: float = 0.05) -> threading.Thread:
+    def run():
+        with priority(prio), sched.job("asr", narrow=narrow):
+            start = time.monotonic()
+            with log.lock:
+                log.order.append(name)
+            if hold is not None:
+                hold.wait(5)
+            time.sleep(run_s)
+            log.runs[name] = (start, time.monotonic(), sched.cores())
+
+    t = threading.Thread(target=run)
+    t.start()
+    return t
+
+
+def _queued(sched: Scheduler, n: int) -> None:
+    deadline = time.monotonic() + 5
+    while sched.stats().waiting < n:
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+
+
+def _overlap(log: _Log, a: str, b: str) -> bool:
+    (s1, e1, _), (s2, e2, _) = log.runs[a], log.runs[b]
+    return s1 < e2 and s2 < e1
+
+
+def _busy_then(sched: Scheduler, log: _Log, jobs: list[tuple]) -> None:
+    """Queue ``jobs`` behind a job holding the whole slot, then let them all run."""
+    hold = threading.Event()
+    threads = [_job(sched, log, "busy", Priority.BACKGROUND, narrow=False, hold=hold, run_s=0)]
+    while not log.order:
+        time.sleep(0.001)
+    for i, args in enumerate(jobs):
+        threads.append(_job(sched, log, *args))
+        _queued(sched, i + 1)
+    hold.set()
+    for t in threads:
+        t.join(5)
+
+
+def test_two_callers_first_audio_jobs_run_side_by_side_on_a_core_each():
+    sched, log = Scheduler(), _Log()
+    _busy_then(sched, log, [("asr of caller 1", (Priority.FIRST_AUDIO, 1.0)),
+                            ("llm of caller 2", (Priority.FIRST_AUDIO, 2.0))])
+    assert _overlap(log, "asr of caller 1", "llm of caller 2")
+    assert log.runs["asr of caller 1"][2] == log.runs["llm of caller 2"][2] == 1
+    assert log.runs["busy"][2] == 0  # a job alone has the whole slot
+    assert sched.cores() == 0  # outside a job
+
+
+def test_one_turns_jobs_never_pair_and_a_lone_job_keeps_both_cores():
+    """The same deadline is the same turn: its first clause's TTS at full speed, then on."""
+    sched, log = Scheduler(), _Log()
+    _busy_then(sched, log, [("first clause tts", (Priority.FIRST_AUDIO, 1.0)),
+                            ("its next decode step", (Priority.FIRST_AUDIO, 1.0))])
+    assert not _overlap(log, "first clause tts", "its next decode step")
+    assert log.runs["first clause tts"][2] == log.runs["its next decode step"][2] == 0
+
+
+def test_less_urgent_work_never_pairs():
+    """The rest of a reply (playout) and priming keep the old order on the whole slot."""
+    sched, log = Scheduler(), _Log()
+    _busy_then(sched, log, [("a reply's later sentence", (Priority.PLAYOUT, 1.0)),
+                            ("another reply's", (Priority.PLAYOUT, 2.0)),
+                            ("a speculative asr", (Priority.SPECULATIVE, 3.0))])
+    assert log.order[1:] == ["a speculative asr", "a reply's later sentence", "another reply's"]
+    assert all(log.runs[n][2] == 0 for n in log.order)
+    assert not _overlap(log, "a reply's later sentence", "another reply's")
+
+
+def test_a_job_that_cannot_narrow_waits_for_the_whole_slot():
+    sched, log = Scheduler(), _Log()
+    _busy_then(sched, log, [("caller 1", (Priority.FIRST_AUDIO, 1.0), True, None, 0.15),
+                            ("caller 2", (Priority.FIRST_AUDIO, 2.0), True, None, 0.05),
+                            ("kokoro of caller 3", (Priority.FIRST_AUDIO, 3.0), False),
+                            ("caller 4", (Priority.FIRST_AUDIO, 4.0))])
+    wide = log.runs["kokoro of caller 3"]
+    assert wide[2] == 0 and wide[0] >= log.runs["caller 1"][1] - 0.005
+    # The core caller 2 left went to no one behind the wide job: it was more urgent.
+    assert log.runs["caller 4"][0] >= wide[1] - 0.005
+
+
+def test_a_core_freed_by_one_of_a_pair_goes_to_the_next_callers_job():
+    sched, log = Scheduler(), _Log()
+    _busy_then(sched, log, [("caller 1", (Priority.FIRST_AUDIO, 1.0), True, None, 0.3),
+                            ("caller 2", (Priority.FIRST_AUDIO, 2.0), True, None, 0.05),
+                            ("caller 1 again", (Priority.FIRST_AUDIO, 1.0)),
+                            ("caller 3", (Priority.SPECULATIVE, 3.0))])
+    # Caller 1's next job cannot pair with its own running one: caller 3's takes the core.
+    assert _overlap(log, "caller 1", "caller 3") and log.runs["caller 3"][2] == 1
+    assert log.runs["caller 1 again"][0] >= log.runs["caller 1"][1] - 0.005
+
+
+def test_pairs_off_runs_one_job_at_a_time():
+    sched, log = Scheduler(pairs=False), _Log()
+    _busy_then(sched, log, [("caller 1", (Priority.FIRST_AUDIO, 1.0)),
+                            ("caller 2", (Priority.FIRST_AUDIO, 2.0))])
+    assert not _overlap(log, "caller 1", "caller 2")
+    assert log.runs["caller 1"][2] == log.runs["caller 2"][2] == 0
