@@ -8,6 +8,7 @@ import time
 import pytest
 
 from models.scheduler import Priority, Scheduler, priority
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.unit
 
@@ -38,13 +39,6 @@ def _job(sched: Scheduler, log: _Log, name: str, prio, narrow: bool = True,
     return t
 
 
-def _queued(sched: Scheduler, n: int) -> None:
-    deadline = time.monotonic() + 5
-    while sched.stats().waiting < n:
-        assert time.monotonic() < deadline
-        time.sleep(0.001)
-
-
 def _overlap(log: _Log, a: str, b: str) -> bool:
     (s1, e1, _), (s2, e2, _) = log.runs[a], log.runs[b]
     return s1 < e2 and s2 < e1
@@ -58,7 +52,7 @@ def _busy_then(sched: Scheduler, log: _Log, jobs: list[tuple]) -> None:
         time.sleep(0.001)
     for i, args in enumerate(jobs):
         threads.append(_job(sched, log, *args))
-        _queued(sched, i + 1)
+        assert wait_until(lambda n=i + 1: sched.stats().waiting >= n, timeout=5, every=0.001)
     hold.set()
     for t in threads:
         t.join(5)
