@@ -369,7 +369,7 @@ class Scheduler:
 
     def stats(self) -> SchedulerStats:
         with self._lock:
-            return SchedulerStats(jobs=self._jobs, running=self._running,
+            return SchedulerStats(jobs=self._jobs, running=self._running + len(self._narrow),
                                   waiting=len(self._waiting), waited_s=dict(self._waited),
                                   max_waiting=self._max_waiting)
 

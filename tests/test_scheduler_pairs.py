@@ -18,7 +18,8 @@ class _Log:
 
     def __init__(self):
         self.lock = threading.Lock()
-        self.runs: dict[str, tuple[float, float, int]] = {}
+        self.runs: dict[str, tuple[float, float, int, int]] = {}
+        """name: (started, ended, cores, jobs running as it ended)"""
         self.order: list[str] = []
 
 
@@ -32,7 +33,7 @@ def _job(sched: Scheduler, log: _Log, name: str, prio, narrow: bool = True,
             if hold is not None:
                 hold.wait(5)
             time.sleep(run_s)
-            log.runs[name] = (start, time.monotonic(), sched.cores())
+            log.runs[name] = (start, time.monotonic(), sched.cores(), sched.stats().running)
 
     t = threading.Thread(target=run)
     t.start()
@@ -40,7 +41,7 @@ def _job(sched: Scheduler, log: _Log, name: str, prio, narrow: bool = True,
 
 
 def _overlap(log: _Log, a: str, b: str) -> bool:
-    (s1, e1, _), (s2, e2, _) = log.runs[a], log.runs[b]
+    (s1, e1, *_), (s2, e2, *_) = log.runs[a], log.runs[b]
     return s1 < e2 and s2 < e1
 
 
@@ -64,6 +65,7 @@ def test_two_callers_first_audio_jobs_run_side_by_side_on_a_core_each():
                             ("llm of caller 2", (Priority.FIRST_AUDIO, 2.0))])
     assert _overlap(log, "asr of caller 1", "llm of caller 2")
     assert log.runs["asr of caller 1"][2] == log.runs["llm of caller 2"][2] == 1
+    assert max(log.runs["asr of caller 1"][3], log.runs["llm of caller 2"][3]) == 2
     assert log.runs["busy"][2] == 0  # a job alone has the whole slot
     assert sched.cores() == 0  # outside a job
 
