@@ -98,7 +98,9 @@ def test_piper_speaks_a_chunk_on_one_core_as_long_as_on_two(stage_cache):
     seen = beside_another_caller(lambda: tts.synthesize("The library opens at ten on Saturday."))
     narrow = seen["result"]
     assert seen["cores"] == [1]
-    # The same phonemes and durations (no duration noise); the timbre noise differs.
-    assert len(narrow.audio) == len(wide.audio) > 0.5 * narrow.sample_rate
+    # The same phonemes and durations (no duration noise); the timbre noise differs, and with
+    # it where the first sound starts, from which the chunk is kept (a few ms either way).
+    assert len(wide.audio) > 0.5 * wide.sample_rate
+    assert abs(len(narrow.audio) - len(wide.audio)) <= 0.02 * wide.sample_rate
     assert np.sqrt(np.mean(narrow.audio ** 2)) == pytest.approx(
         np.sqrt(np.mean(wide.audio ** 2)), rel=0.2)
