@@ -106,6 +106,7 @@ class FasterWhisperASR(ASR):
         # thread (two such passes may run at once). A pass is 1.3-1.5x slower on one thread,
         # two side by side 1.1-1.35x the work of two threads (beside an LLM or TTS job).
         self._one = None
+        self._one_warm = False
         if device == "cpu" and options.threads > 1 and SCHEDULER.pairs:
             self._one = _short_window_model(WhisperModel)(
                 str(path), device=device, compute_type=options.compute_type, cpu_threads=1,
@@ -154,8 +155,9 @@ class FasterWhisperASR(ASR):
     def warm_up(self) -> None:
         """Both models meet every window: the one-thread one is used under load only."""
         super().warm_up()
-        if self._one is None:
-            return
+        if self._one is None or self._one_warm:
+            return  # once per model: every profile that uses it warms it up
+        self._one_warm = True
         from concurrent.futures import ThreadPoolExecutor
 
         def warm(_: int) -> None:

@@ -80,6 +80,7 @@ class PiperTTS(TTS):
         # One-thread sessions for chunks the scheduler runs on one core beside another job
         # (a chunk 1.4-1.7x slower, two side by side 1.3x the work of two threads).
         self._narrow: queue.SimpleQueue = queue.SimpleQueue()
+        self._narrow_warm = False
         if options.threads > 1 and SCHEDULER.pairs:
             for _ in range(2):
                 self._narrow.put(PiperVoice(session=cpu_session(onnx, 1), config=config))
@@ -112,6 +113,9 @@ class PiperTTS(TTS):
 
     def warm_up(self, text: str) -> None:
         super().warm_up(text)
+        if self._narrow_warm:
+            return  # once per voice: every profile that speaks with it warms it up
+        self._narrow_warm = True
         voices = [self._narrow.get() for _ in range(2)] if self.narrow else []
         try:
             for voice in voices:  # the one-thread sessions, used under load only
