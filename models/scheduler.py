@@ -69,7 +69,7 @@ _current: contextvars.ContextVar[PriorityLike] = contextvars.ContextVar(
 _cancel: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar(
     "callagent_cancel", default=None)
 _POLL_S = 0.01  # how soon a waiting job notices its cancel event
-PAIR_LEVEL = 2  # Priority.SPECULATIVE, defined below
+PAIR_LEVEL = Priority.SPECULATIVE
 """Jobs at this level or more urgent may run side by side on a core each: what callers wait
 for. Less urgent work (the rest of a reply, priming) keeps both cores and the old order."""
 HANDOFF_S = 0.03
