@@ -8,6 +8,7 @@ and the caller hears the same words.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 
 import numpy as np
@@ -89,6 +90,52 @@ def test_a_reply_decoded_on_one_core_is_the_reply_decoded_on_two():
     with priority(CALLER_2):  # alone again: both threads, the same reply
         assert ask(llm, "When do you open?") == wide
     assert llm._n_threads == 2
+
+
+def test_a_prompt_waits_for_both_cores_rather_than_be_read_on_one():
+    """A free core beside another caller's job is not for a prompt: it waits for both.
+
+    On one core a prompt took 1.8-2x as long a token (decoding 1.2x), and it is on its way
+    to the turn's first audio.
+    """
+    llm = ModelCache().llm(LLMOptions(backend="llama-batch", model="smollm2-135m",
+                                      max_tokens=8, temperature=0.0, contexts=2))
+    ended: dict = {}
+
+    def rival() -> None:  # another caller's job on one core, for a second
+        with SCHEDULER.job("asr", priority=CALLER_1, narrow=True):
+            time.sleep(1.0)
+        ended["rival"] = time.monotonic()
+
+    def third() -> None:  # paired with the rival, over at once: a core is free
+        with SCHEDULER.job("tts", priority=(Priority.FIRST_AUDIO, 1.5), narrow=True):
+            pass
+
+    steps: list = []
+
+    def observe(trace) -> None:
+        if trace.thread == "llm-batch":
+            steps.append((time.monotonic() - trace.ran_s, trace.note))
+
+    release = hold_the_slot(SCHEDULER)
+    waiting = SCHEDULER.stats().waiting
+    threads = [threading.Thread(target=rival), threading.Thread(target=third)]
+    for n, t in enumerate(threads, 1):
+        t.start()
+        assert wait_until(lambda n=n: SCHEDULER.stats().waiting >= waiting + n)
+    release.set()
+    threads[1].join(5)
+    SCHEDULER.observe(observe)
+    try:
+        with priority(CALLER_2):
+            reply = ask(llm, "Do you lend board games?")
+    finally:
+        SCHEDULER.unobserve(observe)
+        threads[0].join(5)
+    started, note = steps[0]
+    assert "tokens=1 " not in note and "cores=1" not in note, note
+    assert started >= ended["rival"] - 0.05, (started, ended)
+    assert reply.strip()
 
 
 def test_piper_speaks_a_chunk_on_one_core_as_long_as_on_two(stage_cache):

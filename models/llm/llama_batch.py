@@ -37,6 +37,12 @@ Qwen 1.5B, 2 cores, bench call, 1 call: steps of 2 took p50 108 ms (p90 134, max
 151-163 (p90 229-253, max 375-708) for steps of 4, and 8 took 270-370 ms; the same ~58 ms a
 token at 2 and 4 (a step of 1 is a decode step, ~91 ms)."""
 N_BATCH = 512
+NARROW_FEED = 1
+"""A step runs on one core beside another caller's job only while each of its replies feeds
+this many tokens (decoding, not reading a prompt). 4 callers at once, Qwen 0.5B: a decode step
+on one core took 1.2x its time on two, a prompt 1.8-2.0x a token, no more work done in all
+than one after another, and a turn's prompt was on its way to first audio (3 callers' prompts,
+54 tokens, ran 919 ms on one core)."""
 """Tokens per ``llama_decode`` (a longer prompt is prefilled over several steps)."""
 
 
@@ -210,7 +216,7 @@ class BatchedLlamaLLM(LLM):
                     self._cond.wait()
             try:
                 with SCHEDULER.job("llm", priority=self._top_rank,
-                                   narrow=self.options.threads > 1), self._ctx_lock:
+                                   narrow=self._decoding()), self._ctx_lock:
                     self._threads(SCHEDULER.cores() or self.options.threads)
                     self._step()
             except Exception as e:  # the replies waiting for it fail; the engine goes on
@@ -219,6 +225,15 @@ class BatchedLlamaLLM(LLM):
                         if g.wanting:
                             g.error = e
                     self._cond.notify_all()
+
+    def _decoding(self) -> bool:
+        """The next step may run narrow: every urgent reply in it only decodes."""
+        if self.options.threads <= 1:
+            return False
+        with self._cond:
+            feeds = [len(g.feed) for g in self._active
+                     if g.wanting and g.feed and g.rank()[0] < Priority.BACKGROUND]
+        return bool(feeds) and max(feeds) <= NARROW_FEED
 
     def _threads(self, n: int) -> None:
         """Decode on ``n`` threads: one when the scheduler runs this step beside another job."""
@@ -239,6 +254,8 @@ class BatchedLlamaLLM(LLM):
         lc = self._lc
         with self._cond:
             members = self._members()
+            if SCHEDULER.cores() == 1:  # a prompt that came while it waited: the next step
+                members = [g for g in members if len(g.feed) <= NARROW_FEED] or members
             for g in members:
                 g.stepping = True
                 if g.fresh:  # drop what the sequence holds past the shared prefix
