@@ -78,6 +78,29 @@ def test_first_chunk_ends_before_a_relative_clause_a_quote_or_a_long_run_of_word
     assert split('Just use the "Print" option.', step) == ['Just use the "Print" option.']
 
 
+def test_a_phrase_word_that_came_as_a_token_of_its_own_ends_the_chunk_before_it_at_once():
+    # Streamed as a model's tokens: " at" is a whole word (" attend" would be one token).
+    s = ClauseSplitter(first_words=4)
+    tokens = ["The", " library", " opens", " at", " ", "10", " am", "."]
+    heard = [(token, s.push(token)) for token in tokens]
+    assert heard[3] == (" at", ["The library opens"])  # not one decode step later, at " 10"
+    assert [c for _, chunk in heard for c in chunk] + s.flush() == \
+        ["The library opens", "at 10 am."]
+    # "that" may end the sentence: its cut waits for the next token, as before.
+    s = ClauseSplitter(first_words=4)
+    out = [c for t in ["Sorry", ",", " I", " didn", "'t", " catch", " that", "."]
+           for c in s.push(t)]
+    assert out + s.flush() == ["Sorry, I didn't catch that."]
+    # A word whose last token came without a space before it waits, as before: "o" + "n".
+    s = ClauseSplitter(first_words=4)
+    heard = [s.push(t) for t in ["The", " library", " is", " open", " o", "n", " Sunday"]]
+    assert heard[-2:] == [[], ["The library is open"]]
+    # Nor after a determiner too soon; at once after five words.
+    s = ClauseSplitter(first_words=4)
+    heard = [s.push(t) for t in ["Dr", ".", " Lin", " will", " be", " giving", " a"]]
+    assert heard[-1] == ["Dr. Lin will be giving"] and not any(heard[:-1])
+
+
 def test_an_opening_word_is_the_first_chunk_when_asked():
     def opened(text: str, step: int = 1) -> list[str]:
         return split(text, step, openers=True)

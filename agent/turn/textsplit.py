@@ -131,10 +131,15 @@ class ClauseSplitter:
         self.hurry = hurry
         self._buf = ""
         self._emitted = 0
+        self._word_piece = False
+        """The last piece was one whole word after a space (a token such as " the")."""
 
     def push(self, piece: str) -> list[str]:
         """Add a piece of streamed text; return chunks completed by it."""
         self._buf += piece
+        word = piece.strip()
+        self._word_piece = piece[:1].isspace() and bool(word) and not any(
+            c.isspace() for c in word)
         out = []
         while (cut := self._find_cut()) is not None:
             chunk, self._buf = self._buf[:cut].strip(), self._buf[cut:]
@@ -194,8 +199,13 @@ class ClauseSplitter:
             word, following = words[n].group(), words[n + 1].group()
             if word[-1] in _SENTENCE_END + _CLAUSE_END:
                 continue
-            whole = not growing or n + 1 < len(words) - 1
             starts = following.lower()
+            # ...unless it came as a token of its own: a model's vocabulary holds such words
+            # whole (" online" is one token, not " on" and "line"), so the cut need not wait
+            # for the next step (~0.1 s alone, 0.15 s under load, before the caller hears a
+            # word). Not "that": it may end the sentence ("I can help with that.").
+            whole = not growing or n + 1 < len(words) - 1 or (
+                self._word_piece and starts not in _CLAUSE_STARTS)
             if (whole and (starts in _PHRASE_STARTS or starts in _CLAUSE_STARTS
                            or (n + 1 >= FIRST_MAX_WORDS and starts in _DETERMINERS
                                and word.lower() not in _BINDS))) or (
