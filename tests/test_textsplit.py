@@ -95,6 +95,13 @@ def test_a_phrase_word_that_came_as_a_token_of_its_own_ends_the_chunk_before_it_
     s = ClauseSplitter(first_words=4)
     heard = [s.push(t) for t in ["The", " library", " is", " open", " o", "n", " Sunday"]]
     assert heard[-2:] == [[], ["The library is open"]]
+    # A mark that came alone after a word ends the chunk at once too ("Yes" ","), not
+    # after a digit ("9" "." may be "9.30") nor after one letter ("a" "." may be "a.m.").
+    s = ClauseSplitter(first_words=4, openers=True)
+    assert [s.push(t) for t in ["Yes", ","]] == [[], ["Yes,"]]
+    s = ClauseSplitter(first_words=4)
+    heard = [s.push(t) for t in ["We", " open", " at", " 9", ".", "30", " a", ".m", ".", " Bye"]]
+    assert not any(heard) and s.flush() == ["We open at 9.30 a.m. Bye"]
     # Nor after a determiner too soon; at once after five words.
     s = ClauseSplitter(first_words=4)
     heard = [s.push(t) for t in ["Dr", ".", " Lin", " will", " be", " giving", " a"]]

@@ -133,6 +133,8 @@ class ClauseSplitter:
         self._emitted = 0
         self._word_piece = False
         """The last piece was one whole word after a space (a token such as " the")."""
+        self._mark_piece = False
+        """The last piece was a mark alone (a token such as ",")."""
 
     def push(self, piece: str) -> list[str]:
         """Add a piece of streamed text; return chunks completed by it."""
@@ -140,6 +142,7 @@ class ClauseSplitter:
         word = piece.strip()
         self._word_piece = piece[:1].isspace() and bool(word) and not any(
             c.isspace() for c in word)
+        self._mark_piece = len(piece) == 1 and piece in _SENTENCE_END + _CLAUSE_END
         out = []
         while (cut := self._find_cut()) is not None:
             chunk, self._buf = self._buf[:cut].strip(), self._buf[cut:]
@@ -155,9 +158,15 @@ class ClauseSplitter:
 
     def _find_cut(self) -> int | None:
         buf = self._buf
-        # A mark only ends a chunk once the next character shows it is not "9.30" or "e.g.".
-        for i, ch in enumerate(buf[:-1]):
-            if not buf[i + 1].isspace():
+        # A mark only ends a chunk once the next character shows it is not "9.30" or "e.g.",
+        # or once it came as a token of its own right after a word of letters ("Yes" ","): one
+        # decode step sooner, and the caller hears the first chunk that much sooner. Not
+        # after one letter ("a" "." may go on to "a.m.").
+        for i, ch in enumerate(buf):
+            if i + 1 < len(buf):
+                if not buf[i + 1].isspace():
+                    continue
+            elif not (self._mark_piece and buf[max(0, i - 2):i].isalpha() and i >= 2):
                 continue
             words = len(buf[: i + 1].split())
             if ch in _SENTENCE_END + _CLAUSE_END and self.openers and self._emitted == 0 \
