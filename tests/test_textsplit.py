@@ -102,6 +102,12 @@ def test_a_phrase_word_that_came_as_a_token_of_its_own_ends_the_chunk_before_it_
     s = ClauseSplitter(first_words=4)
     heard = [s.push(t) for t in ["We", " open", " at", " 9", ".", "30", " a", ".m", ".", " Bye"]]
     assert not any(heard) and s.flush() == ["We open at 9.30 a.m. Bye"]
+    # Only the first chunk: a hurried later one waits for the next token, as before.
+    s = ClauseSplitter(first_words=4, hurry=lambda: True)
+    heard = [s.push(t) for t in ["The", " library", " opens", " at", " nine", ".", " You",
+                                 " can", " renew", " books", " online", " at", " the"]]
+    assert heard[3] == ["The library opens"] and heard[5] == [] and heard[6] == ["at nine."]
+    assert heard[11] == [] and heard[12] == ["You can renew books online"]
     # Nor after a determiner too soon; at once after five words.
     s = ClauseSplitter(first_words=4)
     heard = [s.push(t) for t in ["Dr", ".", " Lin", " will", " be", " giving", " a"]]
