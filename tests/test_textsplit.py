@@ -108,6 +108,10 @@ def test_a_phrase_word_that_came_as_a_token_of_its_own_ends_the_chunk_before_it_
                                  " can", " renew", " books", " online", " at", " the"]]
     assert heard[3] == ["The library opens"] and heard[5] == [] and heard[6] == ["at nine."]
     assert heard[11] == [] and heard[12] == ["You can renew books online"]
+    # Not while another call is up (eager false): the token after shows the cut, as before.
+    s = ClauseSplitter(first_words=4, eager=lambda: False)
+    heard = [s.push(t) for t in ["The", " library", " opens", " at", " 10"]]
+    assert heard[3] == [] and heard[4] == ["The library opens"]
     # Nor after a determiner too soon; at once after five words.
     s = ClauseSplitter(first_words=4)
     heard = [s.push(t) for t in ["Dr", ".", " Lin", " will", " be", " giving", " a"]]

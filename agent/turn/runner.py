@@ -209,7 +209,7 @@ class TurnRunner:
             transcript: the utterance's transcript when the caller already ran
                 :meth:`transcribe` (the session does, to judge the end of the turn).
             alone: whether no other call is up now (for ``tts.first_chunk_opener =
-                "alone"``).
+                "alone"``, and a first chunk cut on the token that shows where).
 
         Returns:
             Transcript, reply and per-stage metrics.
@@ -323,7 +323,7 @@ class TurnRunner:
         tts = self.profile.tts
         opener = tts.first_chunk_opener
         splitter = ClauseSplitter(first_words=tts.first_chunk_words, hurry=urgency.hurry,
-                                  openers=alone if opener == "alone" else opener)
+                                  openers=alone if opener == "alone" else opener, eager=alone)
         try:
             # Each decode step is a scheduler job at this priority: once the first clause is
             # out, TTS of it goes first and the rest of the reply only keeps ahead of playout.
