@@ -122,7 +122,7 @@ class ClauseSplitter:
             a callable is asked when such a word ends (true: cut there).
         eager: the first chunk may end on the token that shows where (a whole word, a lone
             mark), not one token later; a callable is asked then. The runner says so while
-            the call is alone: 4 callers at once heard no sooner first chunk, and 1.0-1.7 s
+            the call is alone: 4 callers at once heard no sooner first chunk, and 1.2-1.7 s
             more silence inside replies a run (two pairs of runs).
     """
 

@@ -37,13 +37,13 @@ Qwen 1.5B, 2 cores, bench call, 1 call: steps of 2 took p50 108 ms (p90 134, max
 151-163 (p90 229-253, max 375-708) for steps of 4, and 8 took 270-370 ms; the same ~58 ms a
 token at 2 and 4 (a step of 1 is a decode step, ~91 ms)."""
 N_BATCH = 512
+"""Tokens per ``llama_decode`` (a longer prompt is prefilled over several steps)."""
 NARROW_FEED = 1
 """A step runs on one core beside another caller's job only while each of its replies feeds
 this many tokens (decoding, not reading a prompt). 4 callers at once, Qwen 0.5B: a decode step
 on one core took 1.2x its time on two, a prompt 1.8-2.0x a token, no more work done in all
 than one after another, and a turn's prompt was on its way to first audio (3 callers' prompts,
 54 tokens, ran 919 ms on one core)."""
-"""Tokens per ``llama_decode`` (a longer prompt is prefilled over several steps)."""
 
 
 class BatchedLlamaLLM(LLM):
