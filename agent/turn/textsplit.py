@@ -145,9 +145,7 @@ class ClauseSplitter:
     def push(self, piece: str) -> list[str]:
         """Add a piece of streamed text; return chunks completed by it."""
         self._buf += piece
-        word = piece.strip()
-        self._word_piece = piece[:1].isspace() and bool(word) and not any(
-            c.isspace() for c in word)
+        self._word_piece = piece[:1].isspace() and len(piece.split()) == 1
         self._mark_piece = len(piece) == 1 and piece in _SENTENCE_END + _CLAUSE_END
         out = []
         while (cut := self._find_cut()) is not None:
@@ -197,10 +195,10 @@ class ClauseSplitter:
         """The first chunk may end on the token that shows where (see ``eager``)."""
         if self._emitted:
             return False
-        return self.eager() if callable(self.eager) else bool(self.eager)
+        return _ask(self.eager)
 
     def _open(self) -> bool:
-        return self.openers() if callable(self.openers) else bool(self.openers)
+        return _ask(self.openers)
 
     def _short(self) -> bool:
         """Cut at clauses and phrases: the first chunk, or a reply about to fall silent."""
@@ -239,6 +237,11 @@ class ClauseSplitter:
                     and word.lower() not in _number_bound(following)):
                 return words[n].end()
         return None
+
+
+def _ask(flag: bool | Callable[[], bool]) -> bool:
+    """A flag that may be a callable asked now."""
+    return flag() if callable(flag) else bool(flag)
 
 
 def _number_bound(word: str) -> set[str]:
