@@ -10,7 +10,10 @@ from __future__ import annotations
 import json
 import queue
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -19,6 +22,9 @@ from models import catalog
 from models.errors import ModelMissingError
 from models.scheduler import SCHEDULER
 from models.tts.base import TTS, cpu_session
+
+if TYPE_CHECKING:
+    from piper import PiperVoice
 
 VOLUME = 0.9
 """Piper scales each sentence to full scale; 0.9 leaves headroom for resampling to the line's
@@ -124,14 +130,20 @@ class PiperTTS(TTS):
             for voice in voices:
                 self._narrow.put(voice)
 
-    def _synthesize_impl(self, text: str) -> np.ndarray:
+    @contextmanager
+    def _session(self) -> Iterator[PiperVoice]:
+        """The voice for the running job: a one-thread session if it was handed one core."""
         if self.narrow and SCHEDULER.cores() == 1:
             voice = self._narrow.get()  # two of them: at most two jobs run at once
             try:
-                chunks = [c.audio_float_array for c in voice.synthesize(text, self._syn)]
+                yield voice
             finally:
                 self._narrow.put(voice)
         else:
             with self._lock:
-                chunks = [c.audio_float_array for c in self._voice.synthesize(text, self._syn)]
+                yield self._voice
+
+    def _synthesize_impl(self, text: str) -> np.ndarray:
+        with self._session() as voice:
+            chunks = [c.audio_float_array for c in voice.synthesize(text, self._syn)]
         return np.concatenate(chunks) if chunks else np.zeros(0, np.float32)
