@@ -23,17 +23,16 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from models.scheduler import (
-    SCHEDULER,
+from models.priority import (
     JobCancelled,
     PriorityLike,
-    Scheduler,
     cancel_on,
     current_cancel,
     current_priority,
     priority,
     rank_of,
 )
+from models.scheduler import SCHEDULER, Scheduler
 
 T = TypeVar("T")
 R = TypeVar("R")

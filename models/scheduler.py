@@ -15,10 +15,10 @@ in priority order, so the work a caller is waiting to hear goes first:
 * ``PLAYOUT``: the rest of a reply while enough of it is queued (it is spoken in real time);
 * ``BACKGROUND``: priming a KV cache, warm-ups.
 
-The priority of a job is read from a context variable that the caller sets (the turn runner
-knows what the caller is waiting for; the models do not), and may be a callable evaluated each
-time the slot is handed out, so a speculative ASR pass that becomes the real one moves up.
-A job may also name an event (:func:`cancel_on`): if it is set while the job still waits, the
+The priority of a job is read from the context the caller set (:mod:`models.priority`), and
+may be a callable evaluated each time the slot is handed out, so a speculative ASR pass that
+becomes the real one moves up.
+A job may also name an event (``cancel_on``): if it is set while the job still waits, the
 job never runs and raises :class:`JobCancelled` (a speculative ASR pass queued behind other
 calls' work, whose caller went on talking, costs nothing).
 Within a level, a ``(level, deadline)`` priority orders jobs earliest deadline first: the turn
@@ -34,12 +34,11 @@ that says ``narrow=True``): on 2 cores a model gains 1.35-1.6x from its second t
 base a pass 1.3-1.5x, Piper 1.4-1.7x, a Qwen 0.5B prompt and first clause 1.35-1.55x), so two
 callers' jobs side by side on one thread each did 1.13-1.38x the work of the same jobs one
 after another on two (alone, each pair of stages). A job reads what it got from :meth:`cores`.
-Imports nothing from the project: models call it, the agent sets priorities.
+Imports only :mod:`models.priority`: models call it, the agent sets priorities.
 """
 
 from __future__ import annotations
 
-import contextvars
 import itertools
 import os
 import threading
@@ -48,26 +47,16 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from enum import IntEnum
 
+from models.priority import (
+    JobCancelled,
+    Priority,
+    PriorityLike,
+    current_cancel,
+    current_priority,
+    rank_of,
+)
 
-class Priority(IntEnum):
-    """Lower runs first."""
-
-    END_OF_TURN = 0
-    FIRST_AUDIO = 1
-    SPECULATIVE = 2
-    PLAYOUT = 3
-    BACKGROUND = 4
-
-
-Rank = int | tuple[int, float]
-"""A priority level, or (level, deadline): within a level the earliest deadline goes first."""
-PriorityLike = Rank | Callable[[], Rank]
-_current: contextvars.ContextVar[PriorityLike] = contextvars.ContextVar(
-    "callagent_priority", default=Priority.FIRST_AUDIO)
-_cancel: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar(
-    "callagent_cancel", default=None)
 _POLL_S = 0.01  # how soon a waiting job notices its cancel event
 PAIR_LEVEL = Priority.SPECULATIVE
 """Jobs at this level or more urgent may run side by side on a core each: what callers wait
@@ -75,17 +64,6 @@ for. Less urgent work (the rest of a reply, priming) keeps both cores and the ol
 HANDOFF_S = 0.03
 """How long after a first-audio job ends the slot waits for the next one before a job of a
 lower level may take it (measured: the next job of the turn was queued 0-4 ms after)."""
-
-
-def rank_of(p: PriorityLike) -> tuple[int, float]:
-    """``(level, deadline)`` of a priority now (a callable is evaluated)."""
-    p = p() if callable(p) else p
-    level, deadline = p if isinstance(p, tuple) else (p, 0.0)
-    return int(level), deadline
-
-
-class JobCancelled(Exception):
-    """The job's cancel event was set while it waited for a slot: its work never ran."""
 
 
 @dataclass(frozen=True)
@@ -203,11 +181,11 @@ class Scheduler:
             finally:
                 self._local.depth -= 1
             return
-        prio = priority if priority is not None else _current.get()
+        prio = priority if priority is not None else current_priority()
         t0 = time.monotonic()
         with self._lock:
             self._jobs += 1
-            waiter = _Waiter(prio, next(self._seq), stage, _cancel.get(), narrow)
+            waiter = _Waiter(prio, next(self._seq), stage, current_cancel(), narrow)
             self._waiting.append(waiter)
             self._max_waiting = max(self._max_waiting, len(self._waiting))
             self._grant_locked()
@@ -372,39 +350,6 @@ class Scheduler:
             return SchedulerStats(jobs=self._jobs, running=self._running + len(self._narrow),
                                   waiting=len(self._waiting), waited_s=dict(self._waited),
                                   max_waiting=self._max_waiting)
-
-
-@contextmanager
-def priority(value: PriorityLike) -> Iterator[None]:
-    """Model jobs started by this thread (in this context) get ``value``."""
-    token = _current.set(value)
-    try:
-        yield
-    finally:
-        _current.reset(token)
-
-
-@contextmanager
-def cancel_on(event: threading.Event) -> Iterator[None]:
-    """Model jobs started in this context never run if ``event`` is set while they wait.
-
-    They raise :class:`JobCancelled` instead.
-    """
-    token = _cancel.set(event)
-    try:
-        yield
-    finally:
-        _cancel.reset(token)
-
-
-def current_priority() -> PriorityLike:
-    """The priority this context's model jobs get (for threads the caller starts)."""
-    return _current.get()
-
-
-def current_cancel() -> threading.Event | None:
-    """The event this context's model work is cancelled by (:func:`cancel_on`), if any."""
-    return _cancel.get()
 
 
 SCHEDULER = Scheduler(pairs=os.environ.get("CALLAGENT_PAIRS", "1") != "0")

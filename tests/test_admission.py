@@ -14,7 +14,8 @@ import pytest
 from agent.server import Server
 from agent.sip.events import IncomingCall
 from dialplan import parse_config
-from models.scheduler import Priority, Scheduler, priority
+from models.priority import Priority, priority
+from models.scheduler import Scheduler
 
 pytestmark = pytest.mark.unit
 

@@ -11,7 +11,8 @@ import pytest
 from agent.bench.samples import spoken
 from dialplan.options import ASROptions
 from models.audio import ASR_RATE, PHONE_RATE, pcm16_to_float, resample, through_phone_line
-from models.scheduler import SCHEDULER, JobCancelled, Priority, cancel_on, priority
+from models.priority import JobCancelled, Priority, cancel_on, priority
+from models.scheduler import SCHEDULER
 from tests.waiting import hold_the_slot, wait_until
 
 pytestmark = pytest.mark.model

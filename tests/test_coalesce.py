@@ -8,7 +8,8 @@ import time
 import pytest
 
 from models.coalesce import Coalescer
-from models.scheduler import JobCancelled, Priority, Scheduler, cancel_on, priority
+from models.priority import JobCancelled, Priority, cancel_on, priority
+from models.scheduler import Scheduler
 from tests.waiting import hold_the_slot, wait_until
 
 pytestmark = pytest.mark.unit

@@ -17,8 +17,9 @@ import pytest
 from dialplan.options import LLMOptions
 from models.llm.base import Message, shared_prefix
 from models.llm.llama_batch import BACKGROUND_CHUNK
+from models.priority import Priority, cancel_on, priority
 from models.registry import ModelCache
-from models.scheduler import SCHEDULER, Priority, cancel_on, priority
+from models.scheduler import SCHEDULER
 from tests.llm_asks import (
     QUESTIONS,
     SYSTEM,

@@ -17,8 +17,9 @@ import pytest
 from agent.bench.samples import spoken
 from dialplan.options import ASROptions, LLMOptions, TTSOptions
 from models.audio import ASR_RATE, PHONE_RATE, pcm16_to_float, resample, through_phone_line
+from models.priority import Priority, priority
 from models.registry import ModelCache
-from models.scheduler import SCHEDULER, Priority, priority
+from models.scheduler import SCHEDULER
 from tests.llm_asks import ask
 from tests.waiting import hold_the_slot, wait_until
 

@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from models.scheduler import HANDOFF_S, JobCancelled, Priority, Scheduler, cancel_on, priority
+from models.priority import JobCancelled, Priority, cancel_on, priority
+from models.scheduler import HANDOFF_S, Scheduler
 
 pytestmark = pytest.mark.unit
 
@@ -248,3 +249,4 @@ def test_without_first_audio_work_to_follow_a_lower_job_starts_after_the_hand_of
     _job(sched2, order2, "a", Priority.FIRST_AUDIO).join(5)
     _job(sched2, order2, "b", Priority.FIRST_AUDIO).join(5)
     assert order2 == ["a", "b"] and max(waits) < HANDOFF_S / 3
+

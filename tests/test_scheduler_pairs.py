@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from models.scheduler import Priority, Scheduler, priority
+from models.priority import Priority, priority
+from models.scheduler import Scheduler
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.unit

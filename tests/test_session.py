@@ -17,7 +17,8 @@ from agent.turn.backlog import BACKLOG
 from agent.turn.runner import TurnRunner
 from db.records import CallEnded, CallStarted, EventRecord, TurnRecord
 from dialplan import parse_config
-from models.scheduler import SCHEDULER, Priority, priority
+from models.priority import Priority, priority
+from models.scheduler import SCHEDULER
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.unit

@@ -7,7 +7,7 @@ import pytest
 from agent.turn.runner import TurnResult
 from agent.turn.urgency import HURRY_S, LOW_WATER_S, Urgency
 from db.timeline import TurnTimeline
-from models.scheduler import Priority
+from models.priority import Priority
 
 pytestmark = pytest.mark.unit
 

@@ -27,7 +27,8 @@ from db import log
 from db.timeline import TurnTimeline
 from dialplan.options import Profile
 from models.llm.base import Message as ChatMessage
-from models.scheduler import SCHEDULER, JobCancelled, Priority, cancel_on, priority
+from models.priority import JobCancelled, Priority, cancel_on, priority
+from models.scheduler import SCHEDULER
 from models.vad.segmenter import SpeechPaused, Utterance
 
 APOLOGY_WAIT_S = 3.0

@@ -15,7 +15,8 @@ import sys
 from db import log
 from dialplan import ConfigError
 from models.errors import ModelMissingError
-from models.scheduler import SCHEDULER, JobTrace, Priority
+from models.priority import Priority
+from models.scheduler import SCHEDULER, JobTrace
 
 COMMANDS = (
     "agent.cli.models",

@@ -34,7 +34,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from db import log
 from db.records import CallEnded, CallLog, CallStarted, Record, TurnRecord
-from models.scheduler import SCHEDULER, Priority, Scheduler
+from models.priority import Priority
+from models.scheduler import SCHEDULER, Scheduler
 
 V2V_BUCKETS = (0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 8.0, 13.0, 20.0)
 """Voice-to-voice buckets (s): sub-second is the goal, 1-3 s is what 2 cores give."""

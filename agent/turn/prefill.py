@@ -16,7 +16,8 @@ import numpy as np
 
 from agent.turn.runner import TurnRunner
 from models.llm.base import Message
-from models.scheduler import SCHEDULER, Priority, cancel_on, priority
+from models.priority import Priority, cancel_on, priority
+from models.scheduler import SCHEDULER
 
 PREFILL_QUIET_S = 0.3
 """The words so far are transcribed and prefilled only after the CPU has had no other work

@@ -28,8 +28,8 @@ from models.audio import ASR_RATE, StreamResampler, float_to_pcm16
 from models.eot.base import EndOfTurn
 from models.llm.base import LLM, Message
 from models.metrics import ASRMetrics, LLMMetrics, TTSMetrics
+from models.priority import Priority, cancel_on, priority
 from models.registry import ModelCache
-from models.scheduler import Priority, cancel_on, priority
 from models.tts.base import TTS
 from models.vad.base import VAD
 from models.vad.segmenter import SpeechPaused, Utterance

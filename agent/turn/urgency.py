@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from db.timeline import TurnTimeline
-from models.scheduler import Priority
+from models.priority import Priority
 
 if TYPE_CHECKING:
     from agent.turn.runner import TurnResult

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from models.llm.base import Piece, shared_prefix
-from models.scheduler import current_priority, rank_of
+from models.priority import current_priority, rank_of
 
 if TYPE_CHECKING:
     from models.llm.llama_batch import BatchedLlamaLLM

@@ -28,7 +28,8 @@ from models.llm.base import LLM, Message, Piece, shared_prefix
 from models.llm.generation import CANCEL_POLL_S, Generation, Seq
 from models.llm.llama_vocab import ChatVocab
 from models.llm.riders import TILE, members
-from models.scheduler import SCHEDULER, Priority, current_cancel, priority
+from models.priority import Priority, current_cancel, priority
+from models.scheduler import SCHEDULER
 
 BACKGROUND_CHUNK = 2
 """Prompt tokens a background step evaluates, all sequences' together: a step is not

@@ -24,7 +24,7 @@ from dialplan.options import LLMOptions
 from models import catalog
 from models.errors import ModelMissingError
 from models.llm.base import LLM, LLMStream, Message, Piece, shared_prefix
-from models.scheduler import Priority, priority
+from models.priority import Priority, priority
 
 
 @dataclass(eq=False)

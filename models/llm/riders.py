@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from models.scheduler import Priority
+from models.priority import Priority
 
 TILE = 4
 """Tokens llama.cpp's repacked CPU kernels multiply at once."""
