@@ -25,10 +25,12 @@ Within a level, a ``(level, deadline)`` priority orders jobs earliest deadline f
 whose caller stopped speaking first finishes its first audio before the next turn's ASR starts
 (measured with 4 calls: FIFO within the level made a first clause wait behind three other
 calls' ASR passes, one per token, 4-8 s).
-After a first-audio job the slot is held for that level a moment (:data:`HANDOFF_S`): the
+After a turn's urgent job the slot is held for that turn a moment (:data:`HANDOFF_S`): the
 turn's next job (its LLM prompt after its ASR pass, its TTS after the first clause) is queued
 a few ms after the last one ends, and a job of a lower level granted in that gap ran to its end
-first (4 callers at once: 27 such waits in 40 calls, 10 s of first-audio time in all).
+first (4 callers at once: 27 such waits in 40 calls, 10 s of first-audio time in all). The
+job's level is read again as it ends (a speculative pass whose caller has stopped is now the
+real one), and a speculative turn keeps the slot from later speculative work too.
 Two urgent jobs of different turns may share the cores, one each (:data:`PAIR_LEVEL`, a job
 that says ``narrow=True``): on 2 cores a model gains 1.35-1.6x from its second thread (Whisper
 base a pass 1.3-1.5x, Piper 1.4-1.7x, a Qwen 0.5B prompt and first clause 1.35-1.55x), so two
@@ -62,8 +64,8 @@ PAIR_LEVEL = Priority.SPECULATIVE
 """Jobs at this level or more urgent may run side by side on a core each: what callers wait
 for. Less urgent work (the rest of a reply, priming) keeps both cores and the old order."""
 HANDOFF_S = 0.03
-"""How long after a first-audio job ends the slot waits for the next one before a job of a
-lower level may take it (measured: the next job of the turn was queued 0-4 ms after)."""
+"""How long after a turn's urgent job ends the slot waits for the turn's next one before a
+less urgent job may take it (measured: the next job of the turn was queued 0-4 ms after)."""
 
 
 @dataclass(frozen=True)
@@ -142,7 +144,8 @@ class Scheduler:
         """(granted at, priority level, seconds waited) of recent jobs: the measured load."""
         self._urgent = 0  # jobs more urgent than background running now
         self._urgent_ended = 0.0
-        self._first_ended = -HANDOFF_S  # when a first-audio job last ended
+        self._held = (-HANDOFF_S, int(Priority.BACKGROUND), 0.0)
+        """(when, level, deadline) of the last urgent job to end: its turn's next job follows."""
         self._handoff: threading.Timer | None = None
         self._observers: list[Callable[[JobTrace], None]] = []
 
@@ -210,8 +213,9 @@ class Scheduler:
                 if urgent:
                     self._urgent -= 1
                     self._urgent_ended = time.monotonic()
-                if waiter.level <= Priority.FIRST_AUDIO:
-                    self._first_ended = time.monotonic()
+                level, deadline = rank_of(waiter.priority)  # what the turn is now
+                if min(level, waiter.level) <= PAIR_LEVEL:
+                    self._held = (time.monotonic(), min(level, waiter.level), deadline)
                 self._grant_locked()
             if self._observers:
                 note = self._local.note
@@ -266,8 +270,8 @@ class Scheduler:
         while self._waiting:
             # seq is unique: the tuples never compare the waiters themselves
             rank, best = min((w.rank(), w) for w in self._waiting)
-            held = self._first_ended + HANDOFF_S - time.monotonic()
-            if rank[0] > Priority.FIRST_AUDIO and held > 0:
+            held = self._held_for(rank)
+            if held > 0:
                 self._hand_off_later(held)
                 return
             if len(self._narrow) % 2:  # a slot runs one narrow job: its other core is free
@@ -283,6 +287,23 @@ class Scheduler:
             partner = self._partner(best, rank, {rank[1]}, besides=best)
             if self._hand(best, rank, cores=1 if partner else 0) and partner:
                 self._hand(*partner, cores=1)  # at once: a wide job ranked between waits
+
+    def _held_for(self, rank: tuple[int, float, int]) -> float:
+        """Seconds a job of ``rank`` still waits for the hand-off (0: it may go now).
+
+        A less urgent level waits. So does a speculative job of a later turn after a
+        speculative one: the first caller to stop keeps the slot between its ASR pass and its
+        prompt (4 callers at once: another's pass granted in that gap, 0.4-1.4 s, 3-7 times a
+        run). Not so between first-audio jobs: a caller waiting for an answer does not wait
+        for another's (tried: the earliest callers' replies kept the slot, p95 5.7 s).
+        """
+        at, level, deadline = self._held
+        left = at + HANDOFF_S - time.monotonic()
+        if left <= 0 or rank[0] < level:
+            return 0.0
+        if rank[0] > level or (level == Priority.SPECULATIVE and rank[1] > deadline):
+            return left
+        return 0.0
 
     def _hand(self, job: _Waiter, rank: tuple[int, float, int], cores: int) -> bool:
         """Give ``job`` a whole slot (``cores`` 0) or one core; False if it was cancelled."""

@@ -250,3 +250,46 @@ def test_without_first_audio_work_to_follow_a_lower_job_starts_after_the_hand_of
     _job(sched2, order2, "b", Priority.FIRST_AUDIO).join(5)
     assert order2 == ["a", "b"] and max(waits) < HANDOFF_S / 3
 
+
+@pytest.mark.parametrize("became_first_audio", [False, True])
+def test_the_first_caller_to_stop_keeps_the_slot_between_its_asr_pass_and_its_prompt(
+        became_first_audio):
+    """Another caller's speculative pass waits out the hand-off; an earlier caller's does not.
+
+    Its pass ran speculative (granted before its endpoint); as it ends the turn is either
+    still speculative (its prompt is too) or has reached its endpoint (first audio).
+    """
+    sched, order, hold, ended = Scheduler(), [], threading.Event(), threading.Event()
+    turn = lambda: (Priority.FIRST_AUDIO if ended.is_set() else Priority.SPECULATIVE, 1.0)  # noqa: E731
+    threads = [_job(sched, order, "its asr", turn, hold)]
+    while not order:
+        time.sleep(0.001)
+    threads.append(_job(sched, order, "a later caller's pass", (Priority.SPECULATIVE, 2.0)))
+    _wait_queued(sched, 1)
+    if became_first_audio:
+        ended.set()
+    hold.set()
+    time.sleep(HANDOFF_S / 3)  # the turn builds its prompt
+    threads.append(_job(sched, order, "its prompt", turn))
+    for t in threads:
+        t.join(5)
+    assert order == ["its asr", "its prompt", "a later caller's pass"]
+
+    # A caller who stopped sooner is more urgent: their pass is not held back.
+    order, hold, started = [], threading.Event(), []
+    first = _job(sched, order, "its asr", (Priority.SPECULATIVE, 1.0), hold)
+    while not order:
+        time.sleep(0.001)
+
+    def earlier() -> None:
+        with priority((Priority.SPECULATIVE, 0.5)), sched.job("asr"):
+            started.append(time.monotonic())
+
+    threads = [first, threading.Thread(target=earlier)]
+    threads[1].start()
+    _wait_queued(sched, 1)
+    hold.set()
+    released = time.monotonic()
+    for t in threads:
+        t.join(5)
+    assert started and started[0] - released < HANDOFF_S * 0.8
