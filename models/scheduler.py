@@ -227,7 +227,7 @@ class Scheduler:
                     observer(trace)
 
     def _hand_off_later(self, delay: float) -> None:
-        """Grant again once the first-audio hand-off has run out (one timer at a time)."""
+        """Grant again once the hand-off has run out (one timer at a time)."""
         if self._handoff is not None and self._handoff.is_alive():
             return
 
