@@ -11,7 +11,7 @@ A group's job has the most urgent of its members' priorities, evaluated whenever
 handed out. A request joins only a group of its own priority level (and key, if one is given),
 so a speculative pass does not slow a caller's first-audio pass by riding with it. A member
 whose cancel event is set before the batch runs is left out of it
-(:class:`~models.scheduler.JobCancelled` in its own thread); the group's job is cancelled only
+(:class:`~models.priority.JobCancelled` in its own thread); the group's job is cancelled only
 when every member is.
 """
 
