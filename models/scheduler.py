@@ -214,8 +214,9 @@ class Scheduler:
                     self._urgent -= 1
                     self._urgent_ended = time.monotonic()
                 level, deadline = rank_of(waiter.priority)  # what the turn is now
-                if min(level, waiter.level) <= PAIR_LEVEL:
-                    self._held = (time.monotonic(), min(level, waiter.level), deadline)
+                level = min(level, waiter.level)
+                if level <= PAIR_LEVEL:
+                    self._held = (time.monotonic(), level, deadline)
                 self._grant_locked()
             if self._observers:
                 note = self._local.note
