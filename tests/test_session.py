@@ -327,6 +327,32 @@ class _Other:
     """Another call, as the process's backlog knows it."""
 
 
+@pytest.mark.parametrize("another_call_up", [False, True])
+def test_a_call_alone_prefills_whatever_waits_the_scheduler_measured(monkeypatch,
+                                                                     another_call_up):
+    # The first-audio waits a call alone sees are its own reply's jobs queued behind each
+    # other; they said "load" and a quarter of a lone caller's questions went unprefilled.
+    # With another call up (idle, not speaking) the same waits still hold its words back.
+    monkeypatch.setattr(SCHEDULER, "recent_wait", lambda *a, **k: 0.5)
+    other = _Other()
+    if another_call_up:
+        BACKLOG.join(other)
+    try:
+        llm = _PrefillLLM()
+        so_far = [] if another_call_up else ["can I", "can I renew a"]
+        asr = FakeASR([*so_far, "can I renew a book?"])
+        session, line, calllog, _ = make(fake_stages(asr=asr, llm=llm), prefill_every_s=1.0)
+        assert wait_until(lambda: session.state == "listening")
+        line.say(tone(2.5))
+        assert wait_until(lambda: calllog.of(TurnRecord))
+        prefilled = [m[-1].content for m in llm.prefilled]
+        assert prefilled == ([] if another_call_up else ["can", "can I renew"])
+        assert calllog.of(TurnRecord)[0].transcript == "can I renew a book?"
+        close(session, line)
+    finally:
+        BACKLOG.part(other)
+
+
 def test_a_caller_hanging_up_mid_question_drops_their_prefill():
     # A prefill left running would hold an LLM sequence until the CPU is next idle.
     class Blocking(_PrefillLLM):

@@ -169,7 +169,8 @@ class TurnWorker:
                        cancel: threading.Event) -> None:
         try:
             evaluated = prefill_words(self.runner, audio, history, cancel,
-                                      others_idle=lambda: not self.backlog.busy_others(self))
+                                      others_idle=lambda: not self.backlog.busy_others(self),
+                                      alone=lambda: self.backlog.alone(self))
         except JobCancelled:
             return
         except Exception as e:  # an optimisation only: the turn reads its prompt itself

@@ -26,11 +26,14 @@ between two jobs of another caller's turn it delays that turn. Measured, bench c
 callers at once, without this: voice-to-voice p95 6.45 s against 5.31 s with no prefill."""
 PREFILL_MAX_WAIT_S = 0.1
 PREFILL_LOAD_WINDOW_S = 30.0
-"""Nor while callers' first-audio work has lately waited for the CPU (p90 over more than
-``PREFILL_MAX_WAIT_S``, over this window): under load the idle moments are short and a
-background pass that starts in one still delays the next turn. Measured, bench call, 4 callers
-at once, with the idle-time rule alone: p95 5.93 s against 5.31 s with no prefill (one call:
-p50 1.20 s against 1.32 s, first token 0.26 s against 0.42 s).
+"""Nor, while other calls are up, when callers' first-audio work has lately waited for the CPU
+(p90 over more than ``PREFILL_MAX_WAIT_S``, over this window): under load the idle moments are
+short and a background pass that starts in one still delays the next turn. Measured, bench
+call, 4 callers at once, with the idle-time rule alone: p95 5.93 s against 5.31 s with no
+prefill (one call: p50 1.20 s against 1.32 s, first token 0.26 s against 0.42 s). A call alone
+ignores it: the waits it then sees are its own reply's jobs queued behind each other (a clause's
+TTS behind the next decode step), and with it a quarter of a lone caller's questions were
+never prefilled.
 
 Nor while another call is busy (its caller speaks, or its turn waits for its first audio):
 its turn will want the CPU within the second, and this turn will run on the profile's
@@ -40,10 +43,12 @@ first, and 1-2 of those a run held up another turn's first-audio work by ~150 ms
 
 
 def prefill_words(runner: TurnRunner, audio: np.ndarray, history: list[Message],
-                  cancel: threading.Event, others_idle: Callable[[], bool]) -> int:
+                  cancel: threading.Event, others_idle: Callable[[], bool],
+                  alone: Callable[[], bool] = lambda: False) -> int:
     """ASR of the speech so far, then its words into the LLM's cache; tokens evaluated.
 
-    Dropped at ``cancel`` (the turn starts), or when ``others_idle`` says another call is busy.
+    Dropped at ``cancel`` (the turn starts), or when ``others_idle`` says another call is busy;
+    ``alone`` (no other call is up) lifts the measured-load rule.
 
     Raises:
         JobCancelled: ``cancel`` was set while the ASR pass waited for the CPU.
@@ -51,8 +56,9 @@ def prefill_words(runner: TurnRunner, audio: np.ndarray, history: list[Message],
     stages = runner.stages
     if (not stages.llm.can_prefill or not others_idle()
             or not SCHEDULER.quiet_for(PREFILL_QUIET_S)
-            or SCHEDULER.recent_wait(Priority.FIRST_AUDIO, PREFILL_LOAD_WINDOW_S)
-            > PREFILL_MAX_WAIT_S):
+            or (not alone() and SCHEDULER.recent_wait(Priority.FIRST_AUDIO,
+                                                      PREFILL_LOAD_WINDOW_S)
+                > PREFILL_MAX_WAIT_S)):
         return 0
     with priority(Priority.BACKGROUND), cancel_on(cancel):
         words = stages.asr.transcribe_in_steps(audio).text.split()[:-1]
