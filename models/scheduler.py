@@ -66,6 +66,9 @@ for. Less urgent work (the rest of a reply, priming) keeps both cores and the ol
 HANDOFF_S = 0.03
 """How long after a turn's urgent job ends the slot waits for the turn's next one before a
 less urgent job may take it (measured: the next job of the turn was queued 0-4 ms after)."""
+RECHECK_S = 0.02
+"""While one narrow job runs alone and jobs wait, how often their priorities are read again: a
+job's rises without an event (a reply's audio runs low), and the free core is then its."""
 
 
 @dataclass(frozen=True)
@@ -98,15 +101,16 @@ class JobTrace:
 
 class _Waiter:
     __slots__ = ("cancel", "cancelled", "cores", "deadline", "event", "level", "narrow",
-                 "priority", "seq", "stage")
+                 "patient", "priority", "seq", "stage")
 
     def __init__(self, priority: PriorityLike, seq: int, stage: str,
-                 cancel: threading.Event | None, narrow: bool = False):
+                 cancel: threading.Event | None, narrow: bool = False, patient: bool = False):
         self.priority = priority
         self.seq = seq
         self.stage = stage
         self.cancel = cancel
         self.narrow = narrow
+        self.patient = patient
         self.cores = 0
         """Cores it was handed (0: all of them, a whole slot)."""
         self.deadline = 0.0
@@ -164,7 +168,7 @@ class Scheduler:
 
     @contextmanager
     def job(self, stage: str, priority: PriorityLike | None = None,
-            narrow: bool = False) -> Iterator[None]:
+            narrow: bool = False, patient: bool = False) -> Iterator[None]:
         """Run the enclosed model work when a slot is free and no better job waits.
 
         Args:
@@ -172,6 +176,10 @@ class Scheduler:
             priority: overrides the context's priority (see :func:`priority`).
             narrow: the work can run on one core (it asks :meth:`cores`), beside another
                 turn's urgent job on the other.
+            patient: with ``narrow``, it would rather wait for both cores (an LLM step that
+                reads a prompt runs 1.8-2x as long on one): it takes a free core only from a
+                less urgent job running alone on the other, which it would otherwise wait
+                for with that core idle.
 
         Raises:
             JobCancelled: the context's cancel event (:func:`cancel_on`) was set before the
@@ -188,7 +196,7 @@ class Scheduler:
         t0 = time.monotonic()
         with self._lock:
             self._jobs += 1
-            waiter = _Waiter(prio, next(self._seq), stage, current_cancel(), narrow)
+            waiter = _Waiter(prio, next(self._seq), stage, current_cancel(), narrow, patient)
             self._waiting.append(waiter)
             self._max_waiting = max(self._max_waiting, len(self._waiting))
             self._grant_locked()
@@ -228,7 +236,7 @@ class Scheduler:
                     observer(trace)
 
     def _hand_off_later(self, delay: float) -> None:
-        """Grant again once the hand-off has run out (one timer at a time)."""
+        """Grant again after ``delay`` (a hand-off running out, a recheck; one timer at a time)."""
         if self._handoff is not None and self._handoff.is_alive():
             return
 
@@ -278,8 +286,11 @@ class Scheduler:
             if len(self._narrow) % 2:  # a slot runs one narrow job: its other core is free
                 # The best job's turn may have a job running there already: another turn's
                 # takes the core, and the best one the next core that frees.
-                partner = self._partner(best, rank, {w.deadline for w in self._narrow})
+                beside = self._narrow[0] if len(self._narrow) == 1 else None
+                partner = self._partner(best, rank, {w.deadline for w in self._narrow},
+                                        beside=beside)
                 if partner is None:
+                    self._hand_off_later(RECHECK_S)
                     return
                 self._hand(*partner, cores=1)
                 continue
@@ -323,24 +334,33 @@ class Scheduler:
         job.event.set()
         return True
 
-    def _pairable(self, job: _Waiter, rank: tuple[int, float, int]) -> bool:
-        return self.pairs and job.narrow and rank[0] <= PAIR_LEVEL
+    def _pairable(self, job: _Waiter, rank: tuple[int, float, int],
+                  beside: _Waiter | None = None) -> bool:
+        if not (self.pairs and job.narrow and rank[0] <= PAIR_LEVEL):
+            return False
+        if not job.patient:
+            return True
+        # 4 callers at once: 1.1-2.9 s a run of first-audio prompts and steps waited so
+        # beside another caller's speculative pass, one core idle.
+        return beside is not None and rank[:2] < min(rank_of(beside.priority),
+                                                     (beside.level, beside.deadline))
 
     def _partner(self, best: _Waiter, rank: tuple[int, float, int], taken: set[float],
-                 besides: _Waiter | None = None) -> tuple[_Waiter, tuple] | None:
+                 besides: _Waiter | None = None,
+                 beside: _Waiter | None = None) -> tuple[_Waiter, tuple] | None:
         """The most urgent waiting job to run on one core beside the turns of ``taken``.
 
-        Those are deadlines of turns with a job running or being handed a core. None if there
-        is none, or if ``best`` (the most urgent job of all) may not pair: it then waits for a
-        whole slot.
+        Those are deadlines of turns with a job running or being handed a core; ``beside`` is
+        the narrow job running alone on the other core, if any. None if there is none, or if
+        ``best`` (the most urgent job of all) may not pair: it then waits for a whole slot.
 
         Both narrow and urgent, and of different turns: a turn's own jobs follow one another,
         and its first clause's speech must not run at half speed beside the rest of its reply.
         """
-        if not self._pairable(best, rank):
+        if not self._pairable(best, rank, beside):
             return None
         for r, w in sorted((w.rank(), w) for w in self._waiting if w is not besides):
-            if self._pairable(w, r) and r[1] not in taken:
+            if self._pairable(w, r, beside) and r[1] not in taken:
                 return w, r
         return None
 

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from models.priority import Priority, priority
-from models.scheduler import Scheduler
+from models.scheduler import RECHECK_S, Scheduler
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.unit
@@ -25,9 +25,10 @@ class _Log:
 
 
 def _job(sched: Scheduler, log: _Log, name: str, prio, narrow: bool = True,
-         hold: threading.Event | None = None, run_s: float = 0.05) -> threading.Thread:
+         hold: threading.Event | None = None, run_s: float = 0.05,
+         patient: bool = False) -> threading.Thread:
     def run():
-        with priority(prio), sched.job("asr", narrow=narrow):
+        with priority(prio), sched.job("asr", narrow=narrow, patient=patient):
             start = time.monotonic()
             with log.lock:
                 log.order.append(name)
@@ -120,3 +121,56 @@ def test_pairs_off_runs_one_job_at_a_time():
                             ("caller 2", (Priority.FIRST_AUDIO, 2.0))])
     assert not _overlap(log, "caller 1", "caller 2")
     assert log.runs["caller 1"][2] == log.runs["caller 2"][2] == 0
+
+
+def _one_narrow_alone(sched: Scheduler, log: _Log, prio, run_s: float = 0.6) -> list:
+    """Leave a job of ``prio`` running alone on one core: it paired with one that ended."""
+    threads = []
+    hold = threading.Event()
+    threads.append(_job(sched, log, "busy", Priority.BACKGROUND, narrow=False, hold=hold,
+                        run_s=0))
+    assert wait_until(lambda: log.order, timeout=5, every=0.001)
+    threads.append(_job(sched, log, "alone", prio, run_s=run_s))
+    threads.append(_job(sched, log, "its partner", (Priority.FIRST_AUDIO, 0.1), run_s=0.02))
+    assert wait_until(lambda: sched.stats().waiting >= 2, timeout=5, every=0.001)
+    hold.set()
+    assert wait_until(lambda: "its partner" in log.runs, timeout=5, every=0.001)
+    return threads
+
+
+@pytest.mark.parametrize("alone_is_less_urgent", [True, False])
+def test_a_prompt_takes_the_core_a_less_urgent_job_left_free(alone_is_less_urgent):
+    # A prompt would rather have both cores (patient), but beside another caller's
+    # speculative pass it would wait for that pass's end with one core idle: 4 callers at
+    # once, 1.1-2.9 s a run of first-audio work waited so. Beside a more urgent job it waits.
+    sched, log = Scheduler(), _Log()
+    alone = (Priority.SPECULATIVE, 3.0) if alone_is_less_urgent else (Priority.FIRST_AUDIO, 1.0)
+    threads = _one_narrow_alone(sched, log, alone)
+    threads.append(_job(sched, log, "prompt", (Priority.FIRST_AUDIO, 2.0), patient=True))
+    for t in threads:
+        t.join(5)
+    if alone_is_less_urgent:
+        assert _overlap(log, "alone", "prompt") and log.runs["prompt"][2] == 1
+    else:
+        assert log.runs["prompt"][0] >= log.runs["alone"][1] - 0.005
+        assert log.runs["prompt"][2] == 0
+
+
+def test_a_job_whose_priority_rises_takes_the_free_core_without_waiting_for_an_event():
+    # The rest of a reply (playout: it may not pair) waits while one narrow job runs alone;
+    # its audio runs low and it is first audio again, and the idle core is its within a
+    # recheck, not when the running job ends.
+    sched, log = Scheduler(), _Log()
+    threads = _one_narrow_alone(sched, log, (Priority.SPECULATIVE, 3.0), run_s=0.8)
+    level = [Priority.PLAYOUT]
+    threads.append(_job(sched, log, "reply", lambda: (level[0], 2.0)))
+    assert wait_until(lambda: sched.stats().waiting >= 1, timeout=5, every=0.001)
+    time.sleep(0.1)
+    assert "reply" not in log.order  # playout does not pair
+    risen = time.monotonic()
+    level[0] = Priority.FIRST_AUDIO
+    for t in threads:
+        t.join(5)
+    assert log.runs["reply"][2] == 1
+    assert log.runs["reply"][0] - risen <= 5 * RECHECK_S
+    assert log.runs["reply"][0] < log.runs["alone"][1]

@@ -41,7 +41,8 @@ N_BATCH = 512
 """Tokens per ``llama_decode`` (a longer prompt is prefilled over several steps)."""
 NARROW_FEED = 1
 """A step runs on one core beside another caller's job only while each of its replies feeds
-this many tokens (decoding, not reading a prompt). 4 callers at once, Qwen 0.5B: a decode step
+this many tokens (decoding, not reading a prompt), or beside a less urgent job (it would wait
+for that one's end, the core idle). 4 callers at once, Qwen 0.5B: a decode step
 on one core took 1.2x its time on two, a prompt 1.8-2.0x a token, no more work done in all
 than one after another, and a turn's prompt was on its way to first audio (3 callers' prompts,
 54 tokens, ran 919 ms on one core)."""
@@ -216,10 +217,11 @@ class BatchedLlamaLLM(LLM):
                 while not any(g.wanting and g.feed for g in self._active):
                     self._cond.wait()
             try:
-                with SCHEDULER.job("llm", priority=self._top_rank,
-                                   narrow=self._decoding()), self._ctx_lock:
+                narrow, patient = self._narrow()
+                with SCHEDULER.job("llm", priority=self._top_rank, narrow=narrow,
+                                   patient=patient), self._ctx_lock:
                     self._threads(SCHEDULER.cores() or self.options.threads)
-                    self._step()
+                    self._step(prompts_narrow=patient)
             except Exception as e:  # the replies waiting for it fail; the engine goes on
                 with self._cond:
                     for g in self._active:
@@ -227,14 +229,17 @@ class BatchedLlamaLLM(LLM):
                             g.error = e
                     self._cond.notify_all()
 
-    def _decoding(self) -> bool:
-        """The next step may run narrow: every urgent reply in it only decodes."""
+    def _narrow(self) -> tuple[bool, bool]:
+        """Whether the next step may run narrow, and whether it would rather not (patient).
+
+        Urgent steps may; one that reads a prompt would rather have both cores.
+        """
         if self.options.threads <= 1:
-            return False
+            return False, False
         with self._cond:
             feeds = [len(g.feed) for g in self._active
                      if g.wanting and g.feed and g.rank()[0] < Priority.BACKGROUND]
-        return bool(feeds) and max(feeds) <= NARROW_FEED
+        return bool(feeds), bool(feeds) and max(feeds) > NARROW_FEED
 
     def _threads(self, n: int) -> None:
         """Decode on ``n`` threads: one when the scheduler runs this step beside another job."""
@@ -251,11 +256,17 @@ class BatchedLlamaLLM(LLM):
         return members(sorted(((g.rank(), g) for g in self._active if g.wanting and g.feed),
                               key=lambda rg: rg[0]), self._tile_free is not False)
 
-    def _step(self) -> None:
+    def _step(self, prompts_narrow: bool = False) -> None:
+        """One ``llama_decode`` of the most urgent replies' next tokens (and riders).
+
+        On one core a prompt that came while the step waited goes to the next step, unless
+        the step was asked for with its prompt (``prompts_narrow``): it got the core because
+        a less urgent job holds the other.
+        """
         lc = self._lc
         with self._cond:
             members = self._members()
-            if SCHEDULER.cores() == 1:  # a prompt that came while it waited: the next step
+            if SCHEDULER.cores() == 1 and not prompts_narrow:
                 members = [g for g in members if len(g.feed) <= NARROW_FEED] or members
             for g in members:
                 g.stepping = True
