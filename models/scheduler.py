@@ -36,6 +36,8 @@ that says ``narrow=True``): on 2 cores a model gains 1.35-1.6x from its second t
 base a pass 1.3-1.5x, Piper 1.4-1.7x, a Qwen 0.5B prompt and first clause 1.35-1.55x), so two
 callers' jobs side by side on one thread each did 1.13-1.38x the work of the same jobs one
 after another on two (alone, each pair of stages). A job reads what it got from :meth:`cores`.
+A job that would rather have both cores (``patient``: a prompt) still takes one that a less
+urgent job left free rather than wait for that job's end.
 Imports only :mod:`models.priority`: models call it, the agent sets priorities.
 """
 
@@ -176,10 +178,9 @@ class Scheduler:
             priority: overrides the context's priority (see :func:`priority`).
             narrow: the work can run on one core (it asks :meth:`cores`), beside another
                 turn's urgent job on the other.
-            patient: with ``narrow``, it would rather wait for both cores (an LLM step that
-                reads a prompt runs 1.8-2x as long on one): it takes a free core only from a
-                less urgent job running alone on the other, which it would otherwise wait
-                for with that core idle.
+            patient: with ``narrow``, it would rather wait for both cores (a prompt runs
+                1.8-2x as long on one): it takes one only beside a less urgent job running
+                alone, whose end it would otherwise wait for with that core idle.
 
         Raises:
             JobCancelled: the context's cancel event (:func:`cancel_on`) was set before the
@@ -286,9 +287,9 @@ class Scheduler:
             if len(self._narrow) % 2:  # a slot runs one narrow job: its other core is free
                 # The best job's turn may have a job running there already: another turn's
                 # takes the core, and the best one the next core that frees.
-                beside = self._narrow[0] if len(self._narrow) == 1 else None
+                running = self._narrow[0] if len(self._narrow) == 1 else None
                 partner = self._partner(best, rank, {w.deadline for w in self._narrow},
-                                        beside=beside)
+                                        running=running)
                 if partner is None:
                     self._hand_off_later(RECHECK_S)
                     return
@@ -335,32 +336,32 @@ class Scheduler:
         return True
 
     def _pairable(self, job: _Waiter, rank: tuple[int, float, int],
-                  beside: _Waiter | None = None) -> bool:
+                  running: _Waiter | None = None) -> bool:
         if not (self.pairs and job.narrow and rank[0] <= PAIR_LEVEL):
             return False
         if not job.patient:
             return True
         # 4 callers at once: 1.1-2.9 s a run of first-audio prompts and steps waited so
         # beside another caller's speculative pass, one core idle.
-        return beside is not None and rank[:2] < min(rank_of(beside.priority),
-                                                     (beside.level, beside.deadline))
+        return running is not None and rank[:2] < min(rank_of(running.priority),
+                                                       (running.level, running.deadline))
 
     def _partner(self, best: _Waiter, rank: tuple[int, float, int], taken: set[float],
                  besides: _Waiter | None = None,
-                 beside: _Waiter | None = None) -> tuple[_Waiter, tuple] | None:
+                 running: _Waiter | None = None) -> tuple[_Waiter, tuple] | None:
         """The most urgent waiting job to run on one core beside the turns of ``taken``.
 
-        Those are deadlines of turns with a job running or being handed a core; ``beside`` is
+        Those are deadlines of turns with a job running or being handed a core; ``running`` is
         the narrow job running alone on the other core, if any. None if there is none, or if
         ``best`` (the most urgent job of all) may not pair: it then waits for a whole slot.
 
         Both narrow and urgent, and of different turns: a turn's own jobs follow one another,
         and its first clause's speech must not run at half speed beside the rest of its reply.
         """
-        if not self._pairable(best, rank, beside):
+        if not self._pairable(best, rank, running):
             return None
         for r, w in sorted((w.rank(), w) for w in self._waiting if w is not besides):
-            if self._pairable(w, r, beside) and r[1] not in taken:
+            if self._pairable(w, r, running) and r[1] not in taken:
                 return w, r
         return None
 
