@@ -287,7 +287,10 @@ class Scheduler:
             if len(self._narrow) % 2:  # a slot runs one narrow job: its other core is free
                 # The best job's turn may have a job running there already: another turn's
                 # takes the core, and the best one the next core that frees.
-                running = self._narrow[0] if len(self._narrow) == 1 else None
+                running = None  # its rank now, or when granted if that was more urgent
+                if len(self._narrow) == 1:
+                    w = self._narrow[0]
+                    running = min(rank_of(w.priority), (w.level, w.deadline))
                 partner = self._partner(best, rank, {w.deadline for w in self._narrow},
                                         running=running)
                 if partner is None:
@@ -336,23 +339,22 @@ class Scheduler:
         return True
 
     def _pairable(self, job: _Waiter, rank: tuple[int, float, int],
-                  running: _Waiter | None = None) -> bool:
+                  running: tuple[int, float] | None = None) -> bool:
         if not (self.pairs and job.narrow and rank[0] <= PAIR_LEVEL):
             return False
         if not job.patient:
             return True
         # 4 callers at once: 1.1-2.9 s a run of first-audio prompts and steps waited so
         # beside another caller's speculative pass, one core idle.
-        return running is not None and rank[:2] < min(rank_of(running.priority),
-                                                       (running.level, running.deadline))
+        return running is not None and rank[:2] < running
 
     def _partner(self, best: _Waiter, rank: tuple[int, float, int], taken: set[float],
                  besides: _Waiter | None = None,
-                 running: _Waiter | None = None) -> tuple[_Waiter, tuple] | None:
+                 running: tuple[int, float] | None = None) -> tuple[_Waiter, tuple] | None:
         """The most urgent waiting job to run on one core beside the turns of ``taken``.
 
         Those are deadlines of turns with a job running or being handed a core; ``running`` is
-        the narrow job running alone on the other core, if any. None if there is none, or if
+        the rank of a narrow job running alone on the other core. None if there is none, or if
         ``best`` (the most urgent job of all) may not pair: it then waits for a whole slot.
 
         Both narrow and urgent, and of different turns: a turn's own jobs follow one another,
