@@ -44,7 +44,7 @@ first, and 1-2 of those a run held up another turn's first-audio work by ~150 ms
 
 def prefill_words(runner: TurnRunner, audio: np.ndarray, history: list[Message],
                   cancel: threading.Event, others_idle: Callable[[], bool],
-                  alone: Callable[[], bool] = lambda: False) -> int:
+                  alone: Callable[[], bool]) -> int:
     """ASR of the speech so far, then its words into the LLM's cache; tokens evaluated.
 
     Dropped at ``cancel`` (the turn starts), or when ``others_idle`` says another call is busy;
