@@ -47,8 +47,9 @@ def _overlap(log: _Log, a: str, b: str) -> bool:
     return s1 < e2 and s2 < e1
 
 
-def _busy_then(sched: Scheduler, log: _Log, jobs: list[tuple]) -> None:
-    """Queue ``jobs`` behind a job holding the whole slot, then let them all run."""
+def _behind_busy(sched: Scheduler, log: _Log,
+                 jobs: list[tuple]) -> tuple[threading.Event, list[threading.Thread]]:
+    """Queue ``jobs`` behind a job holding the whole slot until the event is set."""
     hold = threading.Event()
     threads = [_job(sched, log, "busy", Priority.BACKGROUND, narrow=False, hold=hold, run_s=0)]
     while not log.order:
@@ -56,6 +57,12 @@ def _busy_then(sched: Scheduler, log: _Log, jobs: list[tuple]) -> None:
     for i, args in enumerate(jobs):
         threads.append(_job(sched, log, *args))
         assert wait_until(lambda n=i + 1: sched.stats().waiting >= n, timeout=5, every=0.001)
+    return hold, threads
+
+
+def _busy_then(sched: Scheduler, log: _Log, jobs: list[tuple]) -> None:
+    """Queue ``jobs`` behind a job holding the whole slot, then let them all run."""
+    hold, threads = _behind_busy(sched, log, jobs)
     hold.set()
     for t in threads:
         t.join(5)
@@ -125,14 +132,9 @@ def test_pairs_off_runs_one_job_at_a_time():
 
 def _one_narrow_alone(sched: Scheduler, log: _Log, prio, run_s: float = 0.6) -> list:
     """Leave a job of ``prio`` running alone on one core: it paired with one that ended."""
-    threads = []
-    hold = threading.Event()
-    threads.append(_job(sched, log, "busy", Priority.BACKGROUND, narrow=False, hold=hold,
-                        run_s=0))
-    assert wait_until(lambda: log.order, timeout=5, every=0.001)
-    threads.append(_job(sched, log, "alone", prio, run_s=run_s))
-    threads.append(_job(sched, log, "its partner", (Priority.FIRST_AUDIO, 0.1), run_s=0.02))
-    assert wait_until(lambda: sched.stats().waiting >= 2, timeout=5, every=0.001)
+    hold, threads = _behind_busy(sched, log, [
+        ("alone", prio, True, None, run_s),
+        ("its partner", (Priority.FIRST_AUDIO, 0.1), True, None, 0.02)])
     hold.set()
     assert wait_until(lambda: "its partner" in log.runs, timeout=5, every=0.001)
     return threads
