@@ -1,9 +1,8 @@
 """What reaches a call session's thread: one typed message per kind, on one queue.
 
-The SIP side (or a simulated line) sends line events and turn workers report progress; the
-session thread handles them one at a time, in order, so its state needs no locks. Frames from
-the pjmedia clock thread wait in a queue of their own, handled in batches before each message.
-Plain frozen dataclasses, told apart with ``match``.
+The SIP side (or a simulated line) sends line events, the pjmedia clock thread sends frames and
+turn workers report progress; the session thread handles them one at a time, in order, so its
+state needs no locks. Plain frozen dataclasses, told apart with ``match``.
 """
 
 from __future__ import annotations
@@ -21,11 +20,6 @@ class Frame:
 
     at: float
     data: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class Wake:
-    """Handle the frames queued so far now, not at the next batch (a simulation waits on them)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,5 +94,5 @@ class TurnDone:
     turn: Turn
 
 
-Message = (Wake | MediaActive | Dtmf | Disconnected | LineDead | Held | Shutdown | EndOfTurnScored
+Message = (Frame | MediaActive | Dtmf | Disconnected | LineDead | Held | Shutdown | EndOfTurnScored
            | Transcribed | ReplyAudio | TurnDone)

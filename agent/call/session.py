@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import queue
 import threading
-import time
 import uuid
-from collections import deque
 from collections.abc import Callable
 
 import numpy as np
@@ -36,7 +34,6 @@ from agent.call.messages import (
     Shutdown,
     Transcribed,
     TurnDone,
-    Wake,
 )
 from agent.call.playout import Playout
 from agent.call.recorder import CallInfo, CallRecorder
@@ -60,11 +57,6 @@ from models.vad.segmenter import (
 )
 
 HANGUP_WAIT_S = 5.0  # no disconnect after our BYE: end anyway, do not hold the slot
-FRAME_BATCH_S = 0.04
-"""The line's frames are handled two at a time, not each as it comes: a wake-up per call per
-20 ms frame (and its wait for the GIL), beside llama.cpp's two threads on 2 cores, preempts one
-and both stall at the next barrier. 4 held silent calls: the process woke ~1300 times a second,
-and a Qwen 0.5B decode step in another process took 46 ms against 36 with no call up."""
 
 
 class CallSession:
@@ -122,7 +114,6 @@ class CallSession:
         self._held = False  # the caller has the call on hold
         self._hangup_sent_at: float | None = None
         self._priming: threading.Thread | None = None
-        self._frames: deque[Frame] = deque()  # from the line's clock thread
         self._frames_done = 0
         self._line_s = 0.0  # seconds of inbound audio fed to the segmenter
         self._progress = threading.Condition()
@@ -182,28 +173,24 @@ class CallSession:
 
     def wait_frames(self, n: int, timeout: float = 5.0) -> bool:
         """Block until the session thread has handled ``n`` inbound frames (or has ended)."""
-        self._inbox.put(Wake())
         with self._progress:
             return self._progress.wait_for(
                 lambda: self._frames_done >= n or not self._thread.is_alive(), timeout)
 
     def _on_frame(self, data: bytes) -> None:
-        # The line's clock thread: stamp and queue, nothing else (no wake-up: see FRAME_BATCH_S).
+        # The line's clock thread: stamp and queue, nothing else.
         if not self._closed:
-            self._frames.append(Frame(self.clock.now(), data))
+            self._inbox.put(Frame(self.clock.now(), data))
 
     # ---- the session thread ------------------------------------------------------------------
 
     def _run(self) -> None:
         try:
-            due = time.monotonic()
             while self.state != "ended":
                 try:
-                    msg = self._inbox.get(timeout=max(0.0, due - time.monotonic()))
+                    msg = self._inbox.get(timeout=0.05)
                 except queue.Empty:
                     msg = None
-                    due = time.monotonic() + FRAME_BATCH_S
-                self._take_frames()  # first: a message may concern what they hold
                 if msg is not None:
                     self._on_message(msg)
                 self._tick(self.clock.now())
@@ -217,8 +204,11 @@ class CallSession:
 
     def _on_message(self, msg: Message) -> None:
         match msg:
-            case Wake():
-                pass
+            case Frame(at, data):
+                self._on_audio(at, data)
+                with self._progress:
+                    self._frames_done += 1
+                    self._progress.notify_all()
             case MediaActive(codec):
                 self._media(codec)
             case Dtmf(digit):
@@ -265,17 +255,6 @@ class CallSession:
             self._play(self._phrase(greeting))
         else:
             self._set_state("listening")
-
-    def _take_frames(self) -> None:
-        n = len(self._frames)
-        if not n:
-            return
-        for _ in range(n):
-            frame = self._frames.popleft()
-            self._on_audio(frame.at, frame.data)
-        with self._progress:
-            self._frames_done += n
-            self._progress.notify_all()
 
     def _on_audio(self, at: float, data: bytes) -> None:
         if self.state in ("ringing", "ended"):
