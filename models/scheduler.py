@@ -30,8 +30,7 @@ turn's next job (its LLM prompt after its ASR pass, its TTS after the first clau
 a few ms after the last one ends, and a job of a lower level granted in that gap ran to its end
 first (4 callers at once: 27 such waits in 40 calls, 10 s of first-audio time in all). The
 job's level is read again as it ends (a speculative pass whose caller has stopped is now the
-real one), and a speculative turn keeps the slot from later speculative work too. A later
-caller's first-audio job granted in that gap gets one core, the other kept for the turn's next.
+real one), and a speculative turn keeps the slot from later speculative work too.
 Two urgent jobs of different turns may share the cores, one each (:data:`PAIR_LEVEL`, a job
 that says ``narrow=True``): on 2 cores a model gains 1.35-1.6x from its second thread (Whisper
 base a pass 1.3-1.5x, Piper 1.4-1.7x, a Qwen 0.5B prompt and first clause 1.35-1.55x), so two
@@ -302,8 +301,7 @@ class Scheduler:
             if self._running + len(self._narrow) // 2 >= self.slots:
                 return
             partner = self._partner(best, rank, {rank[1]}, besides=best)
-            narrow = partner is not None or self._keep_core_for_held(best, rank)
-            if self._hand(best, rank, cores=1 if narrow else 0) and partner:
+            if self._hand(best, rank, cores=1 if partner else 0) and partner:
                 self._hand(*partner, cores=1)  # at once: a wide job ranked between waits
 
     def _held_for(self, rank: tuple[int, float, int]) -> float:
@@ -322,19 +320,6 @@ class Scheduler:
         if rank[0] > level or (level == Priority.SPECULATIVE and rank[1] > deadline):
             return left
         return 0.0
-
-    def _keep_core_for_held(self, best: _Waiter, rank: tuple[int, float, int]) -> bool:
-        """Hand ``best`` one core, the other kept for the next job of an earlier caller's turn.
-
-        That turn's first-audio job has just ended and its next one (a decode step after its
-        prompt) is queued a few ms later: granted the whole slot in that gap, a later caller's
-        first-audio job ran to its end first (4 callers at once: the first caller to stop
-        waited 1.0-1.3 s behind the next three's ASR pass, 2 times in 2 of 4 runs, and was
-        answered last). Holding the whole slot for it was worse (see :meth:`_held_for`).
-        """
-        at, level, deadline = self._held
-        return (level == rank[0] == Priority.FIRST_AUDIO and deadline < rank[1]
-                and time.monotonic() < at + HANDOFF_S and self._pairable(best, rank))
 
     def _hand(self, job: _Waiter, rank: tuple[int, float, int], cores: int) -> bool:
         """Give ``job`` a whole slot (``cores`` 0) or one core; False if it was cancelled."""

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from models.priority import Priority, priority
-from models.scheduler import HANDOFF_S, RECHECK_S, Scheduler
+from models.scheduler import RECHECK_S, Scheduler
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.unit
@@ -176,29 +176,3 @@ def test_a_job_whose_priority_rises_takes_the_free_core_without_waiting_for_an_e
     assert log.runs["reply"][2] == 1
     assert log.runs["reply"][0] - risen <= 10 * RECHECK_S  # slack for a loaded CI machine
     assert log.runs["reply"][0] < log.runs["alone"][1]
-
-
-@pytest.mark.parametrize("waiting_caller_stopped_first", [False, True])
-def test_a_later_callers_job_granted_as_an_earlier_callers_ends_leaves_it_a_core(
-        waiting_caller_stopped_first):
-    # The first caller's prompt ends and its decode step is queued a few ms later; the next
-    # callers' ASR pass, waiting, is granted in that gap. With the whole slot it ran 1.0-1.3 s
-    # and the first caller, whose answer was a few steps away, was answered last.
-    sched, log = Scheduler(), _Log()
-    hold = threading.Event()
-    threads = [_job(sched, log, "prompt", (Priority.FIRST_AUDIO, 1.0), hold=hold, run_s=0)]
-    assert wait_until(lambda: "prompt" in log.order, timeout=5, every=0.001)
-    waiting = (Priority.FIRST_AUDIO, 0.5 if waiting_caller_stopped_first else 2.0)
-    threads.append(_job(sched, log, "asr", waiting, run_s=0.5))
-    assert wait_until(lambda: sched.stats().waiting >= 1, timeout=5, every=0.001)
-    hold.set()
-    assert wait_until(lambda: "asr" in log.order, timeout=5, every=0.001)
-    time.sleep(HANDOFF_S / 3)  # the engine asks for the next step
-    threads.append(_job(sched, log, "step", (Priority.FIRST_AUDIO, 1.0), run_s=0.02))
-    for t in threads:
-        t.join(5)
-    if waiting_caller_stopped_first:  # the whole slot, as before: it goes first anyway
-        assert log.runs["asr"][2] == 0 and not _overlap(log, "asr", "step")
-    else:
-        assert log.runs["asr"][2] == log.runs["step"][2] == 1
-        assert log.runs["step"][1] < log.runs["asr"][1]  # done before the pass ends
