@@ -294,7 +294,8 @@ class Scheduler:
                 partner = self._partner(best, rank, {w.deadline for w in self._narrow},
                                         running=running)
                 if partner is None:
-                    self._hand_off_later(RECHECK_S)
+                    if any(w.narrow for w in self._waiting):  # no other job can take the core
+                        self._hand_off_later(RECHECK_S)
                     return
                 self._hand(*partner, cores=1)
                 continue

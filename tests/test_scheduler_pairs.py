@@ -176,3 +176,17 @@ def test_a_job_whose_priority_rises_takes_the_free_core_without_waiting_for_an_e
     assert log.runs["reply"][2] == 1
     assert log.runs["reply"][0] - risen <= 10 * RECHECK_S  # slack for a loaded CI machine
     assert log.runs["reply"][0] < log.runs["alone"][1]
+
+
+def test_no_recheck_runs_while_only_jobs_that_cannot_narrow_wait():
+    # A recheck is a timer thread every 20 ms; a job that needs both cores takes the free one
+    # only when the running job ends, so rereading its priority meanwhile does nothing.
+    sched, log = Scheduler(), _Log()
+    threads = _one_narrow_alone(sched, log, (Priority.SPECULATIVE, 3.0), run_s=0.5)
+    threads.append(_job(sched, log, "wide", (Priority.FIRST_AUDIO, 2.0), narrow=False))
+    assert wait_until(lambda: sched.stats().waiting >= 1, timeout=5, every=0.001)
+    time.sleep(5 * RECHECK_S)
+    assert not [t for t in threading.enumerate() if isinstance(t, threading.Timer)]
+    for t in threads:
+        t.join(5)
+    assert log.runs["wide"][0] >= log.runs["alone"][1] - 0.005 and log.runs["wide"][2] == 0
