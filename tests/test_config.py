@@ -16,6 +16,25 @@ def test_shipped_config_loads_and_routes():
     assert plan.resolve("999") is None
 
 
+def test_shipped_under_load_profiles(tmp_path):
+    """`lite` (what ships) keeps Whisper base; one line switches to `lite-tiny`'s tiny.en."""
+    text = open("config.toml").read()
+    shipped = Dialplan.from_config(load_config("config.toml"))
+    lite = shipped.fallback(shipped.resolve("100"))
+    assert (lite.asr.model, lite.llm.model, lite.llm.max_tokens) == (
+        "base", "qwen2.5-coder-0.5b-instruct-iq4_nl", 48)
+    assert 'under_load = "lite"\n' in text
+    switched = tmp_path / "config.toml"
+    switched.write_text(text.replace('under_load = "lite"\n', 'under_load = "lite-tiny"\n'))
+    plan = Dialplan.from_config(load_config(switched))
+    quick = plan.fallback(plan.resolve("100"))
+    assert (quick.asr.model, quick.llm.model, quick.llm.max_tokens) == (
+        "tiny.en", "qwen2.5-coder-0.5b-instruct-iq4_nl", 48)
+    # The caller still hears the default profile's agent: persona and voice are its own.
+    assert quick.system_prompt == plan.resolve("100").system_prompt
+    assert quick.tts == plan.resolve("100").tts
+
+
 @pytest.mark.parametrize(
     ("data", "key"),
     [
