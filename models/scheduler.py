@@ -64,8 +64,7 @@ from models.priority import (
 _POLL_S = 0.01  # how soon a waiting job notices its cancel event
 PAIR_LEVEL = Priority.SPECULATIVE
 """Jobs at this level or more urgent may run side by side on a core each: what callers wait
-for. Less urgent work (the rest of a reply, priming) keeps both cores and the old order, but the
-rest of a reply takes a core that would idle beside a job running alone (:meth:`_filler`)."""
+for. Less urgent work (the rest of a reply, priming) keeps both cores and the old order."""
 HANDOFF_S = 0.03
 """How long after a turn's urgent job ends the slot waits for the turn's next one before a
 less urgent job may take it (measured: the next job of the turn was queued 0-4 ms after)."""
@@ -292,9 +291,8 @@ class Scheduler:
                 if len(self._narrow) == 1:
                     w = self._narrow[0]
                     running = min(rank_of(w.priority), (w.level, w.deadline))
-                taken = {w.deadline for w in self._narrow}
-                partner = (self._partner(best, rank, taken, running=running)
-                           or self._filler(best, rank, taken))
+                partner = self._partner(best, rank, {w.deadline for w in self._narrow},
+                                        running=running)
                 if partner is None:
                     if any(w.narrow for w in self._waiting):  # no other job can take the core
                         self._hand_off_later(RECHECK_S)
@@ -368,20 +366,6 @@ class Scheduler:
         for r, w in sorted((w.rank(), w) for w in self._waiting if w is not besides):
             if self._pairable(w, r, running) and r[1] not in taken:
                 return w, r
-        return None
-
-    def _filler(self, best: _Waiter, rank: tuple[int, float, int],
-                taken: set[float]) -> tuple[_Waiter, tuple] | None:
-        """``best`` if it is the rest of a reply (playout) that may take the idle core.
-
-        Only the most urgent job waiting, so nothing more urgent is kept from the core. 4
-        callers at once: while the next callers' ASR pass ran alone on one core (up to 1.4 s),
-        the first caller's later sentences waited with the other core idle until its audio ran
-        low, then rode in the next callers' decode steps.
-        """
-        if (self.pairs and best.narrow and not best.patient
-                and PAIR_LEVEL < rank[0] < Priority.BACKGROUND and rank[1] not in taken):
-            return best, rank
         return None
 
     def quiet_for(self, seconds: float) -> bool:

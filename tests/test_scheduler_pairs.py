@@ -158,41 +158,17 @@ def test_a_prompt_takes_the_core_a_less_urgent_job_left_free(alone_is_less_urgen
         assert log.runs["prompt"][2] == 0
 
 
-@pytest.mark.parametrize("what_waits", ["nothing", "a wider job", "its own turn's job"])
-def test_the_rest_of_a_reply_takes_a_core_left_idle(what_waits):
-    # Beside a job running alone, the rest of a reply (playout) takes the idle core, unless a
-    # more urgent job waits (it would then wait for the reply too), or the running job is its
-    # own turn's.
-    sched, log = Scheduler(), _Log()
-    alone = (Priority.SPECULATIVE, 2.0 if what_waits == "its own turn's job" else 3.0)
-    threads = _one_narrow_alone(sched, log, alone, run_s=0.4)
-    if what_waits == "a wider job":
-        threads.append(_job(sched, log, "wide", (Priority.FIRST_AUDIO, 1.0), narrow=False))
-        assert wait_until(lambda: sched.stats().waiting >= 1, timeout=5, every=0.001)
-    threads.append(_job(sched, log, "reply", (Priority.PLAYOUT, 2.0)))
-    for t in threads:
-        t.join(5)
-    if what_waits == "nothing":
-        assert _overlap(log, "alone", "reply") and log.runs["reply"][2] == 1
-        assert log.runs["reply"][0] - log.runs["alone"][0] < 0.2  # at once, not at its end
-    else:
-        assert log.runs["reply"][0] >= log.runs["alone"][1] - 0.005
-        if what_waits == "a wider job":
-            assert log.runs["reply"][0] >= log.runs["wide"][1] - 0.005
-
-
 def test_a_job_whose_priority_rises_takes_the_free_core_without_waiting_for_an_event():
-    # A reply's prompt (patient: it would rather have both cores) that is not urgent
-    # (playout) waits while a more urgent narrow job runs alone; the reply's audio runs low
-    # and it is first audio again, and the idle core is its within a recheck, not when the
-    # running job ends.
+    # The rest of a reply (playout: it may not pair) waits while one narrow job runs alone;
+    # its audio runs low and it is first audio again, and the idle core is its within a
+    # recheck, not when the running job ends.
     sched, log = Scheduler(), _Log()
     threads = _one_narrow_alone(sched, log, (Priority.SPECULATIVE, 3.0), run_s=0.8)
     level = [Priority.PLAYOUT]
-    threads.append(_job(sched, log, "reply", lambda: (level[0], 2.0), patient=True))
+    threads.append(_job(sched, log, "reply", lambda: (level[0], 2.0)))
     assert wait_until(lambda: sched.stats().waiting >= 1, timeout=5, every=0.001)
     time.sleep(0.1)
-    assert "reply" not in log.order  # a prompt beside a more urgent job waits
+    assert "reply" not in log.order  # playout does not pair
     risen = time.monotonic()
     level[0] = Priority.FIRST_AUDIO
     for t in threads:
