@@ -1,4 +1,5 @@
-"""Reading a call off the wire: dead air inside a reply, which the packet gap cannot show."""
+"""Reading a call off the wire (dead air inside a reply, which the packet gap cannot show), and
+the call log's events of a `bench call` round."""
 
 import pytest
 
@@ -44,3 +45,22 @@ def test_a_callers_media_block_never_lies_in_the_agents_rtp_range():
     for _ in range(50):
         start = free_block(4, avoid=agent)
         assert start + 4 <= agent.start or start >= agent.stop
+
+
+def test_a_rounds_events_are_counted_from_the_real_call_log(tmp_path):
+    # `bench call` reads the call log that serve wrote: this round's calls only (the log
+    # keeps earlier rounds'), and "say that again" replies apart, since they are quick
+    # answers that count in voice-to-voice.
+    from agent.bench.call import events_of
+    from db.records import CallStarted, EventRecord
+    from tests.db_fixtures import T0, write_records
+
+    db = tmp_path / "calls.db"
+    records = [CallStarted(call_id=c, started_at=T0) for c in ("earlier", "a", "b")]
+    records += [EventRecord(c, T0, kind) for c, kind in (
+        ("earlier", "asked-to-repeat"), ("a", "asked-to-repeat"), ("b", "asked-to-repeat"),
+        ("a", "under-load"), ("b", "under-load"), ("b", "dtmf"))]
+    write_records(f"sqlite:///{db}", records, tmp_path / "spool")
+    assert events_of(db, "asked-to-repeat", {"a", "b"}) == 2
+    assert events_of(db, "under-load", {"a"}) == 1
+    assert events_of(db, "barge-in", {"a", "b"}) == 0

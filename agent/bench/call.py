@@ -40,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -150,6 +151,9 @@ class Round:
     sipp_rc: int
     under_load: int = 0
     """Turns answered by the profile's cheaper ``under_load`` models."""
+    repeats: int = 0
+    """Turns answered with the profile's ``repeat`` phrase (an unsure transcript): quick
+    replies that count in voice-to-voice, though the caller must ask again."""
     holes_ms: list[list[float]] = field(default_factory=list)
     """Dead air inside each call's reply: its holes (see :func:`dead_air_ms`)."""
 
@@ -186,7 +190,7 @@ class Round:
                 f"{self.interval(50)} p95 {self.pct(self.v2v_ms, 95)} ms{self.interval(95)}"
                 f" | unanswered turns {missed} of {self.turns}"
                 f"{f' ({split_text(self.unanswered)})' if missed else ''}, answered under "
-                f"load {self.under_load} | reply packet gap "
+                f"load {self.under_load}, asked to repeat {self.repeats} | reply packet gap "
                 f"p50 {self.pct(self.gaps_ms, 50)} ms "
                 f"p99 {self.pct(self.gaps_ms, 99)} ms max "
                 f"{max(self.gaps_ms) if self.gaps_ms else float('nan'):.0f} ms | dead air "
@@ -315,12 +319,21 @@ def one_round(n: int, concurrency: int, args, setup: Path, port: int, audio: lis
     for xml in xmls:
         for code, k in sipp_refusals(xml).items():
             refused[code] = refused.get(code, 0) + k
-    cheap = [cid for cid in _query(db, "SELECT call_id FROM events WHERE kind = 'under-load'")
-             if cid in calls]
     r = Round(n, concurrency, placed, len(calls), refused, v2v, gaps, len(turns),
-              unanswered, per_worker, max(rcs, default=0), len(cheap), holes)
+              unanswered, per_worker, max(rcs, default=0), events_of(db, "under-load", calls),
+              events_of(db, "asked-to-repeat", calls), holes)
     print(r.line(), flush=True)
     return r
+
+
+def events_of(db: Path, kind: str, calls: Collection[str]) -> int:
+    """Call-log events of ``kind`` (one per turn) in ``calls``: this round's, not earlier ones'."""
+    con = sqlite3.connect(db)
+    try:
+        rows = con.execute("SELECT call_id FROM events WHERE kind = ?", (kind,)).fetchall()
+    finally:
+        con.close()
+    return sum(1 for (cid,) in rows if cid in calls)
 
 
 def _query(db: Path, sql: str) -> list:
