@@ -1,5 +1,7 @@
-"""Reading a call off the wire (dead air inside a reply, which the packet gap cannot show), and
-the call log's events of a `bench call` round."""
+"""What `bench call` reads: a call off the wire, and a round's events from the call log.
+
+Dead air inside a reply, which the packet gap cannot show; "say that again" replies apart.
+"""
 
 import pytest
 
