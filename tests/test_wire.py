@@ -49,6 +49,21 @@ def test_a_callers_media_block_never_lies_in_the_agents_rtp_range():
         assert start + 4 <= agent.start or start >= agent.stop
 
 
+def test_a_rounds_caller_ports_are_disjoint_and_below_the_kernels_ephemeral_ports():
+    # A port found free is bound moments later by sipp: an ephemeral port handed out
+    # meanwhile (another caller's SIP port) or another caller's block found free before its
+    # sipp bound it could take it, and that caller's call is lost.
+    from agent.bench.agentproc import caller_media, ephemeral_low, free_block
+
+    low, agent = ephemeral_low(), range(21000, 23000)
+    below = low - 21000 >= 20 * 400  # room under the ephemeral ports (here: 32768 on)
+    for _ in range(50):
+        ports = [p for m in caller_media(4, agent) for p in range(m, m + 4)]
+        assert len(set(ports)) == 16 and not set(ports) & set(agent)
+        assert max(ports) < low or not below
+        assert free_block(400) + 400 <= low or not below
+
+
 def test_a_rounds_events_are_counted_from_the_real_call_log(tmp_path):
     # `bench call` reads the call log that serve wrote: this round's calls only (the log
     # keeps earlier rounds'), and "say that again" replies apart, since they are quick

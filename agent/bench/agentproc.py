@@ -3,8 +3,8 @@
 Both are started with ``python -m agent.cli.main`` from the project root, log to a file, and
 count as up once their log says so (``event=ready`` of the serve's worker; ``event=cluster-ready``
 once kamailio routes to every worker). :func:`bench_config` writes the benchmarks' config (one
-profile on extension 101, SQLite call log); :func:`free_port` and :func:`free_block` find ports
-on 127.0.0.1. Started as processes, not imported: the bench stays clear of pjsua2 and of the
+profile on extension 101, SQLite call log); :func:`free_port`, :func:`free_block` and
+:func:`caller_media` find ports on 127.0.0.1. Started as processes, not imported: the bench stays clear of pjsua2 and of the
 cluster's code, and measures what a user runs.
 """
 
@@ -28,14 +28,29 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def free_block(n: int, kind: int = socket.SOCK_DGRAM, lo: int = 21000, hi: int = 59000,
+def ephemeral_low(default: int = 32768) -> int:
+    """The first port the kernel hands to sockets bound to port 0 (Linux; else ``default``)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return default
+
+
+def free_block(n: int, kind: int = socket.SOCK_DGRAM, lo: int = 21000, hi: int | None = None,
                avoid: range = range(0)) -> int:
     """The first port of ``n`` consecutive free ports (UDP or TCP) on 127.0.0.1.
 
     Random, not first-fit: benchmarks and tests run side by side on one machine. None of them
     is in ``avoid``: a caller's media port inside the agent's RTP range, free until the agent
-    takes it for a call, would be read on the wire as the agent's side of a call.
+    takes it for a call, would be read on the wire as the agent's side of a call. Below the
+    kernel's ephemeral ports where there is room (``hi`` unset): a block found free here is
+    bound by its user moments later, and a port handed out meanwhile (another caller's SIP
+    port from :func:`free_port`, any client socket) could take it. One bench call run lost a
+    call so (sipp: "Unable to bind video RTP socket ... Address already in use").
     """
+    if hi is None:
+        hi = min(59000, ephemeral_low())
+        hi = hi if hi - lo >= 20 * n else 59000
     rng = random.Random(os.getpid() ^ time.monotonic_ns())
     for _ in range(200):
         start = rng.randrange(lo, hi - n)
@@ -54,6 +69,16 @@ def free_block(n: int, kind: int = socket.SOCK_DGRAM, lo: int = 21000, hi: int =
             for s in socks:
                 s.close()
     raise RuntimeError(f"no {n} consecutive free ports in {lo}-{hi}")
+
+
+def caller_media(callers: int, agent_ports: range) -> list[int]:
+    """Each caller's media ports (``-mp``: sipp binds 4 from it), one free block for a round.
+
+    Found one by one, a caller's block could be free only because the caller started before
+    it had not bound its own yet.
+    """
+    start = free_block(4 * callers, avoid=agent_ports)
+    return [start + 4 * i for i in range(callers)]
 
 
 def wait_for_line(path: Path, needle: str, timeout_s: float, proc=None) -> bool:

@@ -48,6 +48,7 @@ import numpy as np
 
 from agent.bench.agentproc import (
     bench_config,
+    caller_media,
     free_block,
     free_port,
     start_cluster,
@@ -280,6 +281,7 @@ def one_round(n: int, concurrency: int, args, setup: Path, port: int, audio: lis
         for r in range(args.rounds):
             # One sipp per caller, all started together: each streams its own question.
             procs = []
+            media = caller_media(concurrency, agent_ports)
             for i in range(concurrency):
                 k = r * concurrency + i
                 # Through kamailio the ACK and BYE must follow Record-Route to the worker.
@@ -287,7 +289,7 @@ def one_round(n: int, concurrency: int, args, setup: Path, port: int, audio: lis
                                setup / f"stream_{concurrency}_{k}.xml",
                                audio=audio[k % len(audio)], hold_ms=int(args.hold_s * 1000))
                 xmls.append(xml)
-                argv = sipp_argv(xml, "101", port, free_port(), free_block(4, avoid=agent_ports),
+                argv = sipp_argv(xml, "101", port, free_port(), media[i],
                                  timeout_s=args.hold_s + 60)
                 procs.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL,
                                               stderr=subprocess.DEVNULL))
