@@ -4,8 +4,8 @@ Both are started with ``python -m agent.cli.main`` from the project root, log to
 count as up once their log says so (``event=ready`` of the serve's worker; ``event=cluster-ready``
 once kamailio routes to every worker). :func:`bench_config` writes the benchmarks' config (one
 profile on extension 101, SQLite call log); :func:`free_port`, :func:`free_block` and
-:func:`caller_media` find ports on 127.0.0.1. Started as processes, not imported: the bench stays clear of pjsua2 and of the
-cluster's code, and measures what a user runs.
+:func:`caller_media` find ports on 127.0.0.1. Started as processes, not imported: the bench
+stays clear of pjsua2 and of the cluster's code, and measures what a user runs.
 """
 
 from __future__ import annotations
