@@ -330,18 +330,14 @@ def one_round(n: int, concurrency: int, args, setup: Path, port: int, audio: lis
 
 def events_of(db: Path, kind: str, calls: Collection[str]) -> int:
     """Call-log events of ``kind`` (one per turn) in ``calls``: this round's, not earlier ones'."""
-    con = sqlite3.connect(db)
-    try:
-        rows = con.execute("SELECT call_id FROM events WHERE kind = ?", (kind,)).fetchall()
-    finally:
-        con.close()
-    return sum(1 for (cid,) in rows if cid in calls)
+    rows = _query(db, "SELECT call_id FROM events WHERE kind = ?", (kind,))
+    return sum(1 for cid in rows if cid in calls)
 
 
-def _query(db: Path, sql: str) -> list:
+def _query(db: Path, sql: str, params: tuple = ()) -> list:
     con = sqlite3.connect(db)
     try:
-        rows = con.execute(sql).fetchall()
+        rows = con.execute(sql, params).fetchall()
     finally:
         con.close()
     return [r[0] if len(r) == 1 else r for r in rows]
