@@ -34,7 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from agent.bench.agentproc import bench_config, free_block, free_port, start_serve
+from agent.bench.agentproc import bench_config, caller_media, free_block, free_port, start_serve
 from agent.bench.malformed import send_malformed
 from agent.bench.soak_callers import BEHAVIOURS, Outcome, Plan, place, plan_calls
 from agent.bench.wire import Capture, each_call, gaps_ms, split_calls
@@ -136,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
     # Free blocks, not fixed ports: two soaks (or a soak and the tests) can share a machine.
     port, rtp = free_port(), free_block(RTP_PORT_RANGE)
     agent_ports = range(rtp, rtp + RTP_PORT_RANGE)
-    media = free_block(4 * args.concurrency, avoid=agent_ports)  # each slot's RTP, RTCP (-mp)
+    media = caller_media(args.concurrency, agent_ports)  # each slot's -mp
     config = work / "config.toml"
     config.write_text(bench_config(port, rtp, work, args.profile_llm, args.llm_threads,
                                    args.asr_model, llm_backend=args.llm_backend))
@@ -170,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
                     if plan.malformed and time.monotonic() <= deadline:
                         sent += send_malformed(port, rng, plan.n, plan.malformed)
                 try:
-                    return place(plan, work, port, media + 4 * slot, deadline)
+                    return place(plan, work, port, media[slot], deadline)
                 finally:
                     with lock:
                         slots.append(slot)
