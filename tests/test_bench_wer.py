@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from agent.bench.wer import add_arguments, bench, run, settings_from
+from agent.bench.wer import add_arguments, bench, run, settings_from, synthesizer
 from agent.bench.wer import line as ln
 from agent.bench.wer.engine import Run, Variant
 from agent.bench.wer.questions import QUESTIONS, errors, normalize
@@ -19,10 +19,12 @@ from agent.bench.wer.voices import (
     broad_plan,
     espeak_accents,
     espeak_variants,
+    kokoro_voice,
     parse_voices,
 )
 from dialplan import parse_config
 from models.audio import PHONE_RATE, frame_samples
+from models.registry import ModelCache
 
 FRAME = frame_samples(PHONE_RATE)
 
@@ -237,6 +239,16 @@ def test_voice_arguments():
 
 
 # --- a quick run --------------------------------------------------------------------------------
+
+
+@pytest.mark.model
+def test_kokoro_voices_are_said_by_kokoro_though_the_default_tts_is_piper(tmp_path):
+    assert CONFIG.profiles["default"].tts.backend == "piper"
+    synth = synthesizer(ModelCache(), cache=tmp_path)
+    audio, rate = synth.say(kokoro_voice("jf_alpha"), "When does the library open?")
+    assert rate == 24000  # Kokoro's rate; Piper's voice speaks at 22050
+    assert 0.8 < len(audio) / rate < 4.0
+    assert len(list(tmp_path.glob("*.npz"))) == 1  # cached for the next run
 
 
 @pytest.mark.model

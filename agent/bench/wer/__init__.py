@@ -14,6 +14,7 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -99,11 +100,20 @@ def settings_from(args: argparse.Namespace, config: Config) -> engine.Settings:
     )
 
 
+def synthesizer(models: ModelCache, cache: Path | None = None) -> Synthesizer:
+    """Says the planned utterances; its Kokoro voices are Kokoro's whatever ``[tts]`` uses.
+
+    The default TTS is Piper, whose one speaker is not a Kokoro voice: a factory that took
+    the default backend failed on the broad set's first Kokoro utterance.
+    """
+    return Synthesizer(lambda voice: models.tts(TTSOptions(backend="kokoro-onnx", voice=voice)),
+                       cache)
+
+
 def bench(s: engine.Settings, console: Console | None = None) -> engine.Results:
     """Synthesise, pass through the line, transcribe and score: the whole measurement."""
     console = console or Console(stderr=True)
-    cache = ModelCache()
-    synth = Synthesizer(lambda voice: cache.tts(TTSOptions(voice=voice)))
+    synth = synthesizer(ModelCache())
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn())
     with Progress(*columns, console=console) as bar:
