@@ -53,6 +53,8 @@ class BundledModel:
     """A derived model: this bundled model re-quantized (``parts`` empty, same packages)."""
     file_type: str = ""
     """What a derived model is re-quantized to (:data:`models.llm.quantize.FILE_TYPES`)."""
+    output_type: str = ""
+    """A derived model's output matrix type, if not llama.cpp's pick for ``file_type``."""
 
     def install_hint(self) -> str:
         return (
@@ -87,12 +89,14 @@ _QWEN_0_5B = _in_parts(
     "tokenizer and template at a third of its work")
 
 
-def _iq4_nl(source: BundledModel, sha256: str, size: int, description: str) -> BundledModel:
+def _iq4_nl(source: BundledModel, sha256: str, size: int, description: str,
+            output_type: str = "") -> BundledModel:
     """``source`` re-quantized to IQ4_NL in the cache (its packages carry what it is made of)."""
     name = f"{source.name}-iq4_nl"
     return BundledModel(name=name, stage=source.stage, packages=source.packages, parts=(),
                         output=f"{name}.gguf", sha256=sha256, size=size,
-                        derived_from=source.name, file_type="IQ4_NL", description=description)
+                        derived_from=source.name, file_type="IQ4_NL", output_type=output_type,
+                        description=description)
 
 
 CATALOG: dict[str, BundledModel] = {
@@ -144,9 +148,10 @@ CATALOG: dict[str, BundledModel] = {
                 1_072_764_480, "the Q4_K_M Qwen re-quantized to IQ4_NL: prompts ~25 % faster on "
                 "AVX2"),
         _QWEN_0_5B,
-        _iq4_nl(_QWEN_0_5B, "a84db702bbf621443d556427dd1d66048239591ba99e62dcafe65d1b4ce2c168",
-                430_880_640, "the 0.5B Qwen re-quantized to IQ4_NL: a turn's prompt ~3x, a "
-                "decode step ~2.5x faster than the 1.5B's (bench llm), for turns under load"),
+        _iq4_nl(_QWEN_0_5B, "e242fa244a57b46f2d5e99842606eea18589a632c9ff4f6fca70b1d3357068b8",
+                362_813_312, "the 0.5B Qwen re-quantized to IQ4_NL, its output matrix too: a "
+                "turn's prompt ~3x, a decode step ~3x faster than the 1.5B's (bench llm), for "
+                "turns under load", output_type="IQ4_NL"),
         BundledModel(
             name="smollm2-135m",
             stage="llm",
@@ -301,7 +306,7 @@ def _derive(model: BundledModel, progress: Callable[[int], None] | None, verify:
     tmp = out.with_suffix(out.suffix + ".tmp")
     logging.getLogger("callagent").info(
         "event=model-requantize model=%s from=%s type=%s", model.name, src, model.file_type)
-    requantize(src, tmp, model.file_type)
+    requantize(src, tmp, model.file_type, output_type=model.output_type)
     if sha256_file(tmp) != model.sha256:
         tmp.unlink(missing_ok=True)
         raise ModelMissingError(

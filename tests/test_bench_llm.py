@@ -45,6 +45,22 @@ def test_a_requantized_model_is_close_but_not_the_same(capsys, tmp_path):
     assert sum(q8["same_top"]) / len(q8["same_top"]) > 0.8
 
 
+def test_the_output_matrix_may_be_as_narrow_as_the_rest(capsys, tmp_path):
+    src = catalog.resolve("smollm2-135m", "llm")
+    picked, narrow = tmp_path / "picked.gguf", tmp_path / "narrow.gguf"
+    requantize(src, picked, "IQ4_NL")
+    requantize(src, narrow, "IQ4_NL", output_type="IQ4_NL")
+    # SmolLM2's output matrix is its token embedding, 49152 x 576, which llama.cpp keeps at
+    # Q8_0 (8.5 bits a weight) in an IQ4_NL file: 4 bits a weight less.
+    saved = picked.stat().st_size - narrow.stat().st_size
+    assert saved == pytest.approx(49152 * 576 * 4 / 8, rel=0.02)
+    _, out = bench(capsys, str(picked), str(narrow))
+    assert 0 < sum(out["kld"]) / len(out["kld"]) < 0.2
+    assert sum(out["same_top"]) / len(out["same_top"]) > 0.7
+    with pytest.raises(ValueError, match="Q5_K"):
+        requantize(src, tmp_path / "x.gguf", "IQ4_NL", output_type="Q5_K")
+
+
 def test_models_of_two_tokenizers_are_refused(capsys, tmp_path):
     p = argparse.ArgumentParser()
     add_arguments(p)

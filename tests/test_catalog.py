@@ -115,6 +115,8 @@ def test_derived_model_is_requantized_once_and_checked(tmp_path, monkeypatch):
 def test_the_shipped_derived_models_name_their_source_and_packages(name, source, last_package):
     model, source = catalog.lookup(name), catalog.lookup(source)
     assert model.derived_from == source.name and model.file_type == "IQ4_NL"
+    # The under-load model's output matrix is IQ4_NL too; the default one's is llama.cpp's pick.
+    assert model.output_type == ("IQ4_NL" if "0.5b" in name else "")
     assert model.packages == source.packages  # the install hint names what to pip install
     assert last_package in model.install_hint()
     assert len(source.parts) == len(source.packages)  # a part in each package, in order
