@@ -305,7 +305,8 @@ def _derive(model: BundledModel, progress: Callable[[int], None] | None, verify:
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(out.suffix + ".tmp")
     logging.getLogger("callagent").info(
-        "event=model-requantize model=%s from=%s type=%s", model.name, src, model.file_type)
+        "event=model-requantize model=%s from=%s type=%s output=%s", model.name, src,
+        model.file_type, model.output_type or "default")
     requantize(src, tmp, model.file_type, output_type=model.output_type)
     if sha256_file(tmp) != model.sha256:
         tmp.unlink(missing_ok=True)
