@@ -3,9 +3,10 @@
 Both are started with ``python -m agent.cli.main`` from the project root, log to a file, and
 count as up once their log says so (``event=ready`` of the serve's worker; ``event=cluster-ready``
 once kamailio routes to every worker). :func:`bench_config` writes the benchmarks' config (one
-profile on extension 101, SQLite call log); :func:`free_port`, :func:`free_block` and
-:func:`caller_media` find ports on 127.0.0.1. Started as processes, not imported: the bench
-stays clear of pjsua2 and of the cluster's code, and measures what a user runs.
+profile on extension 101, SQLite call log), which :func:`read_call_log` reads back;
+:func:`free_port`, :func:`free_block` and :func:`caller_media` find ports on 127.0.0.1.
+Started as processes, not imported: the bench stays clear of pjsua2 and of the cluster's code,
+and measures what a user runs.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import os
 import random
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -79,6 +81,15 @@ def caller_media(callers: int, agent_ports: range) -> list[int]:
     """
     start = free_block(4 * callers, avoid=agent_ports)
     return [start + 4 * i for i in range(callers)]
+
+
+def read_call_log(db: Path, sql: str, params: tuple = ()) -> list[tuple]:
+    """The rows of one query of a benchmark's SQLite call log (the connection closed after)."""
+    con = sqlite3.connect(db)
+    try:
+        return con.execute(sql, params).fetchall()
+    finally:
+        con.close()
 
 
 def wait_for_line(path: Path, needle: str, timeout_s: float, proc=None) -> bool:

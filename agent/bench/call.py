@@ -35,7 +35,6 @@ import argparse
 import os
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -51,6 +50,7 @@ from agent.bench.agentproc import (
     caller_media,
     free_block,
     free_port,
+    read_call_log,
     start_cluster,
     start_serve,
 )
@@ -335,12 +335,8 @@ def events_of(db: Path, kind: str, calls: Collection[str]) -> int:
 
 
 def _query(db: Path, sql: str, params: tuple = ()) -> list:
-    con = sqlite3.connect(db)
-    try:
-        rows = con.execute(sql, params).fetchall()
-    finally:
-        con.close()
-    return [r[0] if len(r) == 1 else r for r in rows]
+    """:func:`read_call_log`, a one-column row as its value."""
+    return [r[0] if len(r) == 1 else r for r in read_call_log(db, sql, params)]
 
 
 def _settled(db: Path, before: set[str], timeout_s: float = 30) -> dict[str, str | None]:

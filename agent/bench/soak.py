@@ -24,7 +24,6 @@ import random
 import re
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -34,7 +33,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from agent.bench.agentproc import bench_config, caller_media, free_block, free_port, start_serve
+from agent.bench.agentproc import (
+    bench_config,
+    caller_media,
+    free_block,
+    free_port,
+    read_call_log,
+    start_serve,
+)
 from agent.bench.malformed import send_malformed
 from agent.bench.soak_callers import BEHAVIOURS, Outcome, Plan, place, plan_calls
 from agent.bench.wire import Capture, each_call, gaps_ms, split_calls
@@ -222,15 +228,7 @@ def _warm_rss(result: Result, sampler: RssSampler, ended_at: list[float]) -> Non
 
 
 def _open_calls(db: Path) -> int:
-    return _query(db, "SELECT COUNT(*) FROM calls WHERE ended_at IS NULL")[0][0]
-
-
-def _query(db: Path, sql: str) -> list[tuple]:
-    con = sqlite3.connect(db)
-    try:
-        return con.execute(sql).fetchall()
-    finally:
-        con.close()
+    return read_call_log(db, "SELECT COUNT(*) FROM calls WHERE ended_at IS NULL")[0][0]
 
 
 def _result(args, plans: list[Plan], outcomes: list[Outcome], sent: int, work: Path,
@@ -242,8 +240,8 @@ def _result(args, plans: list[Plan], outcomes: list[Outcome], sent: int, work: P
         mine = [o for o in placed if o.behaviour == b]
         behaviours[b] = f"{sum(o.answered for o in mine)}/{len(mine)}"
     text = serve_log.read_text(errors="replace")
-    reasons = dict(_query(db, "SELECT unanswered, COUNT(*) FROM turns GROUP BY unanswered"))
-    ends = dict(_query(db, "SELECT COALESCE(end_reason, ''), COUNT(*) FROM calls "
+    reasons = dict(read_call_log(db, "SELECT unanswered, COUNT(*) FROM turns GROUP BY unanswered"))
+    ends = dict(read_call_log(db, "SELECT COALESCE(end_reason, ''), COUNT(*) FROM calls "
                            "GROUP BY COALESCE(end_reason, '')"))
     rss = [kb for _, kb, _ in sampler.samples]
     mb = (lambda kb: round(kb / 1024, 1))  # noqa: E731
