@@ -6,8 +6,10 @@ faster depends on the CPU's kernels in llama.cpp:
   decode steps alike.
 - Intel Xeon with AVX-512 (2026-11-27, ``bench llm``, 8 questions, 2 threads): the Q4_K_M file
   was faster, a step 63 against 87 ms and a prompt token 18.9 against 21.8 ms.
-  - In ``bench call``, one call: p50 1.14 s and p95 1.54 s with it, against 1.29-1.37 s and
-    2.03-2.09 s with the IQ4_NL file; the longest silence inside a reply 0.38 s against 1.1 s.
+  - In ``bench call``, one call, two runs with it against six with the IQ4_NL file: p50
+    1.10-1.14 s against 1.21-1.37 s, p95 1.54-1.60 s against 1.65-2.09 s, the LLM's time a
+    turn 1.72-1.82 s against 2.02-2.25 s, the longest silence inside a reply 0.38-0.46 s
+    against 1.06-1.18 s (the evening drifted: the last IQ4_NL runs were the faster ones).
 
 So a pick name (:data:`PICKS`) stands for the file that reads a question's prompt and decodes a
 first clause sooner here. Each candidate is timed in turn, three times; the medians decide.
