@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -115,7 +116,7 @@ def choose(pick: Pick, paths: dict[str, Path], store: Path,
     kept[pick.name] = {"cpu": here, "choice": choice,
                        "turn_ms": {c: round(m, 1) for c, m in medians.items()}}
     store.parent.mkdir(parents=True, exist_ok=True)
-    tmp = store.with_suffix(".tmp")
+    tmp = store.with_suffix(f".{os.getpid()}.tmp")  # two first loads at once: a file each
     tmp.write_text(json.dumps(kept, indent=1, sort_keys=True))
     tmp.replace(store)
     logging.getLogger("callagent").info(
