@@ -351,6 +351,5 @@ def resolve(name: str, stage: str) -> Path:
 
 
 def pick(p: Pick) -> str:
-    """The candidate of ``p`` this CPU runs faster (each is installed first if need be)."""
-    paths = {c: ensure(CATALOG[c]) for c in p.candidates}
-    return choose(p, paths, cache_dir() / PICKS_FILE)
+    """The candidate of ``p`` this CPU runs faster (each is installed first if it is timed)."""
+    return choose(p, lambda c: ensure(CATALOG[c]), cache_dir() / PICKS_FILE)

@@ -10,6 +10,7 @@ from models.llm.pick import ROUNDS, Pick, choose, cpu_key, turn_ms
 
 PAIR = Pick("m-fastest", ("iq4", "q4k"))
 PATHS = {"iq4": "iq4.gguf", "q4k": "q4k.gguf"}
+FILE = PATHS.__getitem__
 
 
 class Clock:
@@ -30,16 +31,17 @@ def test_the_faster_median_wins_and_is_kept_per_cpu(tmp_path):
     store = tmp_path / "picks.json"
     # One slow outlier does not decide: medians of three, candidates timed in turn.
     clock = Clock(iq4=[900.0, 900.0, 900.0], q4k=[700.0, 2000.0, 700.0])
-    assert choose(PAIR, PATHS, store, measure=clock, key=lambda: "cpu-a") == "q4k"
+    assert choose(PAIR, FILE, store, measure=clock, key=lambda: "cpu-a") == "q4k"
     assert clock.calls == ["iq4", "q4k"] * ROUNDS
     kept = json.loads(store.read_text())["m-fastest"]
     assert kept == {"cpu": "cpu-a", "choice": "q4k", "turn_ms": {"iq4": 900.0, "q4k": 700.0}}
     # Kept: not timed again on the same CPU and llama.cpp...
     again = Clock(iq4=1.0, q4k=1.0)
-    assert choose(PAIR, PATHS, store, measure=again, key=lambda: "cpu-a") == "q4k"
-    assert again.calls == []
+    asked = []  # nor is any file asked for (a missing one would be made first)
+    assert choose(PAIR, asked.append, store, measure=again, key=lambda: "cpu-a") == "q4k"
+    assert again.calls == [] and asked == []
     # ...timed again on another (and a tie goes to the first candidate).
-    assert choose(PAIR, PATHS, store, measure=again, key=lambda: "cpu-b") == "iq4"
+    assert choose(PAIR, FILE, store, measure=again, key=lambda: "cpu-b") == "iq4"
     assert len(again.calls) == 2 * ROUNDS
     assert json.loads(store.read_text())["m-fastest"]["cpu"] == "cpu-b"
 
@@ -48,13 +50,13 @@ def test_the_faster_median_wins_and_is_kept_per_cpu(tmp_path):
 def test_an_unreadable_store_is_measured_again_and_other_picks_are_kept(tmp_path):
     store = tmp_path / "picks.json"
     store.write_text("{not json")
-    assert choose(PAIR, PATHS, store, measure=Clock(iq4=5.0, q4k=9.0), key=lambda: "c") == "iq4"
+    assert choose(PAIR, FILE, store, measure=Clock(iq4=5.0, q4k=9.0), key=lambda: "c") == "iq4"
     other = Pick("n-fastest", ("q4k", "iq4"))
-    choose(other, PATHS, store, measure=Clock(iq4=5.0, q4k=9.0), key=lambda: "c")
+    choose(other, FILE, store, measure=Clock(iq4=5.0, q4k=9.0), key=lambda: "c")
     assert set(json.loads(store.read_text())) == {"m-fastest", "n-fastest"}
     # A kept choice that is no longer a candidate is not trusted.
     store.write_text(json.dumps({"m-fastest": {"cpu": "c", "choice": "gone"}}))
-    assert choose(PAIR, PATHS, store, measure=Clock(iq4=9.0, q4k=5.0), key=lambda: "c") == "q4k"
+    assert choose(PAIR, FILE, store, measure=Clock(iq4=9.0, q4k=5.0), key=lambda: "c") == "q4k"
 
 
 @pytest.mark.unit

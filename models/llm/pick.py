@@ -86,13 +86,14 @@ def turn_ms(path: Path, threads: int = 2) -> float:
         llm.close()
 
 
-def choose(pick: Pick, paths: dict[str, Path], store: Path,
+def choose(pick: Pick, path_of: Callable[[str], Path], store: Path,
            measure: Callable[[Path], float] = turn_ms, key: Callable[[], str] = cpu_key) -> str:
     """The candidate of ``pick`` to load here: kept in ``store``, or measured now and kept.
 
     Args:
         pick: the name and its candidates.
-        paths: each candidate's file.
+        path_of: a candidate's file, asked only when the candidates are timed (a kept
+            choice needs no other file, nor one made for it).
         store: a JSON file of earlier choices (one per pick name).
         measure: a file's time for one turn, in ms (:func:`turn_ms`).
         key: what the kept choice must have been made on (:func:`cpu_key`).
@@ -107,6 +108,7 @@ def choose(pick: Pick, paths: dict[str, Path], store: Path,
         logging.getLogger("callagent").info("event=model-pick name=%s choice=%s kept=%s",
                                             pick.name, earlier["choice"], store)
         return earlier["choice"]
+    paths = {c: path_of(c) for c in pick.candidates}
     times: dict[str, list[float]] = {c: [] for c in pick.candidates}
     for _ in range(ROUNDS):
         for c in pick.candidates:  # in turn: a slow minute costs every candidate alike
