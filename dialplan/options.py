@@ -13,9 +13,9 @@ from typing import Literal
 SPEECH_TAIL_S = 0.09
 """Audio a turn keeps after its last speech chunk (:mod:`models.vad.segmenter`): word tails
 fall under the VAD's threshold. Short enough for the speculation to start at 96 ms of silence
-with the same audio the endpoint will have (``speculate_s`` is at least this). Whisper base on
-270 VAD-cut μ-law questions (9 espeak-ng voices): 0.09 against 0.15 s, +0.2 and +0.5 WER
-points, within the noise of either set."""
+with the same audio the endpoint will have (``speculate_s`` is at least this). A longer tail
+buys Whisper no accuracy on VAD-cut line questions: the difference is within the noise
+(bench wer)."""
 
 
 @dataclass(frozen=True)
@@ -35,10 +35,9 @@ class AudioOptions:
     TTS); its audio is held until the endpoint and dropped if the caller resumes. 0 = off.
     Must be < the hangover and at least the segmenter's 90 ms audio tail (so the speculated
     audio equals the final utterance); the VAD counts 32 ms chunks, so 0.09 fires at 96 ms.
-    ``bench pipeline``, 1 call: endpoint p50 221 ms at 0.09 against 257 ms at 0.15 (p95 353
-    against 420), no false end of turn on the paused questions with either; a pause that
-    short inside a question is more often not the end (42 of 162 speculations on 120 line
-    questions were dropped, against 23 of 143 at 0.15)."""
+    Against 0.15 it brings the endpoint sooner with no false end of turn on the paused
+    questions (bench pipeline, 1 call); a pause that short inside a question is more often not
+    the end, so more speculations are dropped."""
     prefill_every_s: float = 1.2
     """While the caller speaks, every this many seconds of their speech the words so far are
     transcribed and evaluated into the LLM's cache (both as background work: only when no
@@ -46,8 +45,8 @@ class AudioOptions:
     0 = off. Backends without a per-call cache (llama-cpp, xllamacpp, openai) skip it."""
     pause_tolerance_s: float = 1.2
     """Longer hangover used when the last words sound unfinished ("uh", "and", "to" ...).
-    0.9 s ran out before a caller who went on after a 0.7 s pause was confirmed (0.2 s of
-    ``min_speech_s`` and ~0.1 s of VAD and resampler lag on a SIP line), and the reply began
+    A shorter one ran out before a caller who went on after a pause was confirmed (the pause,
+    then ``min_speech_s`` and the VAD's and resampler's lag on a SIP line), and the reply began
     over the rest of their turn."""
     max_endpoint_wait_s: float = 1.5
     """Never wait longer than this after speech ends, whatever the words."""
@@ -84,14 +83,14 @@ class VoxtralOptions:
     """Voxtral-specific switches (``[asr.voxtral]``); each is verified not to change tokens."""
 
     attention: Literal["auto", "eager", "sdpa", "flash_attention_2"] = "auto"
-    """Attention kernel; auto = flash-attention-2 on CUDA when installed, else SDPA (measured on
-    CPU, tiny model: SDPA 2-4x faster than eager, same tokens)."""
+    """Attention kernel; auto = flash-attention-2 on CUDA when installed, else SDPA (on CPU
+    faster than eager, with the same tokens: bench asr)."""
     dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
     """Weights dtype; auto = bfloat16 on CUDA, float32 on CPU."""
     compile: Literal["auto", "on", "off"] = "auto"
     """torch.compile the decoding step (reduce-overhead on CUDA); auto = on for CUDA, off on CPU
-    (inductor warm-up takes ~30 s on 2 cores and was not faster there). A failing compile falls
-    back to eager decoding, logged once."""
+    (inductor's warm-up is long on a CPU, and decoding was no faster there: bench asr). A
+    failing compile falls back to eager decoding, logged once."""
     static_cache: Literal["auto", "on", "off"] = "auto"
     """Static KV cache (needed by compiled decoding); auto follows ``compile``."""
     batch_window_s: float = 0.03
@@ -114,13 +113,13 @@ class ASROptions:
     model: str = "base"
     """Bundled name (base, tiny.en), a local model directory, or a hub id when online.
 
-    base is the default by ``bench wer`` on 179 utterances (30 questions, 130 voices) through
-    the 8 kHz μ-law line: capped WER 40 % against tiny.en's 45 % (paired CI excludes 0);
-    tiny.en is about twice as fast."""
+    base is the default by ``bench wer`` through the 8 kHz μ-law line: it makes fewer word
+    errors than tiny.en, by more than the paired confidence interval; tiny.en is faster
+    (bench asr)."""
     language: str = "en"
     """Spoken language (ISO code)."""
     beam_size: int = 1
-    """Beam width; 1 = greedy (measured: no WER gain from 5 on phone audio, 2x slower)."""
+    """Beam width; 1 = greedy (beam 5 gained no WER on phone audio and was slower: bench wer)."""
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """Where the model runs; auto = CUDA when present."""
     compute_type: str = "int8"
@@ -131,13 +130,13 @@ class ASROptions:
     """Text that primes the decoder (vocabulary, domain)."""
     min_avg_logprob: float = -1.0
     """A transcript whose mean token log-probability is below this is a guess: the agent asks
-    the caller to repeat (``repeat``) instead of answering it. Measured on the line with base:
-    spoken questions -0.2 to -0.83, reversed speech -1.34. -inf = always answer."""
+    the caller to repeat (``repeat``) instead of answering it. On the line with base, spoken
+    questions score above it and reversed speech below. -inf = always answer."""
     window_margin_s: float = 5.0
     """faster-whisper encodes the utterance plus this much padding instead of Whisper's fixed
-    30 s window (CTranslate2 takes a shorter encoder input; negative = the full 30 s). ``bench
-    wer``, base, 179 line utterances, capped WER against the full window: margin 5 s -2.2 points
-    [-4.7, +0.4] at 0.49 s an utterance instead of 1.39 s; 2 s +2.1, 1 s +5.0, 0 s +11.9."""
+    30 s window (CTranslate2 takes a shorter encoder input; negative = the full 30 s). A 5 s
+    margin loses no words against the full window (bench wer) for a fraction of its encoder
+    time (bench asr); smaller margins lose words."""
     hotwords: tuple[str, ...] = ()
     """Names and words callers will say that the model may not know (a street, a product, the
     business's name); faster-whisper's ``hotwords`` bias the decoder towards them."""
@@ -165,10 +164,10 @@ class LLMOptions:
     """Bundled name (qwen2.5-1.5b-instruct-fastest, qwen2.5-1.5b-instruct-iq4_nl,
     qwen2.5-1.5b-instruct, smollm2-135m) or a path to a .gguf file; with backend openai, the
     model name sent to the server. The default is whichever of the bundled Q4_K_M Qwen and its
-    re-quantization to IQ4_NL (``models/llm/quantize.py``, a KL divergence of ~0.02 from the
-    original) answers a turn sooner on this CPU, measured once (``models/llm/pick.py``): the
-    IQ4_NL file's prompts are ~25 % faster on AVX2, the original's steps ~27 % faster on an
-    AVX-512 Xeon."""
+    re-quantization to IQ4_NL (``models/llm/quantize.py``, close to the original by KL
+    divergence: bench llm) answers a turn sooner on this CPU, timed once
+    (``models/llm/pick.py``): llama.cpp's matrix kernels favour IQ4_NL's prompts on AVX2 and
+    the original's decode steps with AVX-512 (bench llm)."""
     n_ctx: int = 2048
     """Context window in tokens; old turns are dropped to fit."""
     threads: int = 2
@@ -205,7 +204,7 @@ class TTSOptions:
 
     backend: Literal["kokoro-onnx", "kokoro-torch", "piper"] = "piper"
     """piper runs a Piper voice (bundled: en_US-joe-medium, a native US English speaker; the
-    default: first audio ~0.2 s and a seventh of Kokoro's CPU for the same intelligibility on
+    default: sooner first audio and a fraction of Kokoro's CPU for the same intelligibility on
     the line, ``bench tts``); kokoro-onnx runs the bundled Kokoro int8 ONNX model (Japanese
     voices speaking English); kokoro-torch needs user-supplied weights. ``lang`` and ``voices``
     are Kokoro's only."""
@@ -217,10 +216,9 @@ class TTSOptions:
     voices: str = ""
     """Path to a voices .npz (kokoro-onnx) or a voices folder (kokoro-torch); empty = bundled."""
     voice: str = ""
-    """Voice name: for Kokoro inside the voices file (empty = jf_gongitsune, measured most
-    intelligible on the line: 8 % WER through tiny.en at 8 kHz vs 16 % for jf_alpha); for
-    piper the voice's name (its one speaker) or a speaker of a multi-speaker voice (empty =
-    the model's name)."""
+    """Voice name: for Kokoro inside the voices file (empty = jf_gongitsune, the bundled voice
+    most intelligible on the line: bench tts); for piper the voice's name (its one speaker) or
+    a speaker of a multi-speaker voice (empty = the model's name)."""
     speed: float = 1.0
     """Speaking rate multiplier."""
     lang: str = "en-us"
@@ -233,10 +231,10 @@ class TTSOptions:
     """A reply's opening word before a comma ("Yes," "Sorry,") is spoken on its own, first:
     true always, "alone" only while no other call is up (its rest then decodes alone, faster
     than it is spoken).
-    bench call, 4 callers at once, always: first audio p50 0.4-0.6 s and p95 0.4-0.8 s sooner,
-    but the rest of the reply then waits for decode steps shared with the other callers: dead
-    air inside replies 25-31 s in 40 calls instead of 5-8 s, holes up to 2.9 s after the "Yes,".
-    One call: such replies 0.3-0.9 s sooner, holes after the opener up to 0.5 s."""
+    With other callers up, true brings first audio sooner, but the rest of the reply then
+    waits for decode steps shared with them: far more dead air inside replies, long holes after
+    the "Yes," (bench call, 4 at once). Alone, such replies start sooner with only short holes
+    after the opener (bench call, 1 call)."""
 
     def __post_init__(self) -> None:
         # Resolved here, so the call log names the model and voice actually speaking. A top-level

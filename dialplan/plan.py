@@ -48,8 +48,8 @@ def under_load(profile: Profile, cheap: Profile) -> Profile:
     """``profile`` with ``cheap``'s ASR and LLM: what answers its turns under load.
 
     Only the models that cost change. The caller keeps talking to the same agent: the prompts,
-    phrases and voice are ``profile``'s (a voice that changed mid-call would be heard; Piper
-    costs ~0.2 s a clause). Named ``profile/cheap`` in the call log, so a cheap profile that
+    phrases and voice are ``profile``'s (a voice that changed mid-call would be heard, and Piper
+    is already cheap: bench tts). Named ``profile/cheap`` in the call log, so a cheap profile that
     also answers an extension of its own, with its own persona, is a different runner.
     """
     return replace(profile, name=f"{profile.name}/{cheap.name}", asr=cheap.asr, llm=cheap.llm,
