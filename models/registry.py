@@ -16,7 +16,7 @@ BACKENDS = {
     ("asr", "faster-whisper"): "models.asr.faster_whisper:FasterWhisperASR",
     ("asr", "voxtral"): "models.asr.voxtral:VoxtralASR",
     ("llm", "llama-cpp"): "models.llm.llama_cpp:LlamaCppLLM",
-    ("llm", "llama-batch"): "models.llm.llama_batch:BatchedLlamaLLM",
+    ("llm", "llama-batch"): "models.llm.llama_batch.engine:BatchedLlamaLLM",
     ("llm", "openai"): "models.llm.openai:OpenAILLM",
     ("llm", "xllamacpp"): "models.llm.xllamacpp:XLlamaCppLLM",
     ("tts", "kokoro-onnx"): "models.tts.kokoro_onnx:KokoroOnnxTTS",

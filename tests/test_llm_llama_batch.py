@@ -16,7 +16,7 @@ import pytest
 
 from dialplan.options import LLMOptions
 from models.llm.base import Message, shared_prefix
-from models.llm.llama_batch import BACKGROUND_CHUNK
+from models.llm.llama_batch.engine import BACKGROUND_CHUNK
 from models.priority import Priority, cancel_on, priority
 from models.registry import ModelCache
 from models.scheduler import SCHEDULER

@@ -12,7 +12,9 @@ prefill of 4 x 20 tokens 1.2 s against 0.35-0.49 s each.
 Unlike the xllamacpp engine, each batched step is a job of the process scheduler, at the
 priority of the most urgent reply in it, so ASR and TTS still go first when a caller waits for
 them. The steps run on one engine thread; a reply's reader waits for its tokens.
-Who rides along in a step: :mod:`models.llm.riders`.
+Who rides along in a step: :mod:`models.llm.riders`. One reply on its sequence:
+:mod:`models.llm.llama_batch.generation`, which reaches into this engine's private state
+(``_cond``, ``_lc``, ``_finish``): the two stay inside this package.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from models import catalog
 from models.errors import ModelMissingError
 from models.llm import tile
 from models.llm.base import LLM, Message, Piece, shared_prefix
-from models.llm.generation import CANCEL_POLL_S, Generation, Seq
+from models.llm.llama_batch.generation import CANCEL_POLL_S, Generation, Seq
 from models.llm.llama_vocab import ChatVocab
 from models.llm.riders import TILE, members
 from models.priority import Priority, current_cancel, priority

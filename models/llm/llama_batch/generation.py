@@ -1,8 +1,9 @@
-"""One streamed reply of the llama-batch engine (:mod:`models.llm.llama_batch`) on its sequence.
+"""One streamed reply of the llama-batch engine (:mod:`.engine`) on its sequence.
 
 The engine thread steps every wanting reply and appends what it samples; the reply's reader
 takes the pieces. Both sides hold the engine's condition (``owner._cond``): this class is the
-engine's own half, split off to keep each module one concern.
+engine's own half, split off to keep each module one concern. It sees the engine only as
+:class:`Engine`, so it does not import :mod:`.engine` (which imports this module).
 """
 
 from __future__ import annotations
@@ -12,18 +13,33 @@ import threading
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from models.llm.base import Piece, shared_prefix
 from models.priority import current_priority, rank_of
 
 if TYPE_CHECKING:
-    from models.llm.llama_batch import BatchedLlamaLLM
+    from dialplan.options import LLMOptions
+    from models.llm.llama_vocab import ChatVocab
 
 AHEAD = 2
 """Tokens a reply is decoded ahead of its reader."""
 CANCEL_POLL_S = 0.02
 """How soon a reply waiting for its next token (or for a sequence) notices its turn's cancel."""
+
+
+class Engine(Protocol):
+    """What a reply uses of its engine, :class:`~.engine.BatchedLlamaLLM` (same package)."""
+
+    options: LLMOptions
+    vocab: ChatVocab
+    _lc: Any
+    """The ``llama_cpp`` module (its low-level sampler API)."""
+    _cond: threading.Condition
+    """Guards every reply and sequence of the engine."""
+
+    def _finish(self, gen: Generation) -> None:
+        """With ``_cond`` held: ``gen`` ended, its sequence is free (after its step)."""
 
 
 @dataclass(eq=False)
@@ -39,7 +55,7 @@ class Seq:
 class Generation:
     """One streamed reply on a leased sequence; closing it (or running out) frees it."""
 
-    def __init__(self, owner: BatchedLlamaLLM, seq: Seq, prompt: list[int],
+    def __init__(self, owner: Engine, seq: Seq, prompt: list[int],
                  prefill_only: bool = False, cancel: threading.Event | None = None):
         lc = owner._lc
         o = owner.options
