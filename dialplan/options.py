@@ -135,8 +135,8 @@ class ASROptions:
     window_margin_s: float = 5.0
     """faster-whisper encodes the utterance plus this much padding instead of Whisper's fixed
     30 s window (CTranslate2 takes a shorter encoder input; negative = the full 30 s). A 5 s
-    margin loses no words against the full window (bench wer) for a fraction of its encoder
-    time (bench asr); smaller margins lose words."""
+    margin loses no words against the full window for a fraction of its time (bench wer);
+    smaller margins lose words."""
     hotwords: tuple[str, ...] = ()
     """Names and words callers will say that the model may not know (a street, a product, the
     business's name); faster-whisper's ``hotwords`` bias the decoder towards them."""
