@@ -49,10 +49,9 @@ class StreamResampler:
 class LineUpsampler:
     """8 to 16 kHz for the caller's line, 3 ms behind it: a 95-tap Kaiser lowpass, streamed.
 
-    soxr (HQ) releases its output in bursts: 63 ms behind the line on average and 114 ms at
-    most with 20 ms frames, and the VAD's end of speech waits for that audio. Its quicker
-    settings cost accuracy (Whisper base, 150 μ-law questions, paired against HQ: QQ +1.9 WER
-    points [-0.8, +4.6], LQ +2.2 [+0.2, +4.1]). A phone line carries nothing above ~3.4 kHz,
+    soxr (HQ) releases its output in bursts, well behind the line with 20 ms frames, and the
+    VAD's end of speech waits for that audio (bench pipeline). Its quicker settings (QQ, LQ)
+    cost accuracy (bench wer, paired against HQ). A phone line carries nothing above ~3.4 kHz,
     so a short linear-phase filter (passband to ~3.5 kHz, stopband from ~4.5 kHz at -80 dB)
     loses nothing there and every frame comes out whole, 47 samples (2.9 ms) late.
     """
@@ -132,7 +131,7 @@ SPEECH_RMS = 0.01
 SILENCE_PEAK = 1e-3
 """Audio peaking below this (-60 dBFS) is silence: on a line, G.711's few smallest steps (A-law's
 idle +8, the +-8 dither of a silent line: ~4.6e-4 once upsampled); from a voice, the quiet it
-opens a chunk with (Piper: 26-63 ms of it)."""
+opens a chunk with (Piper opens every chunk with some)."""
 
 
 def speech_runs(levels: Iterable[tuple[float, float]], threshold: float = SPEECH_RMS,

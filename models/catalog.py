@@ -146,12 +146,12 @@ CATALOG: dict[str, BundledModel] = {
         ),
         _QWEN_1_5B,
         _iq4_nl(_QWEN_1_5B, "f291472b0249760e0aa6af1beeb1be0a644d455a5bc285ec7d7b4e14edc55e62",
-                1_072_764_480, "the Q4_K_M Qwen re-quantized to IQ4_NL: prompts ~25 % faster on "
-                "AVX2"),
+                1_072_764_480, "the Q4_K_M Qwen re-quantized to IQ4_NL: faster prompts on AVX2 "
+                "(bench llm)"),
         _QWEN_0_5B,
         _iq4_nl(_QWEN_0_5B, "e242fa244a57b46f2d5e99842606eea18589a632c9ff4f6fca70b1d3357068b8",
-                362_813_312, "the 0.5B Qwen re-quantized to IQ4_NL, its output matrix too: a "
-                "turn's prompt ~3x, a decode step ~3x faster than the 1.5B's (bench llm), for "
+                362_813_312, "the 0.5B Qwen re-quantized to IQ4_NL, its output matrix too: its "
+                "prompts and decode steps several times faster than the 1.5B's (bench llm), for "
                 "turns under load", output_type="IQ4_NL"),
         BundledModel(
             name="smollm2-135m",
@@ -302,7 +302,7 @@ def ensure(
 def _derive(model: BundledModel, progress: Callable[[int], None] | None, verify: bool) -> Path:
     """A derived model's file, re-quantized from its source the first time.
 
-    Qwen 1.5B to IQ4_NL took 3 min 46 s on 2 cores: ``make setup`` does it, not a first call.
+    Re-quantizing takes minutes: ``make setup`` does it, not a first call.
     """
     from models.llm.quantize import requantize
 

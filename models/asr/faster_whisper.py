@@ -1,8 +1,8 @@
 """faster-whisper (CTranslate2) ASR backend; the offline default.
 
-Greedy decoding (beam 5 bought 2-3 WER points for no less time), no timestamps, no VAD filter
-(utterances are VAD-bounded), and a token budget from the utterance's length. The model is the
-profile's: ``bench wer`` (130 voices, 10 line conditions) is what chose base over tiny.en.
+Greedy decoding (beam 5 was no better on the line for its time: bench wer), no timestamps, no
+VAD filter (utterances are VAD-bounded), and a token budget from the utterance's length. The
+model is the profile's: ``bench wer`` is what chose base over tiny.en.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from models.scheduler import SCHEDULER
 
 TOKENS_PER_S = 8
 """Fast speech is ~4 words (~5 tokens) a second: more than this is a decoding loop. Greedy
-tiny.en looped on 2 of 179 line utterances ("the the the..." to the 448-token limit), each
-costing seconds of decoding and a nonsense answer; base on 1 of 41 with a domain prompt."""
+decoding does loop now and then on line audio ("the the the..." to the 448-token limit: bench
+wer), each loop costing seconds of decoding and a nonsense answer."""
 
 
 MAX_NEW_TOKENS = 200
@@ -40,11 +40,11 @@ def max_tokens(duration_s: float) -> int:
 
     What comes back is about half of it: faster-whisper passes ``len(prompt) + max_new_tokens``
     as CTranslate2's ``max_length``, and CTranslate2's Whisper decodes at most half of that
-    (``min(max_length / 2, ...)``, CTranslate2 issue 1856; measured on 4.8: a result holds
-    ``max_length // 2`` tokens). So the cap is ~4 tokens a second, not 8. On the 30 ``bench
-    wer`` questions, two voices, 160 and 230 words a minute through the phone line (base), 5
-    of 60 transcripts change with twice the budget: 3 loops run on, 2 fast ones gain their
-    final "." (no word was cut). Not changed here: it needs a ``bench wer`` run.
+    (``min(max_length / 2, ...)``, CTranslate2 issue 1856: a result holds ``max_length // 2``
+    tokens). So the cap is ~4 tokens a second, not 8. Twice the budget changes few ``bench
+    wer`` transcripts, even of fast speakers through the phone line: loops run on, and fast
+    ones gain their final "." (no word was cut). Not changed here: it needs a full ``bench
+    wer`` run.
     """
     return min(MAX_NEW_TOKENS, TOKENS_PER_S * math.ceil(duration_s) + 8)
 
@@ -61,7 +61,7 @@ def _short_window_model(base: type) -> type:
     """``WhisperModel`` whose encoder reads only the frames that hold the utterance.
 
     faster-whisper pads every segment's features to 30 s before ``encode``, and the encoder's
-    time goes to the padding: base on 2 cores takes 1.0 s to encode 30 s, 0.07 s for 5 s.
+    time goes mostly to the padding (bench wer, ``window_margin_s`` against the full window).
     CTranslate2's Whisper encoder accepts a shorter input, and the decoder attends to what it
     gets, so the padding is cut off here, the one place faster-whisper hands features over.
     """
@@ -103,8 +103,9 @@ class FasterWhisperASR(ASR):
             num_workers=1,
         )
         # For passes the scheduler runs on one core beside another job: two workers of one
-        # thread (two such passes may run at once). A pass is 1.3-1.5x slower on one thread,
-        # two side by side 1.1-1.35x the work of two threads (beside an LLM or TTS job).
+        # thread (two such passes may run at once). A pass is slower on one thread, but two
+        # side by side get through more than one on two threads beside an LLM or TTS job
+        # (bench call, 4 at once).
         self._one = None
         self._one_warm = False
         if device == "cpu" and options.threads > 1 and SCHEDULER.pairs:
@@ -144,8 +145,8 @@ class FasterWhisperASR(ASR):
         """One utterance per encoder window of questions up to 10 s.
 
         CTranslate2 keeps kernels and buffers per input length; meeting them here keeps that
-        growth out of the first calls (tiny.en, 60 utterances after a 1 s warm-up: +29 MB;
-        after this one: flat; base takes 3.2 s for it). Longer utterances are rare and add
+        growth out of the first calls (after a one-length warm-up the process grows through
+        them; after this one it stays flat: bench soak). Longer utterances are rare and add
         their window when they come.
         """
         if self.options.window_margin_s < 0:
@@ -175,8 +176,8 @@ class FasterWhisperASR(ASR):
         margin = self.options.window_margin_s
         # Whole seconds (even frames, for the encoder's stride-2 convolution): every distinct
         # input length costs the CPU backend kernels and buffers it keeps. One length per
-        # utterance grew a process ~1 MB a transcription (+194 MB over 200, not levelling off);
-        # whole seconds, at most 25 lengths: +49 MB, flat after ~40.
+        # utterance grew a process with every transcription, never levelling off; whole
+        # seconds, at most 25 lengths, level off after the first calls (bench soak).
         window_s = math.ceil(len(audio) / ASR_RATE + margin)
         if margin >= 0 and window_s * FRAMES_PER_S < WINDOW_FRAMES:
             return window_s * FRAMES_PER_S
@@ -210,10 +211,9 @@ class FasterWhisperASR(ASR):
     def _transcribe_steps(self, audio: np.ndarray) -> Hypothesis | None:
         """The encoder as one job, the decoder as another.
 
-        Measured (base, 2 cores, 1.2-2.4 s of speech, one job 260-350 ms): encode 150-180 ms
-        with the features, decode ~13 ms a token. Decoding in steps of 4 tokens (each step
-        reads the tokens so far again) cost 350-550 ms in all, for jobs no shorter than the
-        encoder's: not done.
+        For a short question the encoder, with the features, is the larger part of a pass.
+        Decoding in jobs of 4 tokens (each step reads the tokens so far again) cost more in
+        all, for jobs no shorter than the encoder's: not done (bench call).
         """
         shape = self._pass_shape(audio)
         if shape is None:
@@ -230,9 +230,8 @@ class FasterWhisperASR(ASR):
     def _pass_key(self, audio: np.ndarray) -> object:
         """Under pairing, only utterances of one pass share a job: the others run side by side.
 
-        Whisper runs a group of different windows one after another (2 utterances 0.72-0.85 s,
-        3 1.07-1.10 s in bench call, 4 at once); as jobs of their own, two run at once on a
-        core each. Without pairing one job still runs them all (fewer hand-offs).
+        Whisper runs a group of different windows one after another (bench call, 4 at once);
+        as jobs of their own, two run at once on a core each. Without pairing one job still runs them all (fewer hand-offs).
         """
         return self._pass_shape(audio) if self.narrow else None
 

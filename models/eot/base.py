@@ -2,11 +2,11 @@
 
 A VAD hears silence; it cannot tell a finished question from a pause mid-thought. An
 end-of-turn model looks at the turn's audio (its last seconds: words and prosody) and gives the
-probability that the caller has finished, so the session can answer after ~200 ms of silence
+probability that the caller has finished, so the session can answer after a short silence
 instead of waiting out the hangover. The public :meth:`EndOfTurn.score` times every call; a
 backend implements only ``_probability``.
 
-A decision takes no slot of the process scheduler: it is one thread for ~100 ms, and it
+A decision takes no slot of the process scheduler: it is one short job on one thread, and it
 decides when everything else starts, so it runs beside whatever holds the cores (the turn's
 own speculative ASR pass starts with it). Queued for a slot, it waited behind whole passes.
 """

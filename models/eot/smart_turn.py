@@ -4,10 +4,10 @@ The int8 CPU model ships inside the ``pipecat-ai`` wheel (installed with ``--no-
 ``callagent models install smart-turn-v3.2``; the package itself is never imported). It scores
 the last 8 s of a turn at 16 kHz from Whisper log-mel features, which faster-whisper's numpy
 :class:`~faster_whisper.feature_extractor.FeatureExtractor` computes (the same features as
-pipecat's vendored copy of transformers' extractor, max difference 5e-7).
+pipecat's vendored copy of transformers' extractor, to float precision).
 
-Measured here on espeak-ng questions through an 8 kHz μ-law line: 45-60 ms per decision on
-one thread. Synthetic prosody fools it both ways (a clipped "...a study room for" scored 0.98),
+A decision is a short job on one thread (bench pipeline). Synthetic prosody fools it both ways
+(a clipped "...a study room for" scored as finished),
 so the session still checks the words before it speaks and keeps the VAD hangover as the
 fallback when the model says "not finished".
 """
@@ -29,7 +29,7 @@ class SmartTurn(EndOfTurn):
 
     Args:
         model: a bundled name (``smart-turn-v3.2``) or a path to a Smart Turn v3 ONNX file.
-        threads: onnxruntime intra-op threads (1: a decision is ~50 ms and runs beside ASR).
+        threads: onnxruntime intra-op threads (1: a decision is short and runs beside ASR).
     """
 
     def __init__(self, model: str = "smart-turn-v3.2", threads: int = 1):

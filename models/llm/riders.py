@@ -1,18 +1,17 @@
 """Who takes part in a batched decode step of the llama-batch engine.
 
-A step's time grows with its sequences (Qwen 0.5B in ``serve``: ~30 ms for one, ~45 for two,
-~60-85 for four), so a caller's first clause is not decoded beside replies that still have a
-second of audio queued, nor beside a speculative turn's prefill: the riders are the replies
-and prompts no less urgent than the step's most urgent one (:func:`members`). They decode in
-their own steps, or ride again once their audio runs low.
+A step's time grows with its sequences (bench call, 4 at once), so a caller's first clause is
+not decoded beside replies that still have a second of audio queued, nor beside a speculative
+turn's prefill: the riders are the replies and prompts no less urgent than the step's most
+urgent one (:func:`members`). They decode in their own steps, or ride again once their audio
+runs low.
 
 Except where they ride for free (:func:`fill`): llama.cpp's repacked matrix kernels (IQ4_NL
 and Q4_0 on AVX2) multiply 4 tokens at once and each token left over on its own, and a step
 whose sequence ids are not consecutive is split into passes, one per run. So a decode step of
-3 sequences, or of 2 apart, costs what one of 4 does (Qwen 0.5B in ``serve``, 4 callers at
-once: p50 109-134 ms and 93-107 ms against 92-108 ms).
+3 sequences, or of 2 apart, costs what one of 4 does (Qwen 0.5B, bench call, 4 at once).
 That holds for the Qwen 0.5B, not for the 1.5B, so the engine measures it on its own model at
-load (:mod:`models.llm.tile`, with the figures) and fills only where a tile is (nearly) free.
+load (:mod:`models.llm.tile`) and fills only where a tile is (nearly) free.
 Imports nothing from the project but the scheduler's priorities.
 """
 

@@ -2,12 +2,11 @@
 
 :func:`models.llm.riders.fill` lets less urgent replies ride in a decode step of 3 sequences so
 that it holds a whole tile of 4, on the premise that llama.cpp's repacked kernels make the
-fourth token free. That holds for the Qwen 0.5B models and not for the 1.5B (alone, 2 threads,
-a step of 3 against 4 sequences at a context's start: 0.5B IQ4_NL 79 / 75 ms, 0.5B Q4_K_M 97 /
-83, 1.5B IQ4_NL 147 / 157, 1.5B Q4_K_M 145 / 190; measured here, on caches holding a system
-prompt: 0.5B IQ4_NL 75-79 / 66-68, 1.5B IQ4_NL 152 / 171, 1.5B Q4_K_M 158-160 / 225-246). It
-depends on the weights' type, the model's width, the cache and the CPU's kernels, so the engine
-times it on its own model at load instead of trusting a table.
+fourth token free. That holds for the Qwen 0.5B models and not for the 1.5B, whose step of 4
+sequences costs more than one of 3, the more so in Q4_K_M and on caches holding a system
+prompt (the ``event=llm-tile`` line each engine logs at load). It depends on the weights'
+type, the model's width, the cache and the CPU's kernels, so the engine times it on its own
+model at load instead of trusting a table.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ from models.llm.riders import TILE
 SLACK = 0.10
 """A tile is free if it costs at most this much more than a step one token short of it: the
 urgent replies of the step wait that much longer, and the rider is decoded for almost nothing
-(a step of its own costs ~40 % of a tile)."""
+(a step of its own costs a good part of a tile)."""
 REPEATS = 5
 
 
