@@ -231,7 +231,8 @@ class FasterWhisperASR(ASR):
         """Under pairing, only utterances of one pass share a job: the others run side by side.
 
         Whisper runs a group of different windows one after another (bench call, 4 at once);
-        as jobs of their own, two run at once on a core each. Without pairing one job still runs them all (fewer hand-offs).
+        as jobs of their own, two run at once on a core each. Without pairing one job still
+        runs them all (fewer hand-offs).
         """
         return self._pass_shape(audio) if self.narrow else None
 
