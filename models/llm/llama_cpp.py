@@ -3,8 +3,8 @@
 One model per process, with ``llm.contexts`` llama.cpp contexts over it (one ``Llama`` each,
 the GGUF memory-mapped once). llama-cpp-python keeps a context's evaluated tokens and re-uses
 the longest common prefix on its next request, so the system prompt and a call's history are
-evaluated once: measured 0.35 s to first token instead of 0.89 s with re-evaluation
-(MODELS.md). A request takes the free context whose cached conversation shares the most
+evaluated once, and the first token comes much sooner than with re-evaluation (bench llm).
+A request takes the free context whose cached conversation shares the most
 messages with it (a call's next turn finds its own history), preferring, among equals, the one
 holding the least (a primed or idle context before another call's history). Each step of the
 stream is a job of the process scheduler (see :class:`~models.llm.base.LLMStream`), so
@@ -66,11 +66,10 @@ class LlamaCppLLM(LLM):
         """Fill contexts' KV caches with the system prompt so first turns start fast.
 
         One token is generated; the cache keeps the prompt's prefix for the next request.
-        Measured on Qwen 1.5B: first-turn time to first token 1.1 s cold, ~0.35 s primed. The
+        A primed first turn's first token comes several times sooner than a cold one's. The
         first time a prompt is primed (the agent's warm-up), every free context gets it, so
         four callers asking at once all start warm, and each context's first evaluation
-        commits its buffers at start rather than in a call (SmolLM2, 4 contexts: +10 MB at
-        start). Later a call's priming needs one.
+        commits its buffers at start rather than in a call. Later a call's priming needs one.
         """
         msgs = tuple(self.fit([Message("system", system_prompt), Message("user", "Hello")]))
         with self._free:

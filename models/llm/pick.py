@@ -2,8 +2,8 @@
 
 The 1.5B Qwen ships as Q4_K_M, and ``models install`` re-quantizes it to IQ4_NL. Which one is
 faster depends on the CPU's kernels in llama.cpp:
-- With AVX2 only, the IQ4_NL file reads prompts faster, its decode steps alike (bench llm; issue
-  9).
+- With AVX2 only, the IQ4_NL file reads prompts faster, its decode steps alike (bench llm,
+  issue 9).
 - With AVX-512, the Q4_K_M file is faster at both (bench llm), and a call answers sooner with
   shorter silences inside its replies (bench call, 1 call).
 

@@ -4,8 +4,8 @@ llama-cpp-python's ``Llama`` runs one sequence: with 4 calls talking, their deco
 one after another, each paying for a full pass over the weights. llama.cpp's server engine keeps
 ``llm.contexts`` slots over one model (one per call, each with its own KV prefix and prompt
 cache) and decodes every active slot in one batch per step, so four replies cost little more
-than one (measured on Qwen 1.5B, 2 cores, 4 concurrent cached prompts: 3.7 s for all four
-replies against 6.2 s through the llama-cpp backend's per-token scheduler jobs).
+than one, and far less than through the llama-cpp backend's per-token scheduler jobs (bench
+call, 4 at once).
 
 The engine runs its own loop thread, so its steps are not jobs of the process scheduler
 (``scheduled = False``); the turn runner still orders ASR and TTS around it. A request picks
@@ -27,7 +27,8 @@ from models.errors import ModelMissingError
 from models.llm.base import LLM, Message, Piece
 
 # Before the OpenMP runtime loads: its worker threads otherwise spin between steps, and on 2
-# cores that spinning took the CPU from ASR and TTS (measured: 4.5 s to first token, not 0.3).
+# cores that spinning took the CPU from ASR and TTS, and a first token came many times later
+# (bench pipeline).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 JOIN_S = 2.0
@@ -67,8 +68,8 @@ class XLlamaCppLLM(LLM):
         """Evaluate the system prompt so the next turns reuse it.
 
         The first time a prompt is primed, every slot gets it at once: a slot that has never
-        held it evaluates it in full (measured, Qwen 1.5B, 4 calls asking at once with one slot
-        primed: 3 of 4 re-read the 39-token prompt, 4.0 s to first token). Later a call's
+        held it evaluates it in full (with one slot primed, 4 calls asking at once had the
+        other 3 re-read the whole prompt before their first token). Later a call's
         priming needs one slot: llama.cpp hands a request the slot whose prompt it shares most.
         """
         with self._primed_lock:

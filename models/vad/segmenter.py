@@ -18,15 +18,15 @@ from models.audio import SILENCE_PEAK
 from models.metrics import VADMetrics
 from models.vad.base import CHUNK, SAMPLE_RATE, VADStream
 
-PREROLL_S = 0.3  # audio kept before the detected onset: Silero fires ~100 ms into a word
+PREROLL_S = 0.3  # audio kept before the detected onset: Silero fires a little into a word
 QUIET_HOLD_S = 1.0
 """Quiet after which the VAD is not run until the line carries sound again.
 
-Silero costs 0.3 ms a chunk, ~1 % of a core a call, all of it spent again in every silent
-second of a held or listening call, and on 2 cores that CPU is taken from the model work a
-caller waits for. Holding its state is what it would hold had the silence lasted this long:
-measured on 5 questions after 3 s of silence, 0-2 of ~320 chunks crossed the threshold
-differently (resetting the state instead: 0-3).
+Silero is cheap per chunk, but its cost is spent again in every silent second of a held or
+listening call, and on 2 cores that CPU is taken from the model work a caller waits for.
+Holding its state is what it would hold had the silence lasted this long: on questions after
+a long silence, hardly a chunk crossed the threshold differently (fewer than with the state
+reset instead).
 """
 
 

@@ -1,6 +1,6 @@
 """Silero VAD on onnxruntime, using the ONNX model bundled in the ``silero-vad`` package.
 
-onnxruntime alone runs it (0.3 ms a chunk); torch is not needed at run time.
+onnxruntime alone runs it, cheaply; torch is not needed at run time.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ class SileroVAD(VAD):
         import onnxruntime as ort
 
         opts = ort.SessionOptions()
-        # One thread: a 32 ms chunk takes 0.3 ms, and more threads only contend with ASR/TTS.
+        # One thread: a 32 ms chunk is a tiny job, and more threads only contend with ASR/TTS.
         opts.intra_op_num_threads = 1
         opts.inter_op_num_threads = 1
         self._session = ort.InferenceSession(

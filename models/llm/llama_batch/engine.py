@@ -5,9 +5,9 @@ sequence: with 4 calls talking, their steps run one after another, each paying f
 over the weights. Here one context holds ``llm.contexts`` sequences, each with a KV cache of
 its own (it keeps its call's conversation, so a call's next turn finds its history cached; the
 system prompt is evaluated once and copied into the others), and each step decodes every
-sequence that is waiting for a token in one ``llama_decode``. Measured on Qwen 1.5B, 2 cores:
-a step of 4 sequences took 107 ms against 38 ms for one (1.4x the tokens per second), a
-prefill of 4 x 20 tokens 1.2 s against 0.35-0.49 s each.
+sequence that is waiting for a token in one ``llama_decode``: a step of 4 sequences yields
+more tokens a second than steps of one, and 4 prompts prefill together sooner than one after
+another (bench llm).
 
 Unlike the xllamacpp engine, each batched step is a job of the process scheduler, at the
 priority of the most urgent reply in it, so ASR and TTS still go first when a caller waits for
@@ -36,18 +36,17 @@ from models.scheduler import SCHEDULER
 BACKGROUND_CHUNK = 2
 """Prompt tokens a background step evaluates, all sequences' together: a step is not
 preempted, and a caller whose speech ends as one starts waits for it before their turn's ASR.
-Qwen 1.5B, 2 cores, bench call, 1 call: steps of 2 took p50 108 ms (p90 134, max 273) against
-151-163 (p90 229-253, max 375-708) for steps of 4, and 8 took 270-370 ms; the same ~58 ms a
-token at 2 and 4 (a step of 1 is a decode step, ~91 ms)."""
+Steps of 2 cost no more a token than steps of 4 and are much shorter to wait for; steps of 8
+longer still (bench call, 1 call). One token a step would cost a whole decode step each."""
 N_BATCH = 512
 """Tokens per ``llama_decode`` (a longer prompt is prefilled over several steps)."""
 NARROW_FEED = 1
 """A step runs on one core beside another caller's job only while each of its replies feeds
 this many tokens (decoding, not reading a prompt), or beside a less urgent job (it would wait
-for that one's end, the core idle). 4 callers at once, Qwen 0.5B: a decode step
-on one core took 1.2x its time on two, a prompt 1.8-2.0x a token, no more work done in all
-than one after another, and a turn's prompt was on its way to first audio (3 callers' prompts,
-54 tokens, ran 919 ms on one core)."""
+for that one's end, the core idle). On one core a decode step is a little slower than on
+two but a prompt much slower, so reading prompts side by side got no more work done in all
+than one after another, and a turn's prompt is on its way to first audio (bench call, 4 at
+once, Qwen 0.5B)."""
 
 
 class BatchedLlamaLLM(LLM):
@@ -291,8 +290,8 @@ class BatchedLlamaLLM(LLM):
             takes.append((g, take))
         # In ascending sequence order: with a cache per sequence llama.cpp cuts a batch into
         # micro-batches of consecutive ascending sequence ids, each a pass over all weights.
-        # In rank order a step of 4 sequences took 2-4 passes (Qwen 0.5B: 84-100 against 53
-        # ms sorted).
+        # In rank order a step of 4 sequences took several passes, each costing a sorted
+        # step's time.
         takes.sort(key=lambda gt: gt[0].seq.id)
         for g, take in takes:
             for i, token in enumerate(take):

@@ -95,8 +95,8 @@ class Generation:
     def wanting(self) -> bool:
         """It takes part in the next step: decoded ahead of its reader by up to ``AHEAD``.
 
-        A reader taking its token would otherwise miss the next step (measured: 3 of 4 steps
-        ran one sequence with four replies in flight).
+        A reader taking its token would otherwise miss the next step: with four replies in
+        flight, most steps ran one sequence.
         """
         return (not self.done and self.error is None and len(self.out) < AHEAD
                 and not self.cancelled)
