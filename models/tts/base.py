@@ -28,7 +28,7 @@ class Speech:
 def cpu_session(path: str, threads: int):
     """An onnxruntime CPU session for a TTS model.
 
-    ``threads`` intra-op threads (Kokoro measured RTF 0.45 with 2, 0.83 with 1, MODELS.md), one
+    ``threads`` intra-op threads (Kokoro runs much faster on 2 than on 1: bench tts), one
     inter-op, and no spinning between runs: the LLM is generating on the same cores meanwhile.
     """
     import onnxruntime as ort
@@ -38,7 +38,7 @@ def cpu_session(path: str, threads: int):
     so.inter_op_num_threads = 1
     so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     # Memory patterns are planned per input shape, and every chunk of text has its own: with
-    # them, Piper's RSS grew 250 MB over its first 50 chunks; without, 164 MB, at the same speed.
+    # them, Piper's RSS grew over its first chunks far more than without, at the same speed.
     so.enable_mem_pattern = False
     return ort.InferenceSession(str(path), sess_options=so, providers=["CPUExecutionProvider"])
 
@@ -84,7 +84,7 @@ def trim_onset(audio: np.ndarray, rate: int) -> np.ndarray:
     """``audio`` from ``ONSET_KEEP_S`` before its first sound (all of it if it has none).
 
     The silence before it would be waited through on the path to a reply's first audio: Piper
-    (joe) opens every chunk with 26-63 ms of it (six first clauses and the greeting).
+    (joe) opens every chunk with some.
     """
     loud = np.flatnonzero(np.abs(audio) > SILENCE_PEAK)
     if not len(loud):

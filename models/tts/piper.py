@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 VOLUME = 0.9
 """Piper scales each sentence to full scale; 0.9 leaves headroom for resampling to the line's
-8 kHz and is as loud as Kokoro (RMS 0.08-0.10 for both, measured on library replies)."""
+8 kHz and is as loud as Kokoro (by RMS, on the same replies)."""
 
 
 def voice_files(model: str) -> tuple[Path, Path]:
@@ -84,7 +84,8 @@ class PiperTTS(TTS):
         speaker = self._speaker(config, name, options.voice)
         self._voice = PiperVoice(session=cpu_session(onnx, options.threads), config=config)
         # One-thread sessions for chunks the scheduler runs on one core beside another job
-        # (a chunk 1.4-1.7x slower, two side by side 1.3x the work of two threads).
+        # (a chunk is slower on one thread, but two side by side get more done than one on
+        # two threads: bench call, 4 at once).
         self._narrow: queue.SimpleQueue = queue.SimpleQueue()
         self._narrow_warm = False
         if options.threads > 1 and SCHEDULER.pairs:
