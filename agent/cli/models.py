@@ -89,7 +89,8 @@ def install(args: argparse.Namespace) -> int:
 def _requant_minutes(model: catalog.BundledModel) -> str:
     """How long re-quantizing to ``model`` takes on 2 cores, about 3.5 minutes a GB.
 
-    Measured: 3 min 46 s for the 1.07 GB 1.5B Qwen, 1 min 26 s for the 0.43 GB 0.5B.
+    The rate is fitted to re-quantizing the bundled 1.5B and 0.5B Qwens; it is only printed,
+    as an estimate.
     """
     minutes = max(1, round(model.size / 1e9 * 3.5))
     return f"{minutes} minute{'s' if minutes > 1 else ''}"
