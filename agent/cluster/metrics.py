@@ -38,7 +38,8 @@ from models.priority import Priority
 from models.scheduler import SCHEDULER, Scheduler
 
 V2V_BUCKETS = (0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 8.0, 13.0, 20.0)
-"""Voice-to-voice buckets (s): sub-second is the goal, 1-3 s is what 2 cores give."""
+"""Voice-to-voice buckets (s): finest below a second, the goal, and around what a loaded
+2-core box gives (bench call, 4 at once)."""
 ADMISSION_WINDOW_S = 30.0
 
 
