@@ -27,9 +27,9 @@ if TYPE_CHECKING:
 def _vector_reader() -> Callable[[pj.ByteVector], bytes]:
     """How to read a frame's ``ByteVector`` into bytes on this build.
 
-    ``bytes(vector)`` goes element by element through SWIG: 190 us for a 20 ms frame at 8 kHz,
-    with the GIL held, on the clock thread, for every call's every frame, while the LLM's
-    threads want both cores. Reading the vector's storage directly takes ~1 us. It relies on
+    ``bytes(vector)`` goes element by element through SWIG, a call per sample, with the GIL
+    held, on the clock thread, for every call's every frame, while the LLM's threads want both
+    cores. Reading the vector's storage directly is one copy. It relies on
     libstdc++'s layout (the object starts with its data pointer), so it is used only if it
     reads a probe vector back exactly.
     """
