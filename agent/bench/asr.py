@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from agent.bench.header import markdown_header, markdown_table
 from db.stats import percentile
 from dialplan.options import ASROptions, VoxtralOptions
 from models.audio import ASR_RATE
@@ -165,23 +166,20 @@ def voxtral_variants(base: ASROptions, compare: bool, with_compile: bool,
 
 
 def _print(results: list[Result], title: str) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
     ref = results[0]
-    table = Table(title=title)
-    for col in ("variant", "load s", "p50 ms", "p95 ms", "RTF", "speedup", "same text"):
-        table.add_column(col, justify="left" if col == "variant" else "right")
+    rows = []
     for r in results:
         speed = ref.total_s / r.total_s if r.total_s else 0.0
         same = "yes" if r.texts == ref.texts else "NO"
-        table.add_row(r.name, f"{r.load_s:.2f}", r.pct_ms(50), r.pct_ms(95), f"{r.rtf:.3f}",
-                      f"{speed:.2f}x", same if r is not ref else "-")
-    Console().print(table)
+        rows.append((r.name, f"{r.load_s:.2f}", r.pct_ms(50), r.pct_ms(95), f"{r.rtf:.3f}",
+                     f"{speed:.2f}x", same if r is not ref else "-"))
+    print(markdown_header(f"bench asr, {title}") + "\n")
+    print(markdown_table(("variant", "load s", "p50 ms", "p95 ms", "RTF", "speedup vs first",
+                          "same text"), rows, right=range(1, 6)))
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``callagent bench asr``; prints a rich table, returns the exit status."""
+    """Run ``callagent bench asr``; prints a markdown table, returns the exit status."""
     audios = utterances(max(1, args.n))
     total = sum(len(a) for a in audios) / ASR_RATE
     print(f"{len(audios)} utterances, {total:.1f} s of espeak-ng speech at 16 kHz")

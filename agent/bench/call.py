@@ -54,6 +54,7 @@ from agent.bench.agentproc import (
     start_cluster,
     start_serve,
 )
+from agent.bench.header import markdown_header, markdown_table
 from agent.bench.wer.questions import QUESTIONS
 from agent.bench.wire import (
     ROUTED,
@@ -354,26 +355,24 @@ def _settled(db: Path, before: set[str], timeout_s: float = 30) -> dict[str, str
 
 
 def print_table(rounds: list[Round], baseline_s: float) -> None:
-    """Every round of every setup in one table, with p50 over the naive serial pipeline."""
-    print(f"\nnaive serial pipeline (same models, the first {SERIAL_QUESTIONS} questions, "
-          f"hangover + ASR + LLM to first clause + TTS): {baseline_s * 1000:.0f} ms")
-    head = (f"{'setup':<11} {'calls':>5} {'answered':>8} {'refused':>7} {'v2v p50':>8} "
-            f"{'v2v p95':>8} "
-            f"{'p50/serial':>10} {'unanswered':>10} {'gap p99':>7} {'dead air':>8}  per worker")
-    print(head)
-    print("-" * len(head))
+    """Every round of every setup in one markdown table, with p50 over the naive serial pipeline."""
+    rows = []
     for r in rounds:
         p50 = percentile(r.v2v_ms, 50)
         ratio = "n/a" if p50 is None else f"{p50 / 1000 / baseline_s:.2f}x"
-        print(f"{r.setup:<11} {r.concurrency:>5} {f'{r.answered}/{r.placed}':>8} "
-              f"{refused_text(r.refused):>7} "
-              f"{r.pct(r.v2v_ms, 50):>8} {r.pct(r.v2v_ms, 95):>8} {ratio:>10} "
-              f"{f'{sum(r.unanswered.values())}/{r.turns}':>10} {r.pct(r.gaps_ms, 99):>7} "
-              f"{r.dead_air_s:>7.1f}s  "
-              f"{split_text(r.per_worker)}")
-    print("(calls: simultaneous callers; answered: calls in the call log of those placed; "
-          "refused: N x SIP status the callers got; v2v and gap in ms on the wire; unanswered: "
-          "turns without reply audio / turns; dead air: seconds of silence inside replies)")
+        rows.append((r.setup, r.concurrency, f"{r.answered}/{r.placed}", refused_text(r.refused),
+                     r.pct(r.v2v_ms, 50), r.pct(r.v2v_ms, 95), ratio,
+                     f"{sum(r.unanswered.values())}/{r.turns}", r.pct(r.gaps_ms, 99),
+                     f"{r.dead_air_s:.1f}", split_text(r.per_worker)))
+    print("\n" + markdown_header("bench call"))
+    print(f"\nNaive serial pipeline (same models, the first {SERIAL_QUESTIONS} questions, "
+          f"hangover + ASR + LLM to first clause + TTS): {baseline_s * 1000:.0f} ms.\n")
+    print(markdown_table(("setup", "calls", "answered", "refused", "v2v p50 ms", "v2v p95 ms",
+                          "p50/serial", "unanswered", "gap p99 ms", "dead air s", "per worker"),
+                         rows, right=range(1, 10)))
+    print("\ncalls: simultaneous callers; answered: calls in the call log of those placed; "
+          "refused: N x SIP status the callers got; v2v (voice-to-voice) and gap on the wire; "
+          "unanswered: turns without reply audio / turns; dead air: silence inside replies.")
 
 
 def _serial_baseline(config: Path) -> float:

@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
+from agent.bench.header import markdown_header, rich_to_markdown
 from agent.bench.wer.questions import QUESTIONS
 from db.stats import percentile
 from dialplan import Config
@@ -127,7 +128,8 @@ def run(args: argparse.Namespace, config: Config) -> int:
             bar.advance(task)
     if args.json:
         print(json.dumps([asdict(r) for r in results]))
-    Console().print(_table(results, profile.name, threads, len(questions)))
+    print(markdown_header("bench llm") + "\n")
+    print(rich_to_markdown(_table(results, profile.name, threads, len(questions))))
     return 0
 
 

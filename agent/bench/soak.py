@@ -41,6 +41,7 @@ from agent.bench.agentproc import (
     read_call_log,
     start_serve,
 )
+from agent.bench.header import markdown_header, markdown_table
 from agent.bench.malformed import send_malformed
 from agent.bench.soak_callers import BEHAVIOURS, Outcome, Plan, place, plan_calls
 from agent.bench.wire import Capture, each_call, gaps_ms, split_calls
@@ -270,12 +271,6 @@ def _print(r: Result, fmt: str) -> None:
     if fmt == "json":
         print(json.dumps(asdict(r), indent=2))
         return
-    from rich.console import Console
-    from rich.table import Table
-
-    t = Table(title=f"bench soak ({r.minutes} min)", show_header=True)
-    t.add_column("measure")
-    t.add_column("value", justify="right")
     rows = [
         ("calls placed / planned", f"{r.calls_placed} / {r.calls_planned}"),
         ("answered (200 OK)", r.answered),
@@ -302,7 +297,6 @@ def _print(r: Result, fmt: str) -> None:
          f"{r.rss_warm_mb} / {r.rss_growth_after_warm_pct} %"),
         ("reply packet gap p99 (ms)", r.reply_gap_p99_ms),
     ]
-    for k, v in rows:
-        t.add_row(k, str(v))
-    Console().print(t)
-    print(f"audio, logs, call log and capture: {r.work}")
+    print(markdown_header(f"bench soak ({r.minutes} min)") + "\n")
+    print(markdown_table(("measure", "value"), rows, right=(1,)))
+    print(f"\naudio, logs, call log and capture: {r.work}")

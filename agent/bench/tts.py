@@ -4,7 +4,7 @@ For each voice, the agent's typical replies are spoken twice over: the first cla
 the runner speaks first, cut by the same :class:`ClauseSplitter`) and the whole sentence, timed
 on a warm model; then each whole reply goes through the 8 kHz G.711 line and back through
 Whisper, and the round-trip word error rate says how well a caller would understand it. The
-numbers behind the README's choice between Kokoro and Piper; no pass/fail.
+numbers behind the choice of the default voice (BENCHMARKS.md); no pass/fail.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from agent.bench.header import markdown_header, rich_to_markdown
 from agent.bench.scoring import wer
 from agent.turn.textsplit import ClauseSplitter
 from dialplan.options import ASROptions, TTSOptions
@@ -192,11 +193,12 @@ def run(args: argparse.Namespace) -> int:
             f"{r.rtf:.2f}",
             *(f"{r.wer[m]:.1%} ({len(r.misheard[m])}/{r.heard})" for m in args.asr),
         )
-    console = Console(width=max(Console().width, 110))
-    console.print(table)
+    print(markdown_header("bench tts") + "\n")
+    print(rich_to_markdown(table))
     if args.show:
+        print()
         for r in results:
             for model, pairs in r.misheard.items():
                 for ref, hyp in pairs:
-                    console.print(f"{r.voice} / {model}: [dim]{ref}[/] -> {hyp}")
+                    print(f"- {r.voice} / {model}: {ref} -> {hyp}")
     return 0

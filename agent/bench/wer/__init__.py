@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from agent.bench.header import markdown_header, rich_to_markdown
 from agent.bench.wer import engine, report
 from agent.bench.wer.line import REFERENCE, parse_conditions
 from agent.bench.wer.questions import NAMES, QUESTIONS
@@ -145,25 +145,23 @@ def run(args: argparse.Namespace, config: Config) -> int:
         return 2
     if not args.from_json:
         results = bench(s, err)
-    out = Console(width=None if sys.stdout.isatty() else 220)
-    out.print(report.summary_table(results))
-    out.print(report.condition_table(results))
-    out.print(report.condition_legend(results))
-    out.print(report.group_table(results))
-    for table in (report.decoding_table(results), report.context_table(results)):
+    print(markdown_header("bench wer"))
+    tables = [report.summary_table(results), report.condition_table(results),
+              report.condition_legend(results), report.group_table(results),
+              report.decoding_table(results), report.context_table(results)]
+    tables += [report.worst(results, m, args.worst) for m in (s.models if args.worst else ())]
+    for table in tables:
         if table is not None:
-            out.print(table)
-    for m in s.models if args.worst else ():
-        out.print(report.worst(results, m, args.worst))
+            print(f"\n{table if isinstance(table, str) else rich_to_markdown(table)}")
     n_sub = len(results.subset)
-    out.print(
-        f"{len(results.utterances)} utterances ({len(s.questions)} questions, "
+    print(
+        f"\n{len(results.utterances)} utterances ({len(s.questions)} questions, "
         f"{len({u.voice.name for u in results.utterances})} voices), {n_sub} in the subset; "
         f"seed {s.seed}; {time.monotonic() - t0:.0f} s. Cost is compute per utterance on this "
         "machine (noisy when shared); WER is deterministic."
     )
     if s.plan.skipped:
-        out.print(f"skipped: {'; '.join(s.plan.skipped)}")
+        print(f"skipped: {'; '.join(s.plan.skipped)}")
     if args.json and not args.from_json:
         with open(args.json, "w") as f:
             json.dump(report.as_json(results), f, indent=1)
