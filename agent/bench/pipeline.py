@@ -24,6 +24,7 @@ from rich.table import Table
 
 from agent.bench import scoring
 from agent.bench.baseline import serial_turn
+from agent.bench.header import markdown_header
 from agent.bench.samples import PAUSED, QUESTIONS, spoken, spoken_with_pause
 from agent.call import process
 from agent.simulate import SimulatedCall, load_under_load, simulate
@@ -103,6 +104,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
         print(json.dumps({"profile": profile.name, "load_s": load_s, "baseline": baseline,
                           "calls": results, "mid_sentence_pauses": pauses}))
         return 0
+    print(markdown_header("bench pipeline"))
     Console().print(_table(profile, results, baseline))
     for n, r in results.items():
         Console().print(f"{n} call(s): {r['turns']} turns, {r['unanswered']} unanswered, "
