@@ -2,10 +2,12 @@
 
 Director subclasses only: each callback turns what pjsua2 reports into a plain event for
 :class:`~agent.sip.useragent.SipAgent` (which owns every one of these objects and their
-lifetimes) or copies a frame to/from an :class:`~agent.sip.audiolink.AudioLink`. Call and
-account callbacks run on the ``sip`` thread; port callbacks on pjmedia's clock thread, so they
-only copy bytes. Every callback catches its exceptions: one escaping into pjsua2 would be
-printed per frame, or worse. With :mod:`agent.sip.useragent`, the only pjsua2 importers.
+lifetimes) or copies a frame to/from an :class:`~agent.sip.audiolink.AudioLink`. They reach the
+agent only through :class:`AgentHooks`, plain callables it hands them, so this module does not
+import :mod:`agent.sip.useragent` (which imports this one). Call and account callbacks run on
+the ``sip`` thread; port callbacks on pjmedia's clock thread, so they only copy bytes. Every
+callback catches its exceptions: one escaping into pjsua2 would be printed per frame, or worse.
+With :mod:`agent.sip.useragent`, the only pjsua2 importers.
 """
 
 from __future__ import annotations
@@ -13,15 +15,37 @@ from __future__ import annotations
 import ctypes
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import Any
 
 import pjsua2 as pj
 
 from agent.sip.audiolink import AudioLink
-from agent.sip.events import CallConnected, DtmfReceived, MediaActive, RegistrationChanged
+from agent.sip.events import (
+    CallConnected,
+    DtmfReceived,
+    MediaActive,
+    RegistrationChanged,
+    SipEvent,
+)
 
-if TYPE_CHECKING:
-    from agent.sip.useragent import SipAgent
+
+@dataclass(frozen=True)
+class AgentHooks:
+    """What a callback may ask of its user agent; every hook runs on the ``sip`` thread."""
+
+    emit: Callable[[SipEvent], None]
+    """Queue an event for the agent's consumer."""
+    error: Callable[[int, BaseException], None]
+    """A callback failed: report it for the call's key (-1: not a call's)."""
+    make_port: Callable[[AudioLink, str], _Port]
+    """A bridge port attached to the link (made once, reused by later calls)."""
+    media_direction: Callable[[_Call, bool], None]
+    """Media (re)negotiated: the call receives audio now, or not (held)."""
+    disconnected: Callable[[_Call, int, str], None]
+    """The call ended, with its last status code and reason."""
+    incoming: Callable[[_Account, Any], None]
+    """An INVITE reached the account (pjsua2's ``OnIncomingCallParam``)."""
 
 
 def _vector_reader() -> Callable[[pj.ByteVector], bytes]:
@@ -96,9 +120,9 @@ class _Port(pj.AudioMediaPort):
 
 
 class _Call(pj.Call):
-    def __init__(self, agent: SipAgent, acc, key: int, call_id: int = pj.PJSUA_INVALID_ID):
+    def __init__(self, hooks: AgentHooks, acc, key: int, call_id: int = pj.PJSUA_INVALID_ID):
         super().__init__(acc, call_id)
-        self.agent = agent
+        self.hooks = hooks
         self.key = key
         self.link: AudioLink | None = None
         self.port: _Port | None = None
@@ -118,11 +142,11 @@ class _Call(pj.Call):
             ci = self.getInfo()
             if ci.state == pj.PJSIP_INV_STATE_CONFIRMED and not self.connected:
                 self.connected = True
-                self.agent._emit(CallConnected(self.key, time.monotonic()))
+                self.hooks.emit(CallConnected(self.key, time.monotonic()))
             elif ci.state == pj.PJSIP_INV_STATE_DISCONNECTED:
-                self.agent._disconnected(self, ci.lastStatusCode, ci.lastReason)
+                self.hooks.disconnected(self, ci.lastStatusCode, ci.lastReason)
         except Exception as e:  # never let an exception unwind into pjsua2
-            self.agent._error(self.key, e)
+            self.hooks.error(self.key, e)
 
     def onCallMediaState(self, prm):  # noqa: N802
         try:
@@ -140,7 +164,7 @@ class _Call(pj.Call):
                 if mi.status != pj.PJSUA_CALL_MEDIA_ACTIVE:
                     continue
                 if self.port is None and self.link is not None:
-                    self.port = self.agent._make_port(self.link, f"call{self.key}")
+                    self.port = self.hooks.make_port(self.link, f"call{self.key}")
                 if self.port is None:
                     continue
                 media = self.getAudioMedia(mi.index)  # a re-INVITE may have made a new stream
@@ -149,10 +173,10 @@ class _Call(pj.Call):
                 if not self.media_announced:
                     self.media_announced = True
                     codec = self.getStreamInfo(mi.index).codecName
-                    self.agent._emit(MediaActive(self.key, codec, time.monotonic()))
-            self.agent._media_direction(self, receiving)
+                    self.hooks.emit(MediaActive(self.key, codec, time.monotonic()))
+            self.hooks.media_direction(self, receiving)
         except Exception as e:
-            self.agent._error(self.key, e)
+            self.hooks.error(self.key, e)
 
     def rx_packets(self) -> int | None:
         """RTP packets the audio stream has received; None while there is no stream.
@@ -171,29 +195,29 @@ class _Call(pj.Call):
 
     def onDtmfDigit(self, prm):  # noqa: N802
         try:
-            self.agent._emit(DtmfReceived(self.key, str(prm.digit), time.monotonic()))
+            self.hooks.emit(DtmfReceived(self.key, str(prm.digit), time.monotonic()))
         except Exception as e:
-            self.agent._error(self.key, e)
+            self.hooks.error(self.key, e)
 
 
 class _Account(pj.Account):
-    def __init__(self, agent: SipAgent):
+    def __init__(self, hooks: AgentHooks):
         super().__init__()
-        self.agent = agent
+        self.hooks = hooks
 
     def onIncomingCall(self, prm):  # noqa: N802
         try:
-            self.agent._incoming(self, prm)
+            self.hooks.incoming(self, prm)
         except Exception as e:
-            self.agent._error(-1, e)
+            self.hooks.error(-1, e)
 
     def onRegState(self, prm):  # noqa: N802
         try:
             info = self.getInfo()
-            self.agent._emit(RegistrationChanged(
+            self.hooks.emit(RegistrationChanged(
                 int(prm.code), str(prm.reason), bool(info.regIsActive), time.monotonic()))
         except Exception as e:
-            self.agent._error(-1, e)
+            self.hooks.error(-1, e)
 
 
 def request_user(whole_msg: str) -> str:

@@ -32,7 +32,15 @@ from collections.abc import Callable
 import pjsua2 as pj
 
 from agent.sip.audiolink import AudioLink
-from agent.sip.callbacks import _Account, _Call, _Port, request_user, set_codecs, stop_clock
+from agent.sip.callbacks import (
+    AgentHooks,
+    _Account,
+    _Call,
+    _Port,
+    request_user,
+    set_codecs,
+    stop_clock,
+)
 from agent.sip.events import (
     CallDisconnected,
     IncomingCall,
@@ -84,6 +92,11 @@ class SipAgent:
         self._start_error: BaseException | None = None
         self._ep = None
         self._acc = None
+        # All the pjsua2 callbacks (agent.sip.callbacks) may call of this agent.
+        self._hooks = AgentHooks(
+            emit=self._emit, error=self._error, make_port=self._make_port,
+            media_direction=self._media_direction, disconnected=self._disconnected,
+            incoming=self._incoming)
 
     # ---- public API (any thread) -------------------------------------------------------------
 
@@ -152,7 +165,7 @@ class SipAgent:
         key = next(self._keys)
 
         def do() -> None:
-            call = _Call(self, self._acc, key)
+            call = _Call(self._hooks, self._acc, key)
             call.link = link
             self._calls[key] = call
             try:
@@ -261,7 +274,7 @@ class SipAgent:
             # Bind the account to its one transport: with TCP alone, pjsua cannot build a Contact
             # for an incoming INVITE otherwise (500, PJSIP_EUNSUPTRANSPORT; seen with sipp -t t1).
             acfg.sipConfig.transportId = transport_ids[0]
-        acc = _Account(self)
+        acc = _Account(self._hooks)
         acc.create(acfg, True)
         self._acc = acc
 
@@ -348,7 +361,7 @@ class SipAgent:
 
     def _incoming(self, acc, prm) -> None:
         key = next(self._keys)
-        call = _Call(self, acc, key, prm.callId)
+        call = _Call(self._hooks, acc, key, prm.callId)
         self._calls[key] = call
         msg = prm.rdata.wholeMsg
         ci = call.getInfo()
