@@ -3,15 +3,19 @@
 Every key is checked against the dataclasses in :mod:`dialplan.options`: an unknown key or a
 value of the wrong type fails at start with :class:`ConfigError` naming the full key
 (``profiles.fast.llm.max_tokens``), never mid-call. Profiles are merged here, so each
-:class:`~dialplan.options.Profile` is complete and validated on its own.
+:class:`~dialplan.options.Profile` is complete and validated on its own. What the file leaves to
+the environment (an OpenAI-compatible server's key, :data:`API_KEY_ENV`) is read here too, the
+one place outside the CLI that reads it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import tomllib
 import types
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -35,10 +39,22 @@ STAGE_SECTIONS: dict[str, type] = {
     "limits": LimitOptions,
 }
 PROFILE_TEXT_KEYS = ("system_prompt", "greeting", "goodbye", "filler", "repeat", "apology")
+API_KEY_ENV = ("CALLAGENT_LLM_API_KEY", "OPENAI_API_KEY")
+"""Where ``llm.api_key`` of an ``openai`` profile comes from when empty, first set wins."""
 
 
 class ConfigError(ValueError):
     """A config value is missing, unknown or of the wrong type; the message names the key."""
+
+
+@dataclass(frozen=True)
+class SchedulerOptions:
+    """``[scheduler]``: how the process's model scheduler (:mod:`models.scheduler`) shares
+    the CPU."""
+
+    pairs: bool = True
+    """Two callers' urgent jobs may run side by side on one core each; the ASR and TTS models
+    then also load one-thread copies for it. False: one job at a time, on every core."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +63,7 @@ class Config:
 
     sip: SIPOptions = field(default_factory=SIPOptions)
     db: DBOptions = field(default_factory=DBOptions)
+    scheduler: SchedulerOptions = field(default_factory=SchedulerOptions)
     profiles: dict[str, Profile] = field(default_factory=dict)
     """Profiles by name, each fully merged over the top-level stage sections."""
     dialplan: dict[str, str] = field(default_factory=dict)
@@ -55,14 +72,18 @@ class Config:
     """Where the config came from (for messages)."""
 
 
-def load_config(path: str | Path | None) -> Config:
+def load_config(path: str | Path | None, env: Mapping[str, str] | None = None) -> Config:
     """Read and validate a config file (``None`` = built-in defaults).
+
+    Args:
+        path: the TOML file.
+        env: environment variables for what the file leaves empty (None: the process's).
 
     Raises:
         ConfigError: the file is missing, not TOML, or a key is unknown or badly typed.
     """
     if path is None:
-        return parse_config({})
+        return parse_config({}, env=env)
     p = Path(path)
     try:
         data = tomllib.loads(p.read_text(encoding="utf-8"))
@@ -70,17 +91,20 @@ def load_config(path: str | Path | None) -> Config:
         raise ConfigError(f"config file not found: {p}") from e
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{p}: not valid TOML: {e}") from e
-    return parse_config(data, source=str(p))
+    return parse_config(data, source=str(p), env=env)
 
 
-def parse_config(data: dict[str, Any], source: str = "<dict>") -> Config:
+def parse_config(data: dict[str, Any], source: str = "<dict>",
+                 env: Mapping[str, str] | None = None) -> Config:
     """Validate an already-loaded TOML mapping (see :func:`load_config`)."""
-    allowed = {"sip", "db", "profiles", "dialplan", *STAGE_SECTIONS, *PROFILE_TEXT_KEYS}
+    allowed = {"sip", "db", "scheduler", "profiles", "dialplan", *STAGE_SECTIONS,
+               *PROFILE_TEXT_KEYS}
     for key in data:
         if key not in allowed:
             raise ConfigError(f"unknown key '{key}' (allowed: {', '.join(sorted(allowed))})")
     sip = build(SIPOptions, data.get("sip", {}), "sip")
     db = build(DBOptions, data.get("db", {}), "db")
+    scheduler = build(SchedulerOptions, data.get("scheduler", {}), "scheduler")
 
     base = {k: data[k] for k in (*STAGE_SECTIONS, *PROFILE_TEXT_KEYS) if k in data}
     raw_profiles = data.get("profiles", {"default": {}})
@@ -91,6 +115,7 @@ def parse_config(data: dict[str, Any], source: str = "<dict>") -> Config:
         profiles[name] = build(Profile, {"name": name, **merge(base, over)}, f"profiles.{name}")
     if not profiles:
         raise ConfigError("profiles: at least one profile is needed")
+    profiles = _with_api_keys(profiles, os.environ if env is None else env)
     for name, prof in profiles.items():
         if prof.under_load and (prof.under_load not in profiles or prof.under_load == name):
             raise ConfigError(f"profiles.{name}.under_load: '{prof.under_load}' is not another "
@@ -105,7 +130,19 @@ def parse_config(data: dict[str, Any], source: str = "<dict>") -> Config:
             raise ConfigError(
                 f"dialplan.{ext}: unknown profile '{prof}' (defined: {', '.join(profiles)})"
             )
-    return Config(sip=sip, db=db, profiles=profiles, dialplan=dict(plan), source=source)
+    return Config(sip=sip, db=db, scheduler=scheduler, profiles=profiles, dialplan=dict(plan),
+                  source=source)
+
+
+def _with_api_keys(profiles: dict[str, Profile], env: Mapping[str, str]) -> dict[str, Profile]:
+    """The profiles, each ``openai`` one whose ``llm.api_key`` is empty given the key of
+    :data:`API_KEY_ENV` (the first set)."""
+    key = next((env[k] for k in API_KEY_ENV if env.get(k)), "")
+    if not key:
+        return profiles
+    return {name: dataclasses.replace(p, llm=dataclasses.replace(p.llm, api_key=key))
+            if p.llm.backend == "openai" and not p.llm.api_key else p
+            for name, p in profiles.items()}
 
 
 def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:

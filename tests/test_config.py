@@ -53,6 +53,9 @@ def test_shipped_under_load_profiles(tmp_path):
         # under the audio tail a turn keeps (the speculation would hear less than the endpoint)
         ({"audio": {"speculate_s": 0.05}}, "audio.speculate_s"),
         ({"profiles": {"p": {"audio": {"speculate_s": 0.5}}}}, "profiles.p.audio.speculate_s"),
+        ({"scheduler": {"pairs": "no"}}, "scheduler.pairs"),
+        ({"scheduler": {"slots": 2}}, "scheduler.slots"),
+        ({"scheduler": True}, "scheduler"),
     ],
 )
 def test_bad_values_name_the_key(data, key):
@@ -105,3 +108,9 @@ def test_rtp_timeout_is_a_per_profile_limit():
     assert a.rtp_timeout_s == 5.0 and isinstance(a.rtp_timeout_s, float)
     assert b.rtp_timeout_s == 0.0  # never
     assert b.max_silence_s == a.max_silence_s == 30.0  # the other limits keep their defaults
+
+
+def test_scheduler_pairs_is_read_and_on_by_default():
+    assert parse_config({}).scheduler.pairs is True
+    assert parse_config({"scheduler": {"pairs": False}}).scheduler.pairs is False
+    assert load_config("config.toml").scheduler.pairs is True
