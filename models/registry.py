@@ -1,7 +1,9 @@
 """Build stage backends from options, importing a backend module only when a profile names it.
 
 Models are loaded once per distinct options and shared by every call in the process; a
-second profile with the same ASR options gets the same object.
+second profile with the same ASR options gets the same object. Every ASR, LLM, TTS and
+end-of-turn model gets the cache's scheduler as a constructor argument (``scheduler=``), so it
+knows whether pairing is on while it loads.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import threading
 from typing import Any
 
 from dialplan.options import ASROptions, LLMOptions, TTSOptions
+from models.scheduler import Scheduler
 
 BACKENDS = {
     ("asr", "faster-whisper"): "models.asr.faster_whisper:FasterWhisperASR",
@@ -25,6 +28,8 @@ BACKENDS = {
     ("vad", "silero"): "models.vad.silero:SileroVAD",
     ("eot", "smart-turn"): "models.eot.smart_turn:SmartTurn",
 }
+SCHEDULED_STAGES = ("asr", "llm", "tts", "eot")
+"""Stages whose models take the scheduler (a VAD runs on the call's own thread, no job)."""
 
 
 def backend_class(stage: str, backend: str) -> type:
@@ -38,9 +43,15 @@ def backend_class(stage: str, backend: str) -> type:
 
 
 class ModelCache:
-    """Process-wide cache: one loaded model per (stage, backend, options)."""
+    """Process-wide cache: one loaded model per (stage, backend, options).
 
-    def __init__(self) -> None:
+    Args:
+        scheduler: the process's scheduler, handed to every model it builds (None: a new one
+            of its own, as for a test or a bench that loads models alone).
+    """
+
+    def __init__(self, scheduler: Scheduler | None = None) -> None:
+        self.scheduler = scheduler if scheduler is not None else Scheduler()
         self._models: dict[tuple, Any] = {}
         self._locks: dict[tuple, threading.Lock] = {}
         self._guard = threading.Lock()
@@ -54,7 +65,9 @@ class ModelCache:
         with lock:  # load outside the guard so two different models load in parallel
             if key not in self._models:
                 cls = backend_class(stage, backend)
-                self._models[key] = cls(options) if options is not None else cls()
+                args = () if options is None else (options,)
+                kwargs = {"scheduler": self.scheduler} if stage in SCHEDULED_STAGES else {}
+                self._models[key] = cls(*args, **kwargs)
             return self._models[key]
 
     def asr(self, o: ASROptions):

@@ -12,7 +12,7 @@ from agent.bench.samples import spoken
 from dialplan.options import ASROptions
 from models.audio import ASR_RATE, PHONE_RATE, pcm16_to_float, resample, through_phone_line
 from models.priority import JobCancelled, Priority, cancel_on, priority
-from models.scheduler import SCHEDULER
+from models.scheduler import Scheduler
 from tests.waiting import hold_the_slot, wait_until
 
 pytestmark = pytest.mark.model
@@ -31,13 +31,13 @@ def _line(text: str, voice: str) -> np.ndarray:
 
 
 @contextmanager
-def observing(observer):
-    """``observer`` sees the process scheduler's jobs inside the block only."""
-    SCHEDULER.observe(observer)
+def observing(scheduler: Scheduler, observer):
+    """``observer`` sees the scheduler's jobs (the model's) inside the block only."""
+    scheduler.observe(observer)
     try:
         yield
     finally:
-        SCHEDULER.unobserve(observer)
+        scheduler.unobserve(observer)
 
 
 @pytest.fixture(scope="module")
@@ -84,8 +84,8 @@ def test_calls_waiting_for_the_cpu_share_one_pass(stage_cache, lines):
         if job.stage == "asr":
             notes.append(job.note)
 
-    with observing(seen):
-        release = hold_the_slot(SCHEDULER)
+    with observing(asr.scheduler, seen):
+        release = hold_the_slot(asr.scheduler)
         notes.clear()
         heard: dict[int, str] = {}
 
@@ -99,7 +99,7 @@ def test_calls_waiting_for_the_cpu_share_one_pass(stage_cache, lines):
         assert wait_until(lambda: sum(len(g.members) for g in asr._coalescer._open.values()) == 4,
                           timeout=10)
         assert sorted(len(g.members) for g in asr._coalescer._open.values()) == [1, 3]
-        assert SCHEDULER.stats().waiting == 2
+        assert asr.scheduler.stats().waiting == 2
         release.set()
         for t in callers:
             t.join(30)
@@ -116,7 +116,7 @@ def test_a_background_pass_in_two_jobs_hears_what_one_job_hears(stage_cache, lin
         for audio in (line[:int(1.2 * ASR_RATE)], line[:int(2.4 * ASR_RATE)], line):
             one = asr.transcribe_batch([audio])[0]
             jobs.clear()
-            with observing(jobs.append):
+            with observing(asr.scheduler, jobs.append):
                 steps = asr.transcribe_in_steps(audio)
             assert steps.text == one.text
             assert [(j.stage, j.note) for j in jobs] == [("asr", "encode"), ("asr", "decode")]
@@ -131,7 +131,7 @@ def test_a_background_pass_cancelled_after_its_encoder_never_decodes(stage_cache
         if trace.note == "encode":
             cancel.set()  # the caller stopped speaking: their turn's own pass takes over
 
-    with (observing(seen), priority(Priority.BACKGROUND), cancel_on(cancel),
+    with (observing(asr.scheduler, seen), priority(Priority.BACKGROUND), cancel_on(cancel),
           pytest.raises(JobCancelled)):
         asr.transcribe_in_steps(lines[0])
     assert jobs == ["encode"]

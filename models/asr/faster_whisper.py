@@ -18,7 +18,7 @@ from models import catalog
 from models.asr.base import ASR, Hypothesis
 from models.audio import ASR_RATE
 from models.errors import ModelMissingError
-from models.scheduler import SCHEDULER
+from models.scheduler import Scheduler
 
 TOKENS_PER_S = 8
 """Fast speech is ~4 words (~5 tokens) a second: more than this is a decoding loop. Greedy
@@ -84,7 +84,8 @@ class FasterWhisperASR(ASR):
 
     backend = "faster-whisper"
 
-    def __init__(self, options: ASROptions):
+    def __init__(self, options: ASROptions, scheduler: Scheduler | None = None):
+        self.scheduler = scheduler  # first: whether to load the one-thread twins is its pairs
         try:
             from faster_whisper import WhisperModel
         except ImportError as e:
@@ -108,7 +109,7 @@ class FasterWhisperASR(ASR):
         # (bench call, 4 at once).
         self._one = None
         self._one_warm = False
-        if device == "cpu" and options.threads > 1 and SCHEDULER.pairs:
+        if device == "cpu" and options.threads > 1 and self.scheduler.pairs:
             self._one = _short_window_model(WhisperModel)(
                 str(path), device=device, compute_type=options.compute_type, cpu_threads=1,
                 num_workers=2)
@@ -120,7 +121,7 @@ class FasterWhisperASR(ASR):
     @property
     def _model(self):
         """The model for the running job: one thread if the scheduler gave it one core."""
-        return self._one if self._one is not None and SCHEDULER.cores() == 1 else self._wide
+        return self._one if self._one is not None and self.scheduler.cores() == 1 else self._wide
 
     @staticmethod
     def _model_dir(name: str) -> Path:
@@ -220,11 +221,11 @@ class FasterWhisperASR(ASR):
             return None
         frames, budget = shape
         decoder = self._decoder()
-        with SCHEDULER.job("asr"):
-            SCHEDULER.note("encode")
+        with self.scheduler.job("asr"):
+            self.scheduler.note("encode")
             encoded = decoder.encode([audio], frames)
-        with SCHEDULER.job("asr"):
-            SCHEDULER.note("decode")
+        with self.scheduler.job("asr"):
+            self.scheduler.note("decode")
             return decoder.generate(encoded, budget)[0]
 
     def _pass_key(self, audio: np.ndarray) -> object:

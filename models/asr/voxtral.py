@@ -13,7 +13,6 @@ from __future__ import annotations
 import importlib.util
 import logging
 import math
-import os
 import shutil
 import threading
 import time
@@ -27,6 +26,7 @@ from dialplan.options import ASROptions, VoxtralOptions
 from models.asr.base import ASR, SAMPLE_RATE, Transcript
 from models.asr.voxtral_batcher import MicroBatcher
 from models.errors import ModelMissingError
+from models.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +97,10 @@ def _resolve_source(model: str) -> str:
             raise ModelMissingError(f"{path} has no config.json: not a Voxtral checkpoint")
         return str(path)
     looks_like_path = model.startswith((".", "/", "~")) or model.count("/") != 1
-    offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false")
+    # The hub's own reading of HF_HUB_OFFLINE (the CLI sets it): what from_pretrained obeys.
+    from huggingface_hub import constants
+
+    offline = constants.HF_HUB_OFFLINE
     if looks_like_path or offline:
         raise ModelMissingError(
             f"Voxtral model {model!r} not found" + (" (HF_HUB_OFFLINE is set)" if offline else "")
@@ -114,6 +117,7 @@ class VoxtralASR(ASR):
         options: ASR options; ``model`` is a checkpoint directory (or a hub id when online),
             ``language`` the spoken language ("" or "auto" lets the model detect it) and
             ``voxtral`` the optimisation switches.
+        scheduler: the process's, whose jobs its passes run as (None: one of its own).
 
     Raises:
         ModelMissingError: transformers is missing, or the model cannot be found.
@@ -121,7 +125,8 @@ class VoxtralASR(ASR):
 
     backend = "voxtral"
 
-    def __init__(self, options: ASROptions) -> None:
+    def __init__(self, options: ASROptions, scheduler: Scheduler | None = None) -> None:
+        self.scheduler = scheduler
         _require_transformers()
         import torch
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from models.metrics import EOTMetrics
+from models.scheduled import Scheduled
 
 SAMPLE_RATE = 16000
 
@@ -33,8 +34,11 @@ class TurnEnd:
     metrics: EOTMetrics
 
 
-class EndOfTurn(ABC):
-    """An end-of-turn model shared by all calls (stateless between calls)."""
+class EndOfTurn(Scheduled, ABC):
+    """An end-of-turn model shared by all calls (stateless between calls).
+
+    It has the process's ``scheduler`` like every stage, though a decision takes no job of it.
+    """
 
     model_name: str = ""
 

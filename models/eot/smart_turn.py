@@ -20,6 +20,7 @@ import numpy as np
 
 from models import catalog
 from models.eot.base import SAMPLE_RATE, EndOfTurn
+from models.scheduler import Scheduler
 
 WINDOW_S = 8  # the model's input: the turn's last 8 s, zero-padded in front
 
@@ -30,9 +31,12 @@ class SmartTurn(EndOfTurn):
     Args:
         model: a bundled name (``smart-turn-v3.2``) or a path to a Smart Turn v3 ONNX file.
         threads: onnxruntime intra-op threads (1: a decision is short and runs beside ASR).
+        scheduler: the process's (None: one of its own).
     """
 
-    def __init__(self, model: str = "smart-turn-v3.2", threads: int = 1):
+    def __init__(self, model: str = "smart-turn-v3.2", threads: int = 1,
+                 scheduler: Scheduler | None = None):
+        self.scheduler = scheduler
         import onnxruntime as ort
         from faster_whisper.feature_extractor import FeatureExtractor
 

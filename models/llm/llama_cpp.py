@@ -25,6 +25,7 @@ from models import catalog
 from models.errors import ModelMissingError
 from models.llm.base import LLM, LLMStream, Message, Piece, shared_prefix
 from models.priority import Priority, priority
+from models.scheduler import Scheduler
 
 
 @dataclass(eq=False)
@@ -40,7 +41,8 @@ class _Context:
 class LlamaCppLLM(LLM):
     """A GGUF chat model run by llama.cpp on the CPU."""
 
-    def __init__(self, options: LLMOptions):
+    def __init__(self, options: LLMOptions, scheduler: Scheduler | None = None):
+        self.scheduler = scheduler
         try:
             from llama_cpp import Llama
         except ImportError as e:

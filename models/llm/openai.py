@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import socket
 import threading
 import time
@@ -34,12 +33,9 @@ from dialplan import ConfigError
 from dialplan.options import LLMOptions
 from models.llm.base import LLM, LLMStream, Message, Piece
 from models.metrics import LLMMetrics
+from models.scheduler import Scheduler
 
 log = logging.getLogger("callagent.llm")
-
-API_KEY_ENV = ("CALLAGENT_LLM_API_KEY", "OPENAI_API_KEY")
-"""Where the bearer token comes from when ``llm.api_key`` is empty, first set wins."""
-
 
 class LLMServerError(RuntimeError):
     """The LLM server was unreachable, failed, was too slow, or cut the reply short."""
@@ -62,7 +58,8 @@ class OpenAILLM(LLM):
             is not positive.
     """
 
-    def __init__(self, options: LLMOptions):
+    def __init__(self, options: LLMOptions, scheduler: Scheduler | None = None):
+        self.scheduler = scheduler
         base = options.base_url.strip().rstrip("/")
         if not base:
             raise ConfigError('llm.base_url: required with llm.backend = "openai" '
@@ -74,8 +71,8 @@ class OpenAILLM(LLM):
         self.options = options
         self.model_name = options.model
         self.url = base + "/chat/completions"
-        key = options.api_key or next((os.environ[k] for k in API_KEY_ENV if os.environ.get(k)),
-                                      "")
+        # An empty key was looked up in the environment at config load (dialplan.config).
+        key = options.api_key
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         # The read timeout bounds the wait for the response, the first token and each next one.
         self._client = httpx.Client(headers=headers, timeout=httpx.Timeout(options.timeout_s))

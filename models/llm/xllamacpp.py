@@ -10,12 +10,12 @@ call, 4 at once).
 The engine runs its own loop thread, so its steps are not jobs of the process scheduler
 (``scheduled = False``); the turn runner still orders ASR and TTS around it. A request picks
 the slot whose cached prompt shares the most with it (llama.cpp's own slot similarity), so a
-call's next turn finds its history.
+call's next turn finds its history. Its OpenMP threads must not spin between steps: the CLI
+sets ``OMP_WAIT_POLICY=PASSIVE`` before it loads (:mod:`agent.cli.runtime`).
 """
 
 from __future__ import annotations
 
-import os
 import queue
 import threading
 from collections.abc import Iterator
@@ -25,11 +25,7 @@ from dialplan.options import LLMOptions
 from models import catalog
 from models.errors import ModelMissingError
 from models.llm.base import LLM, Message, Piece
-
-# Before the OpenMP runtime loads: its worker threads otherwise spin between steps, and on 2
-# cores that spinning took the CPU from ASR and TTS, and a first token came many times later
-# (bench pipeline).
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+from models.scheduler import Scheduler
 
 JOIN_S = 2.0
 
@@ -41,7 +37,8 @@ class XLlamaCppLLM(LLM):
 
     scheduled = False
 
-    def __init__(self, options: LLMOptions):
+    def __init__(self, options: LLMOptions, scheduler: Scheduler | None = None):
+        self.scheduler = scheduler
         try:
             import xllamacpp as xlc
         except ImportError as e:

@@ -10,7 +10,7 @@ import numpy as np
 
 from models.audio import SILENCE_PEAK
 from models.metrics import TTSMetrics
-from models.scheduler import SCHEDULER
+from models.scheduled import Scheduled
 
 ONSET_KEEP_S = 0.005
 """Kept before the first sound, so the onset itself is never cut."""
@@ -43,7 +43,7 @@ def cpu_session(path: str, threads: int):
     return ort.InferenceSession(str(path), sess_options=so, providers=["CPUExecutionProvider"])
 
 
-class TTS(ABC):
+class TTS(Scheduled, ABC):
     """Text to speech, one chunk (clause or sentence) at a time."""
 
     model_name: str = ""
@@ -51,11 +51,11 @@ class TTS(ABC):
     sample_rate: int = 24000
     narrow: bool = False
     """A chunk may be spoken on one core beside another turn's job (the backend asks
-    ``SCHEDULER.cores()`` which it got)."""
+    ``self.scheduler.cores()`` which it got)."""
 
     def synthesize(self, text: str) -> Speech:
         """Speak ``text``; empty or unpronounceable text gives empty audio."""
-        with SCHEDULER.job("tts", narrow=self.narrow):
+        with self.scheduler.job("tts", narrow=self.narrow):
             started = time.monotonic()
             audio = self._synthesize_impl(text) if text.strip() else np.zeros(0, np.float32)
             ended = time.monotonic()

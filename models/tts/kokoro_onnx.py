@@ -14,6 +14,7 @@ import numpy as np
 from dialplan.options import TTSOptions
 from models import catalog
 from models.errors import ModelMissingError
+from models.scheduler import Scheduler
 from models.tts.base import TTS, cpu_session
 
 
@@ -22,7 +23,8 @@ class KokoroOnnxTTS(TTS):
 
     sample_rate = 24000
 
-    def __init__(self, options: TTSOptions):
+    def __init__(self, options: TTSOptions, scheduler: Scheduler | None = None):
+        self.scheduler = scheduler
         try:
             import onnxruntime  # noqa: F401 - missing means the same install hint
             from kokoro_onnx import Kokoro

@@ -14,6 +14,7 @@ import numpy as np
 
 from dialplan.options import TTSOptions
 from models.errors import ModelMissingError
+from models.scheduler import Scheduler
 from models.tts.base import TTS
 
 LANG_CODES = {
@@ -34,7 +35,8 @@ class KokoroTorchTTS(TTS):
 
     sample_rate = 24000
 
-    def __init__(self, options: TTSOptions):
+    def __init__(self, options: TTSOptions, scheduler: Scheduler | None = None):
+        self.scheduler = scheduler
         try:
             from kokoro import KModel, KPipeline
         except ImportError as e:

@@ -20,7 +20,7 @@ import numpy as np
 from dialplan.options import TTSOptions
 from models import catalog
 from models.errors import ModelMissingError
-from models.scheduler import SCHEDULER
+from models.scheduler import Scheduler
 from models.tts.base import TTS, cpu_session
 
 if TYPE_CHECKING:
@@ -69,7 +69,8 @@ def piper_voices() -> list[str]:
 class PiperTTS(TTS):
     """Piper on onnxruntime; the sample rate comes from the voice's JSON (22050 for joe)."""
 
-    def __init__(self, options: TTSOptions):
+    def __init__(self, options: TTSOptions, scheduler: Scheduler | None = None):
+        self.scheduler = scheduler  # first: whether to load the one-thread sessions is its pairs
         try:
             import onnxruntime  # noqa: F401 - missing means the same install hint
             from piper import PiperConfig, PiperVoice, SynthesisConfig
@@ -88,7 +89,7 @@ class PiperTTS(TTS):
         # two threads: bench call, 4 at once).
         self._narrow: queue.SimpleQueue = queue.SimpleQueue()
         self._narrow_warm = False
-        if options.threads > 1 and SCHEDULER.pairs:
+        if options.threads > 1 and self.scheduler.pairs:
             for _ in range(2):
                 self._narrow.put(PiperVoice(session=cpu_session(onnx, 1), config=config))
             self.narrow = True
@@ -134,7 +135,7 @@ class PiperTTS(TTS):
     @contextmanager
     def _session(self) -> Iterator[PiperVoice]:
         """The voice for the running job: a one-thread session if it was handed one core."""
-        if self.narrow and SCHEDULER.cores() == 1:
+        if self.narrow and self.scheduler.cores() == 1:
             voice = self._narrow.get()  # two of them: at most two jobs run at once
             try:
                 yield voice

@@ -31,7 +31,7 @@ from models.llm.llama_batch.generation import CANCEL_POLL_S, Generation, Seq
 from models.llm.llama_vocab import ChatVocab
 from models.llm.riders import TILE, members
 from models.priority import Priority, current_cancel, priority
-from models.scheduler import SCHEDULER
+from models.scheduler import Scheduler
 
 BACKGROUND_CHUNK = 2
 """Prompt tokens a background step evaluates, all sequences' together: a step is not
@@ -55,7 +55,8 @@ class BatchedLlamaLLM(LLM):
     scheduled = False  # the engine takes one scheduler job per batched step itself
     can_prefill = True
 
-    def __init__(self, options: LLMOptions):
+    def __init__(self, options: LLMOptions, scheduler: Scheduler | None = None):
+        self.scheduler = scheduler  # before the engine thread starts: its steps are its jobs
         try:
             import llama_cpp as lc
         except ImportError as e:
@@ -138,7 +139,7 @@ class BatchedLlamaLLM(LLM):
         seqs = self._seqs[:TILE]
         if self._tile_free is not None or len(seqs) < TILE:
             return  # measured once per engine; fewer sequences never make a tile
-        with SCHEDULER.job("llm", priority=Priority.BACKGROUND), self._ctx_lock, self._cond:
+        with self.scheduler.job("llm", priority=Priority.BACKGROUND), self._ctx_lock, self._cond:
             if not any(s.busy or not s.tokens for s in seqs):
                 self._threads(self.options.threads)
                 self._tile_free = tile.measure(self._lc, self._ctx, self._mem, self._batch,
@@ -219,9 +220,9 @@ class BatchedLlamaLLM(LLM):
                     self._cond.wait()
             try:
                 narrow, patient = self._narrow()
-                with SCHEDULER.job("llm", priority=self._top_rank, narrow=narrow,
-                                   patient=patient), self._ctx_lock:
-                    self._threads(SCHEDULER.cores() or self.options.threads)
+                with self.scheduler.job("llm", priority=self._top_rank, narrow=narrow,
+                                        patient=patient), self._ctx_lock:
+                    self._threads(self.scheduler.cores() or self.options.threads)
                     self._step(prompts_narrow=patient)
             except Exception as e:  # the replies waiting for it fail; the engine goes on
                 with self._cond:
@@ -267,7 +268,7 @@ class BatchedLlamaLLM(LLM):
         lc = self._lc
         with self._cond:
             members = self._members()
-            if SCHEDULER.cores() == 1 and not prompts_narrow:
+            if self.scheduler.cores() == 1 and not prompts_narrow:
                 members = [g for g in members if len(g.feed) <= NARROW_FEED] or members
             for g in members:
                 g.stepping = True
@@ -306,7 +307,7 @@ class BatchedLlamaLLM(LLM):
         batch.n_tokens = n
         ids = [g.seq.id for g, _ in takes]
         runs = sum(1 for i, s in enumerate(ids) if i == 0 or s != ids[i - 1] + 1)
-        SCHEDULER.note(f"tokens={n} sequences={len(members)} runs={runs}")
+        self.scheduler.note(f"tokens={n} sequences={len(members)} runs={runs}")
         try:
             rc = lc.llama_decode(self._ctx, batch) if n else 0
             if rc != 0:
