@@ -3,13 +3,15 @@
 One :class:`Server` per process. Its thread (the caller of :meth:`Server.run`) consumes SIP
 events and routes each call: unknown extension -> 404, more than ``sip.max_calls`` calls -> 486
 (pjsua2's wheel also refuses a 5th call itself), otherwise a
-:class:`~agent.call.session.CallSession` on its own thread, with turn work on worker threads.
+:class:`~agent.call.session.CallSession`: one loop on its own thread, its model work run by
+the process scheduler's workers.
 Models are loaded once, before the SIP port opens, and shared by every call; fixed phrases
 (greetings, goodbyes) are synthesised at start so a call never waits for them.
 
 Threads in a serving process: main (this loop), ``sip`` (pjsua2 polling), pjmedia's clock
-thread (frames), ``calllog-writer``, one ``call-*`` per call and one ``turn-*`` per turn in
-flight (plus the LLM streaming thread inside a turn). Model code never runs on the clock thread.
+thread (frames), ``calllog-writer``, ``timers``, one ``call-*`` per call, and the models':
+the scheduler's fixed pool of ``model-*`` workers (and a batching LLM's engine). Their number
+does not grow with turns. Model code never runs on the clock thread or a call's loop.
 
 Imports no pjsua2 (only :mod:`agent.sip.useragent` does).
 """
@@ -35,7 +37,8 @@ from agent.sip.events import (
     SipError,
 )
 from agent.sip.useragent import SipAgent
-from agent.turn.runner import StageCache, TurnRunner
+from agent.turn.profiles import ReadyProfiles
+from agent.turn.runner import StageCache
 from db import log
 from db.placement import this_host
 from db.records import CallLog
@@ -62,37 +65,25 @@ class Server:
         self.dialplan = Dialplan.from_config(config)
         self.call_log = call_log
         self.cache = stage_cache or StageCache()
+        self.profiles = ReadyProfiles(config, self.cache, out_rate=CLOCK_RATE)
         self.events: queue.Queue = queue.Queue()
         self.sip = SipAgent(config.sip, self.events, clock_rate=CLOCK_RATE)
         self.sessions: dict[int, CallSession] = {}
         self._ending: list[CallSession] = []
-        self._runners: dict[str, TurnRunner] = {}
+        self._loaded = False
         self.calls_total = 0
-        self.measured_wait = measured_wait
+        self.measured_wait = lambda window_s: measured_wait(self.cache.models.scheduler, window_s)
         """Measured load: p90 seconds first-audio work waited for the CPU (admission control)."""
 
     def load(self) -> None:
-        """Load every routed profile's models and synthesise its fixed phrases."""
-        for profile in self.dialplan.profiles():
-            t0 = time.monotonic()
-            runner = self._runner(profile)
-            runner.prepare_phrases()
-            runner.warm_up()
-            log.event("profile-loaded", profile=profile.name, asr=profile.asr.model,
-                      llm=profile.llm.model, tts=profile.tts.voice,
-                      load_s=round(time.monotonic() - t0, 2))
-
-    def _runner(self, profile: Profile) -> TurnRunner:
-        """The profile's shared runner (models and cached phrases), created on first use."""
-        runner = self._runners.get(profile.name)
-        if runner is None:
-            runner = self._runners[profile.name] = TurnRunner(
-                self.cache.stages(profile), profile, out_rate=CLOCK_RATE)
-        return runner
+        """Prepare every routed profile (models, phrases, warm-up), as ``simulate`` does."""
+        for profile in self.dialplan.routes.values():
+            self.profiles.prepare(profile)
+        self._loaded = True
 
     def start(self) -> None:
         """Load models, then open the SIP port."""
-        if not self._runners:
+        if not self._loaded:
             self.load()
         self.sip.start()
         mode = self.config.sip.registrar.uri or "direct"
@@ -200,16 +191,13 @@ class Server:
         return True
 
     def _session(self, ev: IncomingCall, profile: Profile) -> CallSession:
-        runner = self._runner(profile)  # a profile not preloaded (tests) loads now, once
+        stages, phrase, cheap = self.profiles.for_call(profile)
         info = CallInfo(extension=ev.extension, caller_uri=ev.remote_uri,
                         sip_call_id=ev.sip_call_id, offered_at=datetime.now(UTC),
                         worker=self.worker, host=self.host)
         key = ev.key
-        cheap = self.dialplan.fallback(profile)
-        return CallSession(profile, runner.stages, self.call_log,
-                           hangup=lambda: self.sip.hangup(key), phrase=runner.speak,
-                           info=info, rate=CLOCK_RATE,
-                           under_load=None if cheap is None else (
-                               cheap, self._runner(cheap).stages),
-                           waiting=lambda: self.measured_wait(UNDER_LOAD_WINDOW_S))
+        return CallSession(profile, stages, self.call_log, hangup=lambda: self.sip.hangup(key),
+                           phrase=phrase, info=info, rate=CLOCK_RATE, under_load=cheap,
+                           waiting=lambda: self.measured_wait(UNDER_LOAD_WINDOW_S),
+                           scheduler=self.cache.models.scheduler)
 

@@ -26,13 +26,10 @@ import numpy as np
 from agent.call.clock import REAL_TIME, Clock
 from agent.call.recorder import CallInfo
 from agent.call.session import CallSession
-from agent.call.worker import measured_wait
 from agent.sip.audiolink import AudioLink
-from agent.turn.runner import StageCache, Stages, TurnRunner
+from agent.turn.runner import Stages, TurnRunner
 from db.records import CallLog, Record, TurnRecord
-from dialplan import Config
 from dialplan.options import Profile
-from dialplan.plan import under_load as under_load_profile
 from models.audio import PHONE_RATE, SPEECH_RMS, rms, speech_runs, through_phone_line
 
 FRAME_S = 0.02
@@ -179,7 +176,7 @@ def simulate(
     phrase: Callable[[str], np.ndarray] | None = None,
     echo_gain: float = 0.0,
     under_load: tuple[Profile, Stages] | None = None,
-    waiting: Callable[[], float] = measured_wait,
+    waiting: Callable[[], float] | None = None,
 ) -> SimulatedCall:
     """Place one call from caller audio into a :class:`CallSession` and hang up when done.
 
@@ -199,7 +196,9 @@ def simulate(
         greeting: play the profile's greeting (benchmarks that time answers turn it off).
         phrase: cached fixed phrases (a process that already synthesised them passes its own).
         echo_gain: the agent's voice mixed back into the caller's channel at this level.
-        under_load: the profile's cheaper profile and its models (as ``serve`` passes them).
+        under_load: the profile's cheaper profile and its models (as ``serve`` passes them:
+            :meth:`~agent.turn.profiles.ReadyProfiles.for_call` gives both what it gives
+            ``serve``, once :meth:`~agent.turn.profiles.ReadyProfiles.prepare` warmed them).
         waiting: the measured load the session sees (by default the scheduler's, as ``serve``).
 
     Returns:
@@ -231,17 +230,6 @@ def simulate(
     session.join(15.0)
     return SimulatedCall(call_id=session.call_id, records=records.records,
                          reply_audio=line.audio(), end_reason=session.end_reason)
-
-
-def load_under_load(config: Config, profile: Profile,
-                    cache: StageCache) -> tuple[Profile, Stages] | None:
-    """The models ``profile``'s turns use under load, loaded and warm as ``serve`` has them."""
-    if not profile.under_load:
-        return None
-    cheap = under_load_profile(profile, config.profiles[profile.under_load])
-    stages = cache.stages(cheap)
-    TurnRunner(stages, cheap, out_rate=PHONE_RATE).warm_up()
-    return cheap, stages
 
 
 def _caller_done(line: SimulatedLine, session: CallSession, agent_hung_up: threading.Event) -> bool:

@@ -1,5 +1,8 @@
 """One scheduler per process owns the CPU: every piece of model work is a job with a priority.
 
+The process makes one :class:`Scheduler` from its config and hands it to every model it loads
+(:class:`~models.registry.ModelCache`) and every call: there is no module-level instance.
+
 On 2 cores, two heavy stages running at once (ASR of one call, TTS of another, an LLM decode)
 each get half the machine and all of them finish late; measured with 4 calls, ASR of an ended
 utterance took 2.1 s instead of 0.3 s. Here each model call (an ASR pass, an LLM prefill or
@@ -44,11 +47,11 @@ Imports only :mod:`models.priority`: models call it, the agent sets priorities.
 from __future__ import annotations
 
 import itertools
-import os
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -56,8 +59,10 @@ from models.priority import (
     JobCancelled,
     Priority,
     PriorityLike,
+    cancel_on,
     current_cancel,
     current_priority,
+    priority,
     rank_of,
 )
 
@@ -125,17 +130,42 @@ class _Waiter:
         return (*rank_of(self.priority), self.seq)
 
 
+class _Task:
+    __slots__ = ("args", "cancel", "fn", "future", "priority", "seq", "stage")
+
+    def __init__(self, fn: Callable, args: tuple, stage: str, priority: PriorityLike,
+                 cancel: threading.Event | None, seq: int):
+        self.fn, self.args, self.stage, self.priority = fn, args, stage, priority
+        self.cancel, self.seq = cancel, seq
+        self.future: Future = Future()
+
+    def rank(self) -> tuple[int, float, int]:
+        return (*rank_of(self.priority), self.seq)
+
+
 class Scheduler:
     """Hands ``slots`` run slots to model jobs in priority order (FIFO within a priority).
+
+    Model work reaches it in one of two ways. A call's loop never computes: it
+    :meth:`submit`\ s a function, which runs on one of the scheduler's ``workers`` threads
+    and completes a future (the call turns the completion into a message of its inbox). The
+    function's model calls, and those of an engine thread a backend owns (the batched LLM),
+    each take a run slot with :meth:`job`.
 
     Args:
         slots: jobs that may compute at once (1: each model uses all cores it is given).
         pairs: a slot may run two ``narrow`` urgent jobs of different turns, one core each.
+        workers: threads that run submitted work. Most of them wait for a slot or for an
+            engine's next token at any moment: enough for every call's next piece of work.
     """
 
-    def __init__(self, slots: int = 1, pairs: bool = True):
+    def __init__(self, slots: int = 1, pairs: bool = True, workers: int = 8):
         self.slots = slots
         self.pairs = pairs
+        self.workers = workers
+        self._tasks: list[_Task] = []
+        self._tasks_cond = threading.Condition()
+        self._pool: list[threading.Thread] = []
         self._narrow: list[_Waiter] = []
         """Narrow jobs running now (two of them fill a slot)."""
         self._lock = threading.Lock()
@@ -152,8 +182,58 @@ class Scheduler:
         self._urgent_ended = 0.0
         self._held = (-HANDOFF_S, int(Priority.BACKGROUND), 0.0)
         """(when, level, deadline) of the last urgent job to end: its turn's next job follows."""
-        self._handoff: threading.Timer | None = None
+        self._regrant_at: float | None = None
+        """When the timer thread grants again (a hand-off running out, a recheck)."""
+        self._timer = threading.Condition(threading.Lock())
+        self._timer_thread: threading.Thread | None = None
         self._observers: list[Callable[[JobTrace], None]] = []
+
+    def submit(self, fn: Callable, *args, stage: str, priority: PriorityLike | None = None,
+               cancel: threading.Event | None = None) -> Future:
+        """Run ``fn(*args)`` on a worker thread, its model jobs at ``priority``; its future.
+
+        The most urgent submitted work is started first when every worker is busy. If
+        ``cancel`` is set before ``fn`` starts, or while one of its jobs waits for a slot,
+        the future fails with :class:`JobCancelled` and no model work is done.
+        """
+        prio = priority if priority is not None else current_priority()
+        task = _Task(fn, args, stage, prio, cancel, next(self._seq))
+        with self._tasks_cond:
+            if not self._pool:
+                self._start_pool()
+            self._tasks.append(task)
+            self._tasks_cond.notify()
+        return task.future
+
+    def _start_pool(self) -> None:
+        for i in range(self.workers):
+            t = threading.Thread(target=self._work, name=f"model-{i}", daemon=True)
+            self._pool.append(t)
+            t.start()
+
+    def _work(self) -> None:
+        while True:
+            with self._tasks_cond:
+                while not self._tasks:
+                    self._tasks_cond.wait()
+                _, task = min((t.rank(), t) for t in self._tasks)
+                self._tasks.remove(task)
+            if not task.future.set_running_or_notify_cancel():
+                continue
+            try:
+                if task.cancel is not None and task.cancel.is_set():
+                    raise JobCancelled(task.stage)
+                if task.cancel is not None:
+                    with priority(task.priority), cancel_on(task.cancel):
+                        result = task.fn(*task.args)
+                else:
+                    with priority(task.priority):
+                        result = task.fn(*task.args)
+            except BaseException as e:  # noqa: BLE001 - handed to whoever waits on the future
+                task.future.set_exception(e)
+            else:
+                task.future.set_result(result)
+            del task  # drop the result's references before waiting again
 
     def observe(self, observer: Callable[[JobTrace], None]) -> None:
         """Call ``observer`` after every job that ran (from the job's thread, slot released).
@@ -237,18 +317,30 @@ class Scheduler:
                     observer(trace)
 
     def _hand_off_later(self, delay: float) -> None:
-        """Grant again after ``delay`` (a hand-off running out, a recheck; one timer at a time)."""
-        if self._handoff is not None and self._handoff.is_alive():
-            return
+        """Grant again after ``delay`` (a hand-off running out, a recheck; one at a time).
 
-        def grant() -> None:
+        On one timer thread for the scheduler's life, not a thread per wait.
+        """
+        with self._timer:
+            if self._regrant_at is not None:
+                return
+            self._regrant_at = time.monotonic() + delay + 0.001
+            if self._timer_thread is None:
+                self._timer_thread = threading.Thread(target=self._regrant, daemon=True,
+                                                      name="scheduler-timer")
+                self._timer_thread.start()
+            self._timer.notify()
+
+    def _regrant(self) -> None:
+        while True:
+            with self._timer:
+                while self._regrant_at is None or self._regrant_at > time.monotonic():
+                    self._timer.wait(None if self._regrant_at is None
+                                     else self._regrant_at - time.monotonic())
             with self._lock:
-                self._handoff = None
+                with self._timer:
+                    self._regrant_at = None
                 self._grant_locked()
-
-        self._handoff = threading.Timer(delay + 0.001, grant)
-        self._handoff.daemon = True
-        self._handoff.start()
 
     def cores(self) -> int:
         """Cores the running job was handed: 1 when it runs beside another, else 0 (all)."""
@@ -397,7 +489,3 @@ class Scheduler:
                                   waiting=len(self._waiting), waited_s=dict(self._waited),
                                   max_waiting=self._max_waiting)
 
-
-SCHEDULER = Scheduler(pairs=os.environ.get("CALLAGENT_PAIRS", "1") != "0")
-"""The process's scheduler: every model stage runs its work through it. ``CALLAGENT_PAIRS=0``
-turns pairing off (the backends then load no one-thread models either)."""

@@ -16,6 +16,7 @@ import numpy as np
 
 from agent.simulate import SimulatedLine
 from agent.turn.runner import Stages
+from models.scheduler import Scheduler
 from models.asr.base import ASR
 from models.eot.base import EndOfTurn
 from models.llm.base import LLM, Message, Piece
@@ -31,9 +32,12 @@ class _Knobs:
         self.hang = hang
         self.release = threading.Event()  # set it to let a hanging fake return
         self.calls = 0
+        self.threads: set[str] = set()
+        """Names of the threads the fake's work ran on."""
 
     def _work(self) -> None:
         self.calls += 1
+        self.threads.add(threading.current_thread().name)
         if self.fail_with is not None:
             raise self.fail_with
         if self.hang:
@@ -135,11 +139,19 @@ class FakeEOT(EndOfTurn, _Knobs):
         return ps.pop(0) if len(ps) > 1 else ps[0]
 
 
-def fake_stages(**kw) -> Stages:
-    """Stages built from fakes; pass ``asr=FakeASR(...)``, ``eot=FakeEOT(...)`` to script them."""
-    return Stages(vad=kw.get("vad") or FakeVAD(), asr=kw.get("asr") or FakeASR(),
-                  llm=kw.get("llm") or FakeLLM(), tts=kw.get("tts") or FakeTTS(),
-                  eot=kw.get("eot"))
+def fake_stages(scheduler: Scheduler | None = None, **kw) -> Stages:
+    """Stages built from fakes; pass ``asr=FakeASR(...)``, ``eot=FakeEOT(...)`` to script them.
+
+    They share one scheduler, as a process's models do (``scheduler``, or a new one).
+    """
+    stages = Stages(vad=kw.get("vad") or FakeVAD(), asr=kw.get("asr") or FakeASR(),
+                    llm=kw.get("llm") or FakeLLM(), tts=kw.get("tts") or FakeTTS(),
+                    eot=kw.get("eot"))
+    scheduler = scheduler or stages.llm.scheduler
+    for model in (stages.asr, stages.llm, stages.tts, stages.eot):
+        if model is not None:
+            model.scheduler = scheduler
+    return stages
 
 
 def tone(seconds: float, level: float = 0.3, rate: int = 8000, hz: float = 220.0) -> np.ndarray:

@@ -8,19 +8,18 @@ steps shared with them and a long pause would follow, so the first clause is spo
 
 from __future__ import annotations
 
-import threading
+import time
 
-import numpy as np
 import pytest
 
+from agent.call.jobs import CallJobs
 from agent.call.worker import TurnWorker
 from agent.turn.backlog import Backlog
 from agent.turn.runner import TurnRunner
-from db.timeline import TurnTimeline
 from dialplan import parse_config
 from dialplan.config import ConfigError
-from models.vad.segmenter import Utterance
 from tests.fakes import FakeLLM, FakeTTS, fake_stages
+from tests.replies import answer
 
 pytestmark = pytest.mark.unit
 
@@ -34,10 +33,7 @@ def _profile(**tts):
 def _first_chunk(profile, alone: bool) -> str:
     tts = FakeTTS(s_per_char=0.001)
     runner = TurnRunner(fake_stages(llm=FakeLLM(reply=REPLY), tts=tts), profile)
-    utterance = Utterance(audio=np.ones(16000, np.float32) * 0.1, start_s=0.0, end_s=1.0,
-                          endpoint_s=1.5, vad=None)
-    runner.run(utterance, TurnTimeline(speech_end_at=0.0, endpoint_at=0.0), [],
-               lambda pcm: None, threading.Event(), alone=lambda: alone)
+    answer(runner, [], alone=lambda: alone)
     return tts.texts[0]
 
 
@@ -84,7 +80,9 @@ def test_a_call_is_alone_until_another_is_up_and_again_once_it_ends():
 def test_the_worker_of_a_call_is_up_from_its_start_to_close():
     backlog, other = Backlog(), _Call()
     runner = TurnRunner(fake_stages(), _profile())
-    worker = TurnWorker(runner, [], playout=None, post=lambda m: None, backlog=backlog)
+    jobs = CallJobs(runner.stages.llm.scheduler, post=lambda m: None)
+    worker = TurnWorker(runner, [], playout=None, post=lambda m: None, jobs=jobs,
+                        now=time.monotonic, backlog=backlog)
     backlog.join(other)
     assert not backlog.alone(other)
     worker.close()

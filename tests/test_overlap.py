@@ -15,9 +15,11 @@ import pytest
 from fakes import FakeASR, FakeLLM, ListLog, fake_stages, silence, tone
 
 from agent.call.recorder import CallRecorder
+from agent.call.state import CallState
 from agent.call.turntaking import TurnTaking
 from agent.simulate import simulate
-from agent.turn.runner import TurnResult, TurnRunner
+from agent.turn.result import TurnResult
+from agent.turn.runner import TurnRunner
 from db.records import EventRecord
 from dialplan import parse_config
 from models.audio import pcm16_to_float
@@ -98,11 +100,12 @@ def test_a_reply_begun_over_the_rest_of_the_callers_turn_is_merged_not_recorded_
     queued) before the caller's resumed speech was confirmed. On a loaded SIP line this race
     once recorded both the cut turn and the merged one.
     """
-    state = ["listening"]
-    worker = SimpleNamespace(history=[], start=lambda turn, call_id: None)
+    state = CallState(now=lambda: 0.0, on_change=lambda change: None, state="listening")
+    worker = SimpleNamespace(history=[], start=lambda turn, call_id: None,
+                             cancel=lambda turn: turn.cancel.set(),
+                             open_gate=lambda turn: setattr(turn, "gate_open", True))
     rec = CallRecorder(ListLog(), "c")
-    tt = TurnTaking("c", profile().audio, worker, rec, lambda: state[0],
-                    lambda s: state.__setitem__(0, s))
+    tt = TurnTaking("c", profile().audio, worker, rec, state)
 
     def utt(start_s, end_s):
         vad = VADMetrics("v", 0.0, 0.0, 0.0, 0)
@@ -114,14 +117,14 @@ def test_a_reply_begun_over_the_rest_of_the_callers_turn_is_merged_not_recorded_
     first = tt.turn
     first.transcript = "I would like a room."
     tt.transcribed(first, 1.31)
-    assert first.gate.is_set()
+    assert first.gate_open
     first.audible, first.timeline.first_frame_out_at = True, 1.35
     tt.reply_audio(first)
     first.result = TurnResult(transcript=first.transcript, reply_text="Sure.")
     assert tt.turn_done(first) == "" and rec.pending == [first]
     # The caller had gone on at 1.25 s, before the reply reached the line at 1.35 s.
     assert tt.speech_started(1.25) is True
-    assert rec.pending == [] and tt.held is first and state[0] == "listening"
+    assert rec.pending == [] and tt.held is first and state.state == "listening"
     tt.utterance(utt(1.25, 2.5), 2.5, 2.8, closing=False)
     merged = tt.turn
     assert merged.merged_from is first and merged.utterance.start_s == 0.0

@@ -1,32 +1,21 @@
-"""TurnRunner under injected faults: errors surface, cancellation and the gate hold."""
+"""A reply under injected faults: errors surface, cancellation and the gate hold."""
 
 import threading
 
-import numpy as np
 import pytest
 
 from agent.turn.runner import TurnRunner
-from db.timeline import TurnTimeline
 from dialplan.options import Profile
 from models.llm.base import Message
-from models.vad.segmenter import Utterance
 from tests.fakes import FakeLLM, FakeTTS, fake_stages
+from tests.replies import answer
 
 pytestmark = pytest.mark.unit
 
 
-def utterance() -> Utterance:
-    return Utterance(
-        audio=np.ones(16000, np.float32) * 0.1, start_s=0.0, end_s=1.0, endpoint_s=1.5, vad=None
-    )
-
-
 def run(runner, history, gate=None, cancel=None):
     out = []
-    timeline = TurnTimeline(speech_end_at=0.0, endpoint_at=0.0)
-    result = runner.run(
-        utterance(), timeline, history, out.append, cancel or threading.Event(), gate
-    )
+    result, timeline = answer(runner, history, out.append, gate=gate, cancel=cancel)
     return result, out, timeline
 
 

@@ -18,7 +18,6 @@ from agent.turn.runner import TurnRunner
 from db.records import CallEnded, CallStarted, EventRecord, TurnRecord
 from dialplan import parse_config
 from models.priority import Priority, priority
-from models.scheduler import SCHEDULER
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.unit
@@ -241,7 +240,7 @@ def test_a_speculation_still_queued_when_the_caller_goes_on_never_runs():
     busy, held = threading.Event(), threading.Event()
 
     def other_call():  # another call's first-audio work holds the CPU slot
-        with priority(Priority.FIRST_AUDIO), SCHEDULER.job("llm"):
+        with priority(Priority.FIRST_AUDIO), session.jobs.scheduler.job("llm"):
             held.set()
             busy.wait(5)
 
@@ -333,7 +332,6 @@ def test_a_call_alone_prefills_whatever_waits_the_scheduler_measured(monkeypatch
     # The first-audio waits a call alone sees are its own reply's jobs queued behind each
     # other; they said "load" and a quarter of a lone caller's questions went unprefilled.
     # With another call up (idle, not speaking) the same waits still hold its words back.
-    monkeypatch.setattr(SCHEDULER, "recent_wait", lambda *a, **k: 0.5)
     other = _Other()
     if another_call_up:
         BACKLOG.join(other)
@@ -341,7 +339,9 @@ def test_a_call_alone_prefills_whatever_waits_the_scheduler_measured(monkeypatch
         llm = _PrefillLLM()
         so_far = [] if another_call_up else ["can I", "can I renew a"]
         asr = FakeASR([*so_far, "can I renew a book?"])
-        session, line, calllog, _ = make(fake_stages(asr=asr, llm=llm), prefill_every_s=1.0)
+        stages = fake_stages(asr=asr, llm=llm)
+        monkeypatch.setattr(stages.llm.scheduler, "recent_wait", lambda *a, **k: 0.5)
+        session, line, calllog, _ = make(stages, prefill_every_s=1.0)
         assert wait_until(lambda: session.state == "listening")
         line.say(tone(2.5))
         assert wait_until(lambda: calllog.of(TurnRecord))

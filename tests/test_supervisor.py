@@ -9,7 +9,6 @@ the signal, one ``worker-died`` line is logged, and a new worker answers the nex
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import threading
 import time
@@ -23,9 +22,8 @@ from tests.sipp.harness import start_agent
 from tests.waiting import wait_until
 
 pytestmark = [
-    pytest.mark.sip, pytest.mark.model,
-    pytest.mark.skipif(not all(shutil.which(t) for t in ("sipp", "espeak-ng", "sox")),
-                       reason="sipp, espeak-ng and sox are needed (make setup installs them)"),
+    pytest.mark.sip, pytest.mark.model, pytest.mark.tool,
+    pytest.mark.needs("sipp", "espeak-ng", "sox"),
 ]
 
 PROFILES = """
@@ -67,11 +65,6 @@ def test_a_killed_worker_is_restarted_and_its_call_is_lost(agent, tmp_path, sig)
     started = len(agent.events("worker-started"))
     readies = len(agent.events("ready"))
     pid = worker_pid(agent, started)
-    # Each worker caps glibc's malloc arenas (per-thread arenas grew RSS call after call) and
-    # sets the GIL switch interval calls run under.
-    tuned = agent.events("process")
-    assert [e["malloc_arenas"] for e in tuned] == ["2"] * started
-    assert [e["switch_interval_ms"] for e in tuned] == ["1.0"] * started
     call_in_background(agent, tmp_path, "held", hold_ms=8000)
     assert wait_until(lambda: open_calls(agent), timeout=15), "the call was not answered"
     (call_id,) = open_calls(agent)

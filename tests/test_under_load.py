@@ -10,11 +10,13 @@ the profile used.
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 import pytest
 
 from agent.bench.samples import spoken
+from agent.call.jobs import CallJobs
 from agent.call.worker import TurnWorker
 from agent.simulate import simulate
 from agent.turn.backlog import BACKLOG, Backlog
@@ -83,8 +85,10 @@ def test_a_turn_under_load_says_the_profiles_phrases_from_its_cache(stage_cache,
     busy = Dialplan.from_config(config).fallback(main)
     runner = TurnRunner(stage_cache.stages(main), main)
     speak = runner.prepare_phrases()
-    worker = TurnWorker(runner, [], playout=None, post=lambda m: None,
-                        under_load=(busy, stage_cache.stages(busy)), backlog=Backlog())
+    jobs = CallJobs(runner.stages.llm.scheduler, post=lambda m: None)
+    worker = TurnWorker(runner, [], playout=None, post=lambda m: None, jobs=jobs,
+                        now=time.monotonic, under_load=(busy, stage_cache.stages(busy)),
+                        backlog=Backlog())
     try:
         for text in (main.repeat, main.apology):
             assert worker.under_load.speak(text) is speak(text)

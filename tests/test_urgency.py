@@ -4,7 +4,7 @@ import threading
 
 import pytest
 
-from agent.turn.runner import TurnResult
+from agent.turn.result import TurnResult
 from agent.turn.urgency import HURRY_S, LOW_WATER_S, Urgency
 from db.timeline import TurnTimeline
 from models.priority import Priority
@@ -17,7 +17,7 @@ def test_a_turn_s_priority_follows_what_the_caller_hears():
     t = TurnTimeline(speech_end_at=9.5)
     result = TurnResult()
     gate = threading.Event()
-    u = Urgency(t, result, gate, lambda: now[0])
+    u = Urgency(t, result, gate.is_set, lambda: now[0])
     # Speculative until the endpoint opens the gate; the earliest speech end goes first.
     assert u.llm() == u.tts() == (Priority.SPECULATIVE, 9.5)
     gate.set()

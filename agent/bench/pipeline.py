@@ -26,12 +26,14 @@ from agent.bench import scoring
 from agent.bench.baseline import serial_turn
 from agent.bench.header import markdown_header
 from agent.bench.samples import PAUSED, QUESTIONS, spoken, spoken_with_pause
-from agent.call import process
-from agent.simulate import SimulatedCall, load_under_load, simulate
-from agent.turn.runner import StageCache, TurnRunner
+from agent.simulate import SimulatedCall, simulate
+from agent.turn.profiles import ReadyProfiles
+from agent.turn.runner import StageCache
 from db.records import TurnRecord
 from db.stats import percentile
 from dialplan import Config
+from models.registry import ModelCache
+from models.scheduler import Scheduler
 
 USES_CONFIG = True
 STAGES = (
@@ -56,13 +58,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, config: Config) -> int:
     profile = config.profiles[args.profile]
     console = Console(stderr=True)
-    process.tune()  # as serve's worker runs calls (baseline too: same process, same settings)
     t0 = time.monotonic()
-    cache = StageCache()
-    stages = cache.stages(profile)
-    phrase = TurnRunner(stages, profile).prepare_phrases()
-    # As serve runs them: turns that start behind other calls' use these (limits.under_load_*).
-    cheap = load_under_load(config, profile, cache)
+    ready = ReadyProfiles(config, StageCache(ModelCache(Scheduler(pairs=config.scheduler.pairs))))
+    # As serve prepares them, with the models turns that start behind other calls' use
+    # (limits.under_load_*).
+    ready.prepare(profile)
+    stages, phrase, cheap = ready.for_call(profile)
     load_s = time.monotonic() - t0
     clips = [(q, *spoken(q)) for q in QUESTIONS]
     levels = [int(x) for x in args.calls.split(",") if x.strip()]

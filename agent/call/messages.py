@@ -1,17 +1,19 @@
-"""What reaches a call session's thread: one typed message per kind, on one queue.
+"""What reaches a call's loop: one typed message per kind, on one queue.
 
-The SIP side (or a simulated line) sends line events, the pjmedia clock thread sends frames and
-turn workers report progress; the session thread handles them one at a time, in order, so its
-state needs no locks. Plain frozen dataclasses, told apart with ``match``.
+The SIP side (or a simulated line) sends line events, the pjmedia clock thread sends frames,
+the scheduler's workers send completed model work (:class:`JobDone`), and the loop posts its
+own turn milestones after the message that caused them. The loop handles them one at a time,
+in order, so call and turn state need no locks. Plain frozen dataclasses, told apart with
+``match``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # the worker module imports this one
-    from agent.call.worker import Turn
+from agent.call.turn import Turn
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +69,20 @@ class Shutdown:
 
 
 @dataclass(frozen=True, slots=True)
+class JobDone:
+    """Model work submitted for the call has completed (or failed, or was cancelled)."""
+
+    future: Future
+    then: Callable[[Future], None]
+    """The continuation that takes its result, run on the call's loop."""
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """A deadline passed (no frame may come to check it)."""
+
+
+@dataclass(frozen=True, slots=True)
 class EndOfTurnScored:
     """The end-of-turn model has scored a speculative turn (``turn.end_probability``)."""
 
@@ -89,10 +105,10 @@ class ReplyAudio:
 
 @dataclass(frozen=True, slots=True)
 class TurnDone:
-    """A turn's worker has finished (answered, cancelled or failed)."""
+    """A turn's work has finished (answered, cancelled or failed)."""
 
     turn: Turn
 
 
-Message = (Frame | MediaActive | Dtmf | Disconnected | LineDead | Held | Shutdown | EndOfTurnScored
-           | Transcribed | ReplyAudio | TurnDone)
+Message = (Frame | MediaActive | Dtmf | Disconnected | LineDead | Held | Shutdown | JobDone | Tick
+           | EndOfTurnScored | Transcribed | ReplyAudio | TurnDone)

@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from agent.call.playout import PlayoutMetrics
-from agent.call.worker import Turn
-from agent.turn.runner import Stages, TurnResult, turn_record
+from agent.call.turn import Turn
+from agent.turn.result import TurnResult
+from agent.turn.runner import Stages, turn_record
 from db import log
 from db.records import CallEnded, CallLog, CallStarted, EventRecord, TurnRecord
 from dialplan.options import Profile

@@ -1,45 +1,53 @@
 """One phone call's conversation: an explicit state machine over audio frames and turns.
 
-A :class:`CallSession` owns one call's state (VAD stream, resampler, segmenter, history,
-playout) and runs on its own thread. It connects the parts of a call and implements none:
-turn-taking is :class:`~agent.call.turntaking.TurnTaking`'s, turn execution
+A :class:`CallSession` is an actor: one loop, on one thread, owns every piece of the call's and
+its turns' state (VAD stream, resampler, segmenter, history, playout, turns) and handles one
+message at a time from its inbox. Model work never runs there: it is submitted to the process
+scheduler (:mod:`agent.call.jobs`) and its completion comes back as a message, so there are no
+turn threads, no locks on call state and no polling. The session connects the parts of a call
+and implements none: turn-taking is :class:`~agent.call.turntaking.TurnTaking`'s, a turn's work
 :class:`~agent.call.worker.TurnWorker`'s, records :class:`~agent.call.recorder.CallRecorder`'s,
-barge-in :class:`~agent.call.bargein.BargeInGate`'s. :meth:`CallSession._set_state` is the only
-place a state (:mod:`agent.call.state`) changes. Frames come through :attr:`CallSession.link`
-(pjsua2's clock thread, or :class:`~agent.simulate.SimulatedLine`) and go out of
-:class:`~agent.call.playout.Playout`; every message to the session thread is a typed
-:mod:`agent.call.messages` dataclass. Imports no pjsua2 and no database code.
+barge-in :class:`~agent.call.bargein.BargeInGate`'s. :class:`~agent.call.state.CallState` is
+the only place a state changes. Frames come through :attr:`CallSession.link` (pjsua2's clock
+thread, or :class:`~agent.simulate.SimulatedLine`) and go out of
+:class:`~agent.call.playout.Playout`. Imports no pjsua2 and no database code.
 """
 from __future__ import annotations
 
 import queue
 import threading
+import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import Future
 
 import numpy as np
 
 from agent.call.bargein import BargeInGate
 from agent.call.clock import REAL_TIME, Clock
+from agent.call.jobs import CallJobs
 from agent.call.messages import (
     Disconnected,
     Dtmf,
     EndOfTurnScored,
     Frame,
     Held,
+    JobDone,
     LineDead,
     MediaActive,
     Message,
     ReplyAudio,
     Shutdown,
+    Tick,
     Transcribed,
     TurnDone,
 )
 from agent.call.playout import Playout
 from agent.call.recorder import CallInfo, CallRecorder
-from agent.call.state import State, StateChanged
+from agent.call.state import CallState, State, StateChanged
+from agent.call.timers import TIMERS
 from agent.call.turntaking import RESUMED_GRACE_S, TurnTaking
-from agent.call.worker import TurnWorker, measured_wait
+from agent.call.worker import TurnWorker
 from agent.sip.audiolink import AudioLink
 from agent.turn.runner import Stages, TurnRunner
 from db import log
@@ -47,6 +55,8 @@ from db.records import CallLog
 from dialplan.options import Profile
 from models.audio import line_resampler, pcm16_to_float, rms
 from models.llm.base import Message as ChatMessage
+from models.priority import Priority
+from models.scheduler import Scheduler
 from models.vad.segmenter import (
     Segmenter,
     SpeechPaused,
@@ -57,6 +67,8 @@ from models.vad.segmenter import (
 )
 
 HANGUP_WAIT_S = 5.0  # no disconnect after our BYE: end anyway, do not hold the slot
+FINISH_WAIT_S = 5.0
+"""How long an ended call waits for its model work in flight, to record its last turn."""
 
 
 class CallSession:
@@ -73,13 +85,16 @@ class CallSession:
         rate: sample rate of the line's frames (the port's clock rate).
         clock: the call's clock (a simulation's may skip ahead).
         under_load, waiting: a cheaper profile and its models, for turns under load (waiting()).
+        scheduler: the process's scheduler, where the call's model work runs (by default the
+            one its models were loaded with).
     """
 
     def __init__(self, profile: Profile, stages: Stages, call_log: CallLog,
                  hangup: Callable[[], None], phrase: Callable[[str], np.ndarray],
                  info: CallInfo | None = None, rate: int = 8000, clock: Clock = REAL_TIME,
                  under_load: tuple[Profile, Stages] | None = None,
-                 waiting: Callable[[], float] = measured_wait):
+                 waiting: Callable[[], float] | None = None,
+                 scheduler: Scheduler | None = None):
         self.call_id = uuid.uuid4().hex[:16]
         self.profile = profile
         self.info = info or CallInfo()
@@ -97,13 +112,12 @@ class CallSession:
         self.link = AudioLink(sink=self._on_frame, source=self.playout.next_frame)
         self._inbox: queue.SimpleQueue[Message] = queue.SimpleQueue()
         self._closed = False
-        self.state: State = "ringing"
-        self.states: list[StateChanged] = []
+        self._call = CallState(clock.now, self._on_state)
         self.history: list[ChatMessage] = []
-        worker = TurnWorker(self.runner, self.history, self.playout, self._inbox.put,
-                            under_load=under_load, waiting=waiting)
-        self.turntaking = TurnTaking(self.call_id, profile.audio, worker, self._rec,
-                                 state=lambda: self.state, set_state=self._set_state)
+        self.jobs = CallJobs(scheduler or stages.llm.scheduler, self._inbox.put)
+        worker = TurnWorker(self.runner, self.history, self.playout, self._inbox.put, self.jobs,
+                            clock.now, under_load=under_load, waiting=waiting)
+        self.turntaking = TurnTaking(self.call_id, profile.audio, worker, self._rec, self._call)
         self.barge_ins = 0
         self.codec = ""
         self.end_reason = ""
@@ -113,12 +127,21 @@ class CallSession:
         self._closing = ""  # goodbye queued for this end reason
         self._held = False  # the caller has the call on hold
         self._hangup_sent_at: float | None = None
-        self._priming: threading.Thread | None = None
+        self._priming: Future | None = None
         self._frames_done = 0
         self._line_s = 0.0  # seconds of inbound audio fed to the segmenter
         self._progress = threading.Condition()
         self._thread = threading.Thread(target=self._run, name=f"call-{self.call_id[:6]}",
                                         daemon=True)
+
+    @property
+    def state(self) -> State:
+        return self._call.state
+
+    @property
+    def states(self) -> list[StateChanged]:
+        """Every transition so far."""
+        return self._call.changes
 
     @property
     def turns(self) -> int:
@@ -127,8 +150,8 @@ class CallSession:
 
     @property
     def computing(self) -> bool:
-        """Model work for this call is in flight (a turn's worker, or the LLM priming)."""
-        priming = self._priming is not None and self._priming.is_alive()
+        """Model work for this call is in flight (a turn's, or the LLM priming)."""
+        priming = self._priming is not None and not self._priming.done()
         return priming or self.turntaking.in_flight
 
     @property
@@ -140,7 +163,7 @@ class CallSession:
     # ---- inputs (any thread) -----------------------------------------------------------------
 
     def start(self) -> None:
-        """Record the call and start the session thread."""
+        """Record the call and start the call's loop."""
         self._rec.started(self.info, self.profile, self.runner.stages)
         self._thread.start()
 
@@ -187,12 +210,7 @@ class CallSession:
     def _run(self) -> None:
         try:
             while self.state != "ended":
-                try:
-                    msg = self._inbox.get(timeout=0.05)
-                except queue.Empty:
-                    msg = None
-                if msg is not None:
-                    self._on_message(msg)
+                self._on_message(self._inbox.get())
                 self._tick(self.clock.now())
         except Exception as e:  # a bug must end this call, not the process
             log.event("session-error", self.call_id, error=repr(e), level=40)
@@ -231,6 +249,10 @@ class CallSession:
             case Shutdown():
                 self.end_reason = self.end_reason or "shutdown"
                 self._request_hangup()
+            case JobDone():
+                self.jobs.done(msg)
+            case Tick():
+                pass  # the checks after every message
             case ReplyAudio(turn):
                 self.turntaking.reply_audio(turn)
             case EndOfTurnScored(turn):
@@ -246,15 +268,18 @@ class CallSession:
         log.event("media", self.call_id, codec=codec)
         # While the greeting plays, put this profile's system prompt back in the LLM's KV
         # cache (another profile's call may have replaced it): the first turn starts warm.
-        self._priming = threading.Thread(target=self.runner.prime, daemon=True,
-                                         name=f"prime-{self.call_id[:6]}")
-        self._priming.start()
+        self._priming = self.jobs.submit(self.runner.prime, stage="llm",
+                                         priority=Priority.BACKGROUND, then=self._primed)
         greeting = self.profile.greeting.strip()
         if greeting:
             self._set_state("greeting")
             self._play(self._phrase(greeting))
         else:
             self._set_state("listening")
+
+    def _primed(self, f: Future) -> None:
+        if f.exception() is not None:  # the first turn reads its prompt itself
+            log.event("prime-failed", self.call_id, error=repr(f.exception()))
 
     def _on_audio(self, at: float, data: bytes) -> None:
         if self.state in ("ringing", "ended"):
@@ -299,6 +324,7 @@ class CallSession:
 
     def _tick(self, now: float) -> None:
         self.turntaking.tick(now, self._segmenter.speech_start_s is not None)
+        self.turntaking.tick_work(now)
         self._filler(now)
         if self._rec.pending:
             self._rec.flush(self.playout.busy, self._t0)
@@ -332,7 +358,7 @@ class CallSession:
         after = self.profile.limits.filler_after_s
         turn = self.turntaking.turn
         if (after <= 0 or self.state != "thinking" or turn is None or turn.audible
-                or turn.filled or not turn.gate.is_set() or self.playout.busy
+                or turn.filled or not turn.gate_open or self.playout.busy
                 or turn.timeline.endpoint_at is None or now - turn.timeline.endpoint_at < after):
             return
         turn.filled = True
@@ -387,29 +413,37 @@ class CallSession:
             self._hangup_sent_at = self.clock.now()
             self._cancel_turns()
             self._hangup()
+            # No frame may come after our BYE: wake up to end the call if no answer does.
+            TIMERS.at(time.monotonic() + HANGUP_WAIT_S + 0.05, lambda: self._inbox.put(Tick()))
 
     def _set_state(self, new: State) -> None:
-        old = self.state
-        if new == old:
-            return
-        change = StateChanged(old, new, self.clock.now())
-        self.state = new
-        self.states.append(change)
+        self._call.set(new)
+
+    def _on_state(self, change: StateChanged) -> None:
         self._gate.reset()
-        self._rec.event("state", f"{old}->{new}")
-        log.event("state", self.call_id, old=old, new=new)
+        self._rec.event("state", f"{change.old}->{change.new}")
+        log.event("state", self.call_id, old=change.old, new=change.new)
 
     def _finish(self) -> None:
         self._closed = True
         self._cancel_turns()
-        self.turntaking.join_all(5.0)
-        while True:  # a worker that just finished may have posted its TurnDone
-            try:
-                msg = self._inbox.get_nowait()
-            except queue.Empty:
+        # The turns' work in flight comes back (cancelled jobs at once, running ones when
+        # they end), and with it their records.
+        deadline = time.monotonic() + FINISH_WAIT_S
+        while True:
+            while True:
+                try:
+                    msg = self._inbox.get_nowait()
+                except queue.Empty:
+                    break
+                if isinstance(msg, JobDone):
+                    self.jobs.done(msg)
+                elif isinstance(msg, TurnDone):
+                    self._turn_done(msg.turn)
+            left = deadline - time.monotonic()
+            if not self.jobs.busy or left <= 0:
                 break
-            if isinstance(msg, TurnDone):
-                self._turn_done(msg.turn)
+            self.jobs.wait(left)
         self._rec.flush(self.playout.busy, self._t0, self.end_reason, final=True)
         self._set_state("ended")
         with self._progress:

@@ -1,13 +1,14 @@
-"""The call's states and the record of one transition.
+"""The call's states, the record of one transition, and the one place a state changes.
 
 ``ringing`` (answered, no media yet) -> ``greeting`` -> ``listening`` <-> ``thinking`` ->
-``speaking`` -> ``listening`` ... -> ``ended``. Only the session's ``_set_state`` changes a
-state; turn-taking asks it to.
+``speaking`` -> ``listening`` ... -> ``ended``. The session and its turn-taking share one
+:class:`CallState`; :meth:`CallState.set` is the only transition.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Literal
 
 State = Literal["ringing", "greeting", "listening", "thinking", "speaking", "ended"]
@@ -21,3 +22,27 @@ class StateChanged:
     new: State
     at: float
     """Stamp of the call's clock."""
+
+
+@dataclass
+class CallState:
+    """The call's current state and its transitions so far.
+
+    Args:
+        now: the call's clock.
+        on_change: told of every transition (records, logs, the barge-in gate's reset).
+    """
+
+    now: Callable[[], float]
+    on_change: Callable[[StateChanged], None]
+    state: State = "ringing"
+    changes: list[StateChanged] = field(default_factory=list)
+
+    def set(self, new: State) -> None:
+        old = self.state
+        if new == old:
+            return
+        change = StateChanged(old, new, self.now())
+        self.state = new
+        self.changes.append(change)
+        self.on_change(change)

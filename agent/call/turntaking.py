@@ -11,20 +11,19 @@
   utterance merged into the next one: one turn, one answer.
 
 :class:`TurnTaking` owns the turn state (current, held and last turn, speech start, echo
-suspicion) and runs on the session thread only. It changes the call's state only through the
-``set_state`` it is given (the session's single transition point). Imports no SIP and no
+suspicion) and runs on the call's loop only. It changes the call's state only through the
+:class:`~agent.call.state.CallState` it shares with the session (the single transition point). Imports no SIP and no
 database code; ``simulate`` and ``serve`` both reach these decisions through a
 :class:`~agent.call.session.CallSession`, never through a copy.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from agent.call.endpointing import hold_s, merge, sounds_finished, sounds_unfinished
 from agent.call.recorder import CallRecorder
-from agent.call.state import State
-from agent.call.worker import Turn, TurnWorker
+from agent.call.state import CallState
+from agent.call.turn import Turn
+from agent.call.worker import TurnWorker
 from db import log
 from db.timeline import TurnTimeline
 from dialplan.options import AudioOptions
@@ -48,19 +47,17 @@ class TurnTaking:
         audio: VAD and endpointing options of the profile.
         worker: runs each turn on its own thread.
         recorder: the call's records (finished turns are queued on it).
-        state: reads the session's state.
-        set_state: the session's only transition method.
+        state: the call's state machine (shared with the session, the one place a state
+            changes).
     """
 
     def __init__(self, call_id: str, audio: AudioOptions, worker: TurnWorker,
-                 recorder: CallRecorder, state: Callable[[], State],
-                 set_state: Callable[[State], None]):
+                 recorder: CallRecorder, state: CallState):
         self.call_id = call_id
         self.audio = audio
         self.worker = worker
         self._rec = recorder
-        self._state = state
-        self._set_state = set_state
+        self._call = state
         self.turn: Turn | None = None
         """The turn being answered or speculated on, until its reply has been heard."""
         self.held: Turn | None = None
@@ -82,7 +79,7 @@ class TurnTaking:
         """
         if self.resumed_over_reply(start_at):
             return True
-        state = self._state()
+        state = self._call.state
         turn = self.turn
         if state in ("greeting", "speaking"):
             # Echo, a backchannel, or the caller talking over the agent: decided once the agent
@@ -108,7 +105,7 @@ class TurnTaking:
         hears it a line's latency late, and reacts ~0.2 s after that).
         """
         turn = self.turn
-        if (self._state() != "speaking" or turn is None or turn.cancel.is_set()
+        if (self._call.state != "speaking" or turn is None or turn.cancelled
                 or turn.barge_in or not _began_before_reply(turn, start_at - grace_s)):
             return False
         self._echo_suspect = False
@@ -119,12 +116,12 @@ class TurnTaking:
     def _hold_for_merge(self, turn: Turn, start_at: float, **why: object) -> None:
         """Cancel ``turn`` and hold it: the caller's next utterance is merged into it (one turn)."""
         turn.merged = True
-        turn.cancel.set()
+        self.worker.cancel(turn)
         self._unrecord(turn)
         self.held, self.turn = turn, None
         log.event("turn-resumed", self.call_id, **why, pause_ms=round(
             (start_at - (turn.timeline.speech_end_at or start_at)) * 1000))
-        self._set_state("listening")
+        self._call.set("listening")
 
     def _unrecord(self, turn: Turn) -> None:
         """A turn merged into the next one is recorded as that one, not on its own too.
@@ -139,7 +136,7 @@ class TurnTaking:
         """Silence began: run the turn now, its audio held behind the gate until the endpoint."""
         if self._echo_suspect and self._is_callers(end_at):
             self._echo_suspect = False
-        if self._state() != "listening" or closing or self._echo_suspect:
+        if self._call.state != "listening" or closing or self._echo_suspect:
             return
         timeline = TurnTimeline(speech_start_at=self._speech_start_at, speech_end_at=end_at)
         self._new_turn(ev, timeline)
@@ -157,7 +154,7 @@ class TurnTaking:
         Not while a turn of this call is in flight or held for a merge: the prompt would not
         be the words the next turn asks.
         """
-        if self._state() == "listening" and self.held is None and not self.in_flight:
+        if self._call.state == "listening" and self.held is None and not self.in_flight:
             self.worker.prefill(ev.audio, self.call_id)
 
     def speech_resumed(self) -> None:
@@ -166,17 +163,17 @@ class TurnTaking:
         if turn is None:
             return
         if not turn.endpointed:
-            turn.cancel.set()  # the runner leaves the history alone: its gate never opened
+            self.worker.cancel(turn)  # the reply leaves the history alone: its gate never opened
             self.held, self.turn = turn.merged_from, None
-        elif turn.early_end and not turn.audible and not turn.cancel.is_set():
+        elif turn.early_end and not turn.audible and not turn.cancelled:
             # The end-of-turn model ended it too soon. The segmenter's utterance goes on (it
             # will hold this audio too), so only earlier held pieces stay held.
             turn.merged = True
-            turn.cancel.set()
+            self.worker.cancel(turn)
             self._unrecord(turn)
             self.held, self.turn = turn.merged_from, None
             log.event("turn-resumed", self.call_id, after="end-of-turn")
-            self._set_state("listening")
+            self._call.set("listening")
 
     def end_scored(self, turn: Turn, now: float) -> None:
         """The end-of-turn model scored a speculative turn: a finished one ends here."""
@@ -190,8 +187,8 @@ class TurnTaking:
 
     def _speculating(self, turn: Turn) -> bool:
         """``turn`` is the call's live speculative turn: not yet ended, cancelled or answered."""
-        return (turn is self.turn and not turn.endpointed and not turn.cancel.is_set()
-                and self._state() == "listening")
+        return (turn is self.turn and not turn.endpointed and not turn.cancelled
+                and self._call.state == "listening")
 
     def _end_early(self, turn: Turn, now: float, **why) -> None:
         """End a speculative turn at the pause, before the VAD hangover runs out."""
@@ -200,7 +197,7 @@ class TurnTaking:
         self._ended_early = turn  # its segment's Utterance is still to come: not a new turn
         log.event("end-of-turn", self.call_id, **why,
                   silence_ms=round((now - (turn.timeline.speech_end_at or now)) * 1000))
-        self._set_state("thinking")
+        self._call.set("thinking")
         self._open_gate(turn, now)
         if turn.done:  # its worker finished before the endpoint (no words, an error)
             self._finished(turn)
@@ -220,15 +217,15 @@ class TurnTaking:
             log.event("overlap-kept", self.call_id, duration_s=round(utt.duration_s, 2),
                       after_agent_ms=round((end_at - self._agent_quiet_at) * 1000))
         early, self._ended_early = self._ended_early, None
-        if early is not None and not early.cancel.is_set() and _same_speech(early, utt):
+        if early is not None and not early.cancelled and _same_speech(early, utt):
             return  # the end-of-turn model ended this turn already; the hangover agrees
         turn = self.turn
-        if self._state() not in ("listening", "thinking") or closing:
+        if self._call.state not in ("listening", "thinking") or closing:
             if not closing:
-                self._rec.event("speech-ignored", f"state={self._state()} "
+                self._rec.event("speech-ignored", f"state={self._call.state} "
                                 f"duration_s={utt.duration_s:.2f}")
             return
-        if turn is not None and (turn.endpointed or turn.cancel.is_set()):
+        if turn is not None and (turn.endpointed or turn.cancelled):
             turn = None  # an earlier turn (answered or cut): this utterance starts a new one
         if turn is not None:
             if _same_speech(turn, utt):
@@ -241,7 +238,7 @@ class TurnTaking:
                                     speech_end_at=end_at)
             turn = self._new_turn(utt, timeline)
         turn.endpointed = True
-        self._set_state("thinking")
+        self._call.set("thinking")
         self._open_gate(turn, at)
         if turn.done:  # its worker finished before the endpoint (no words, an error)
             self._finished(turn)
@@ -262,8 +259,8 @@ class TurnTaking:
         self._open_gate(turn, now)
 
     def reply_audio(self, turn: Turn) -> None:
-        if turn is self.turn and self._state() == "thinking":
-            self._set_state("speaking")
+        if turn is self.turn and self._call.state == "thinking":
+            self._call.set("speaking")
 
     def turn_done(self, turn: Turn) -> str:
         """The worker finished; returns its error (empty if none) for the session to record."""
@@ -289,7 +286,7 @@ class TurnTaking:
         if caller_sounding:
             return
         turn = self.turn
-        if turn is not None and turn.hold_until is not None and not turn.gate.is_set():
+        if turn is not None and turn.hold_until is not None and not turn.gate_open:
             self._open_gate(turn, now)
 
     def interrupt(self) -> None:
@@ -298,7 +295,7 @@ class TurnTaking:
         self._echo_suspect = False
         if turn is not None:
             turn.barge_in = True
-            turn.cancel.set()
+            self.worker.cancel(turn)
 
     def cancel_all(self) -> None:
         """The call ends: its turns stop, and any prefill of its words.
@@ -308,16 +305,15 @@ class TurnTaking:
         self.worker.close()
         for turn in (self.turn, self.held):
             if turn is not None:
-                turn.cancel.set()
+                self.worker.cancel(turn)
 
-    def join_all(self, timeout: float) -> None:
-        for turn in (self.turn, self.held, self.last):
-            if turn is not None:
-                turn.join(timeout)
+    def tick_work(self, now: float) -> None:
+        """Deadlines of the turns' work (a failed turn waiting to apologise)."""
+        self.worker.tick(now, (self.turn, self.held, self.last))
 
     @property
     def in_flight(self) -> bool:
-        """A worker is computing (ASR, LLM or TTS) for this call."""
+        """Model work (ASR, LLM or TTS) is in flight or pending for one of this call's turns."""
         return any(t is not None and t.running for t in (self.turn, self.held, self.last))
 
     @property
@@ -334,12 +330,12 @@ class TurnTaking:
 
     def _new_turn(self, utt: Utterance | SpeechPaused, timeline: TurnTimeline) -> Turn:
         old = self.turn
-        if old is not None and not old.done and not old.audible and not old.cancel.is_set():
+        if old is not None and not old.done and not old.audible and not old.cancelled:
             # Superseded before it was heard (e.g. ended early by the model, then its segment
             # went on): cancel it, or its worker waits at a gate nobody opens any more and
             # every later turn of the call waits for that worker.
             old.merged = True
-            old.cancel.set()
+            self.worker.cancel(old)
             log.event("turn-superseded", self.call_id, index=old.index)
         held, self.held = self.held, None
         if held is not None:
@@ -355,7 +351,7 @@ class TurnTaking:
 
     def _open_gate(self, turn: Turn, now: float) -> None:
         """Let the turn be heard once endpointed, unless its words sound unfinished."""
-        if (turn.gate.is_set() or turn.cancel.is_set() or not turn.endpointed
+        if (turn.gate_open or turn.cancelled or not turn.endpointed
                 or turn.transcript is None):
             return
         if sounds_unfinished(turn.transcript):
@@ -364,7 +360,7 @@ class TurnTaking:
             if now < turn.hold_until:
                 return
             turn.timeline.endpoint_at = now  # the endpoint is the end of the held wait
-        turn.gate.set()
+        self.worker.open_gate(turn)
 
     def _finished(self, turn: Turn) -> None:
         """An endpointed turn's worker is done: settle the state, queue its record."""
@@ -377,9 +373,9 @@ class TurnTaking:
         self._rec.pending.append(turn)
 
     def _settle(self, turn: Turn) -> None:
-        if turn is self.turn and self._state() == "thinking":
+        if turn is self.turn and self._call.state == "thinking":
             self.turn = None if not turn.audible else turn
-            self._set_state("speaking" if turn.audible else "listening")
+            self._call.set("speaking" if turn.audible else "listening")
 
 
 def _same_speech(turn: Turn, utt: Utterance) -> bool:

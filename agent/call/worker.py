@@ -1,35 +1,37 @@
-"""Turns in flight inside a call: their data, and the worker thread that answers each one.
+"""A call's turns at work: end-of-turn score, ASR, then the reply, as jobs and continuations.
 
 The call's turn-taking (:mod:`agent.call.turntaking`) decides *when* a turn runs and when its
-audio may be heard (the gate); this module runs it: the end-of-turn model on a speculative turn,
-then ASR (each result goes back to the session at once: it decides from them whether the caller
-has finished), then
-:class:`~agent.turn.runner.TurnRunner` with that transcript, on a worker thread. Imports no SIP
-and no database code.
+audio may be heard (the gate); this module runs it, on the call's loop: it submits the turn's
+model work to the process scheduler and continues from each completion. The ASR result goes to
+turn-taking at once (a :class:`~agent.call.messages.Transcribed` message: it decides from the
+words whether the caller has finished), then a :class:`~agent.turn.reply.Reply` answers it.
+Imports no SIP and no database code.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from concurrent.futures import Future
 
 import numpy as np
 
+from agent.call.jobs import CallJobs
 from agent.call.messages import EndOfTurnScored, Message, ReplyAudio, Transcribed, TurnDone
 from agent.call.playout import Playout
+from agent.call.turn import Turn
 from agent.turn.backlog import BACKLOG, Backlog
 from agent.turn.prefill import prefill_words
-from agent.turn.runner import Stages, TurnResult, TurnRunner
+from agent.turn.reply import Reply
+from agent.turn.result import TurnResult
+from agent.turn.runner import Stages, TurnRunner
 from db import log
-from db.timeline import TurnTimeline
 from dialplan.options import Profile
 from models.llm.base import Message as ChatMessage
-from models.priority import JobCancelled, Priority, cancel_on, priority
-from models.scheduler import SCHEDULER
-from models.vad.segmenter import SpeechPaused, Utterance
+from models.priority import JobCancelled, Priority
+from models.scheduler import Scheduler
+from models.vad.segmenter import SpeechPaused
 
 APOLOGY_WAIT_S = 3.0
 """How long a failed speculative turn waits for its endpoint before giving up on apologising."""
@@ -37,110 +39,51 @@ UNDER_LOAD_WINDOW_S = 30.0
 """How far back the scheduler's measured waits count for ``limits.under_load_after_s``."""
 
 
-def measured_wait(window_s: float = UNDER_LOAD_WINDOW_S) -> float:
-    """The process's measured load: p90 seconds first-audio work waited for the CPU lately.
-
-    Over the last ``window_s``: under-load profiles use the default, admission control its own.
-    """
-    return SCHEDULER.recent_wait(Priority.FIRST_AUDIO, window_s)
-
-
-@dataclass(eq=False)
-class Turn:
-    """A caller utterance being answered.
-
-    Two threads touch it, each its own fields. The session thread (turn-taking) owns
-    ``endpointed``, ``hold_until``, ``merged``, ``barge_in`` and the two events it sets
-    (``cancel``, ``gate``). The worker writes ``transcript``, ``result``, ``error`` and
-    ``audible``, each write followed by a message to the session, which reads them only after
-    that message.
-    """
-
-    index: int
-    utterance: Utterance | SpeechPaused
-    timeline: TurnTimeline
-    history_len: int
-    """Length of the call's history before this turn (rolled back to it if merged away); set
-    again by its worker once the turns before it have finished."""
-    after: Turn | None = None
-    """A previous turn whose worker must finish first (it may still touch the history)."""
-    merged_from: Turn | None = None
-    """The earlier, unanswered turn whose utterance this one continues."""
-    # -- session thread
-    endpointed: bool = False
-    """The VAD hangover has elapsed; False while the turn runs speculatively."""
-    hold_until: float | None = None
-    """Clock deadline of the pause-tolerance wait, once one started."""
-    merged: bool = False
-    """Cancelled because the caller went on talking: its utterance joins the next one."""
-    barge_in: bool = False
-    filled: bool = False
-    """The session said the filler phrase while this turn's answer was late."""
-    cancel: threading.Event = field(default_factory=threading.Event)
-    gate: threading.Event = field(default_factory=threading.Event)
-    """Opened by the session once the turn is endpointed and does not sound unfinished."""
-    early_end: bool = False
-    """Endpointed by the end-of-turn model, before the VAD hangover ran out."""
-    # -- worker thread
-    end_probability: float | None = None
-    """The end-of-turn model's verdict on a speculative turn."""
-    transcript: str | None = None
-    """Known right after ASR, before the LLM starts."""
-    result: TurnResult | None = None
-    error: str = ""
-    audible: bool = False
-    """Reply audio has been queued for playout."""
-    done: bool = False
-    """Set by the session when the worker's TurnDone arrives."""
-    under_load: str = ""
-    """The cheaper profile that answered this turn because the agent was overloaded."""
-    ticket: int | None = None
-    """Its place in the process's backlog until the caller hears it (or it ends)."""
-    thread: threading.Thread | None = None
-
-    def join(self, timeout: float | None = None) -> None:
-        if self.thread is not None and self.thread is not threading.current_thread():
-            self.thread.join(timeout)
-
-    @property
-    def running(self) -> bool:
-        """Its worker thread is still working."""
-        return self.thread is not None and self.thread.is_alive()
+def measured_wait(scheduler: Scheduler, window_s: float = UNDER_LOAD_WINDOW_S) -> float:
+    """The process's measured load: p90 seconds first-audio work waited for the CPU lately."""
+    return scheduler.recent_wait(Priority.FIRST_AUDIO, window_s)
 
 
 class TurnWorker:
-    """Runs one call's turns, each on its own thread, through :class:`TurnRunner`.
+    """Runs one call's turns through the scheduler, on the call's loop.
 
     Args:
         runner: the call's turn runner.
-        history: the call's chat history (appended by the runner once a gate opened).
+        history: the call's chat history (appended by a reply once its gate opened).
         playout: where reply audio goes.
-        post: sends messages to the session thread.
+        post: puts a message in the call's inbox.
+        jobs: submits the call's model work.
+        now: the call's clock.
         under_load: the profile's cheaper ``under_load`` profile and its models, if any.
         waiting: the measured load (seconds first-audio work waits for the CPU).
         backlog: the process's turns not yet heard answered (every call's worker shares it).
     """
 
     def __init__(self, runner: TurnRunner, history: list[ChatMessage], playout: Playout,
-                 post: Callable[[Message], None],
+                 post: Callable[[Message], None], jobs: CallJobs, now: Callable[[], float],
                  under_load: tuple[Profile, Stages] | None = None,
-                 waiting: Callable[[], float] = measured_wait, backlog: Backlog = BACKLOG):
+                 waiting: Callable[[], float] | None = None, backlog: Backlog = BACKLOG):
         self.runner = runner
         self.history = history
         self.playout = playout
         self.post = post
+        self.jobs = jobs
+        self.now = now
         # Same voice and phrases as the profile's (dialplan.plan.under_load): its cache, so a
         # turn under load does not render "repeat" on its critical path, waiting for the CPU.
         self.under_load = None if under_load is None else TurnRunner(
             under_load[1], under_load[0], out_rate=runner.out_rate, clock=runner.now,
             phrases=runner.speak)
-        self.waiting = waiting
+        self.waiting = waiting or (lambda: measured_wait(jobs.scheduler))
         self.backlog = backlog
         self.call_id = "-"
-        self._prefill: threading.Thread | None = None
-        self._prefill_cancel = threading.Event()
+        self._waiting: list[Turn] = []  # turns whose previous turn has not finished yet
+        self._prefill: Future | None = None
+        self._prefill_cancel = None
         self._speaking = False  # as last told to the backlog
         backlog.join(self)
+
+    # ---- prefill ---------------------------------------------------------------------------
 
     def prefill(self, audio: np.ndarray, call_id: str) -> None:
         """The caller's words so far into the LLM's cache, as background work.
@@ -148,29 +91,20 @@ class TurnWorker:
         One at a time: while one still works, the next call's :class:`SpeechSoFar` (with more
         words) is skipped rather than queued.
         """
-        if self._prefill is not None and self._prefill.is_alive():
+        if self._prefill is not None and not self._prefill.done():
             return
         self.call_id = call_id
         cancel = self._prefill_cancel = threading.Event()
-        self._prefill = threading.Thread(
-            target=self._prefill_words, args=(audio, list(self.history), cancel), daemon=True,
-            name=f"prefill-{self.call_id[:6]}")
-        self._prefill.start()
+        others_idle = lambda: not self.backlog.busy_others(self)  # noqa: E731
+        alone = lambda: self.backlog.alone(self)  # noqa: E731
+        self._prefill = self.jobs.submit(
+            prefill_words, self.runner, audio, list(self.history), cancel, others_idle, alone,
+            self.jobs.scheduler, stage="prefill", priority=Priority.BACKGROUND, cancel=cancel,
+            then=self._prefilled)
 
-    def cancel_prefill(self) -> None:
-        self._prefill_cancel.set()
-
-    def close(self) -> None:
-        """The call ends: any prefill stops, and other calls are no longer kept company."""
-        self.cancel_prefill()
-        self.backlog.part(self)
-
-    def _prefill_words(self, audio: np.ndarray, history: list[ChatMessage],
-                       cancel: threading.Event) -> None:
+    def _prefilled(self, f: Future) -> None:
         try:
-            evaluated = prefill_words(self.runner, audio, history, cancel,
-                                      others_idle=lambda: not self.backlog.busy_others(self),
-                                      alone=lambda: self.backlog.alone(self))
+            evaluated = f.result()
         except JobCancelled:
             return
         except Exception as e:  # an optimisation only: the turn reads its prompt itself
@@ -181,6 +115,15 @@ class TurnWorker:
         else:
             log.event("prefill-skipped", self.call_id, level=logging.DEBUG)
 
+    def cancel_prefill(self) -> None:
+        if self._prefill_cancel is not None:
+            self._prefill_cancel.set()
+
+    def close(self) -> None:
+        """The call ends: any prefill stops, and other calls are no longer kept company."""
+        self.cancel_prefill()
+        self.backlog.part(self)
+
     def speaking(self, now: bool) -> None:
         """The session's VAD: this call's caller is inside an utterance (``now``) or not.
 
@@ -190,18 +133,19 @@ class TurnWorker:
             self._speaking = now
             self.backlog.speaking(self, now)
 
-    def _runner(self, turn: Turn, ahead: int) -> TurnRunner:
+    # ---- a turn's work ---------------------------------------------------------------------
+
+    def _runner(self, turn: Turn) -> TurnRunner:
         """This profile's runner, or the cheaper one while the CPU is overloaded.
 
-        Overloaded: ``ahead`` turns of other calls are still waiting for their first audio
-        (this one would wait for all of them), or as many other callers are still speaking
-        (their turns will compete with this one's), or first-audio work has lately waited too
-        long.
+        Overloaded: turns of other calls are still waiting for their first audio (this one
+        would wait for all of them), or as many other callers are still speaking (their turns
+        will compete with this one's), or first-audio work has lately waited too long.
         """
         limits = self.runner.profile.limits
         if self.under_load is None:
             return self.runner
-        ahead = max(ahead, self.backlog.busy_others(self))
+        ahead = max(turn.ahead, self.backlog.busy_others(self))
         if not ((limits.under_load_ahead and ahead >= limits.under_load_ahead)
                 or self.waiting() > limits.under_load_after_s):
             return self.runner
@@ -211,107 +155,165 @@ class TurnWorker:
     def start(self, turn: Turn, call_id: str) -> None:
         self.call_id = call_id
         self.cancel_prefill()  # the turn's own request reads on from what it evaluated
-        turn.thread = threading.Thread(target=self._work, args=(turn,), daemon=True,
-                                       name=f"turn-{call_id[:6]}-{turn.index}")
-        turn.thread.start()
+        turn.ticket, turn.ahead = self.backlog.enter(self)
+        if turn.after is not None and not turn.after.finished:
+            self._waiting.append(turn)  # it may still append to (or roll back) the history
+            return
+        self._begin(turn)
 
-    def _work(self, turn: Turn) -> None:
-        turn.ticket, ahead = self.backlog.enter(self)
-        try:
-            if turn.after is not None:
-                turn.after.join()  # it may still append to (or roll back) the history
-            if turn.merged_from is not None:
-                # The turn this one continues may have finished (its reply appended) before
-                # the caller went on: its words are asked again here, whole.
-                del self.history[turn.merged_from.history_len:]
-            turn.history_len = len(self.history)  # now that no earlier worker can touch it
-            if turn.cancel.is_set():
-                return
-            runner = self._runner(turn, ahead)
-            eot = runner.stages.eot
-            if eot is not None and isinstance(turn.utterance, SpeechPaused):
-                if ahead:
-                    # Other callers' turns still wait for their first audio, and this one
-                    # waits for them: ending it ~200 ms before the hangover gains it nothing,
-                    # while the model's thread beside the slot slows the job holding it.
-                    log.event("end-of-turn-skipped", self.call_id, level=logging.DEBUG,
-                              ahead=ahead)
-                else:
-                    # Beside the ASR pass, not before it: the verdict arrives ~100 ms into
-                    # the pass instead of the pass starting ~100 ms late.
-                    threading.Thread(target=self._score_end, args=(turn, eot), daemon=True,
-                                     name=f"{threading.current_thread().name}-eot").start()
-            # Speculative until the endpoint; the caller's critical path from then on (the
-            # scheduler re-reads this while the job waits for a slot).
-            # A pass still queued when the caller goes on (or hangs up) never runs.
-            with priority(lambda: (Priority.FIRST_AUDIO if turn.endpointed
-                                   else Priority.SPECULATIVE, turn.timeline.speech_end_at or 0.0)
-                          ), cancel_on(turn.cancel):
-                transcript = runner.transcribe(turn.utterance, turn.timeline)
-            turn.transcript = transcript.text
-            self.post(Transcribed(turn))
-            turn.result = runner.run(turn.utterance, turn.timeline, self.history,
-                                          lambda pcm: self._emit(turn, pcm), turn.cancel,
-                                          gate=turn.gate, transcript=transcript,
-                                          alone=lambda: self.backlog.alone(self))
-            if turn.merged:
-                del self.history[turn.history_len:]
-        except JobCancelled:
-            turn.result = TurnResult(transcript="", audio_in_s=turn.utterance.duration_s,
-                                     cancelled=True)
-        except Exception as e:
-            turn.error = repr(e)
-            self._apologise(turn)
-        finally:
-            self.backlog.leave(turn.ticket)
-            if turn.audible and not turn.cancel.is_set():
-                self.playout.end_reply()
-            self.post(TurnDone(turn))
+    def _begin(self, turn: Turn) -> None:
+        if turn.merged_from is not None:
+            # The turn this one continues may have finished (its reply appended) before
+            # the caller went on: its words are asked again here, whole.
+            del self.history[turn.merged_from.history_len:]
+        turn.history_len = len(self.history)  # now that no earlier turn can touch it
+        if turn.cancelled:
+            self._done(turn)
+            return
+        runner = self._runner(turn)
+        eot = runner.stages.eot
+        if eot is not None and isinstance(turn.utterance, SpeechPaused):
+            if turn.ahead:
+                # Other callers' turns still wait for their first audio, and this one waits
+                # for them: ending it before the hangover gains it nothing, while the model
+                # beside the slot slows the job holding it.
+                log.event("end-of-turn-skipped", self.call_id, level=logging.DEBUG,
+                          ahead=turn.ahead)
+            else:
+                # Beside the ASR pass, not before it: the verdict arrives during the pass
+                # instead of the pass starting late.
+                self.jobs.submit(eot.score, turn.utterance.audio, stage="eot",
+                                 priority=Priority.END_OF_TURN,
+                                 then=lambda f: self._scored(turn, f))
+        # Speculative until the endpoint; the caller's critical path from then on (the
+        # scheduler re-reads this while the job waits for a slot). A pass still queued when
+        # the caller goes on (or hangs up) never runs.
+        self.jobs.submit(runner.transcribe, turn.utterance, turn.timeline, stage="asr",
+                         priority=lambda: (Priority.FIRST_AUDIO if turn.endpointed
+                                           else Priority.SPECULATIVE,
+                                           turn.timeline.speech_end_at or 0.0),
+                         cancel=turn.cancel, then=lambda f: self._transcribed(turn, runner, f))
 
-    def _score_end(self, turn: Turn, eot) -> None:
+    def _scored(self, turn: Turn, f: Future) -> None:
         try:
-            verdict = eot.score(turn.utterance.audio)
+            verdict = f.result()
         except Exception as e:  # no verdict: the VAD hangover ends the turn instead
             log.event("end-of-turn-failed", self.call_id, error=repr(e))
             return
         turn.end_probability = verdict.probability
-        # Outside the scheduler (see models.eot.base): the job trace does not show it.
         log.event("end-of-turn-scored", self.call_id, level=logging.DEBUG,
                   ran_ms=log.ms(verdict.metrics.duration_s),
                   probability=round(verdict.probability, 3))
         self.post(EndOfTurnScored(turn))
 
-    def _apologise(self, turn: Turn) -> None:
+    def _transcribed(self, turn: Turn, runner: TurnRunner, f: Future) -> None:
+        try:
+            transcript = f.result()
+        except JobCancelled:
+            turn.result = TurnResult(transcript="", audio_in_s=turn.utterance.duration_s,
+                                     cancelled=True)
+            self._done(turn)
+            return
+        except Exception as e:
+            self._failed(turn, e)
+            return
+        turn.transcript = transcript.text
+        self.post(Transcribed(turn))
+        turn.reply = Reply(runner, turn.timeline, self.history, self.jobs.submit,
+                           emit=lambda pcm: self._emit(turn, pcm), cancel=turn.cancel,
+                           on_done=lambda result, error: self._replied(turn, result, error),
+                           gated=not turn.gate_open, alone=lambda: self.backlog.alone(self),
+                           audio_in_s=turn.utterance.duration_s, now=self.now)
+        turn.reply.start(transcript)
+
+    def _replied(self, turn: Turn, result: TurnResult, error: BaseException | None) -> None:
+        turn.result = result
+        if error is not None:
+            self._failed(turn, error)
+            return
+        if turn.merged:
+            del self.history[turn.history_len:]
+        self._done(turn)
+
+    def _done(self, turn: Turn) -> None:
+        if turn.finished:
+            return
+        self.backlog.leave(turn.ticket)
+        if turn.audible and not turn.cancelled:
+            self.playout.end_reply()
+        turn.finished = True
+        self.post(TurnDone(turn))
+        ready = [t for t in self._waiting if t.after is turn]
+        self._waiting = [t for t in self._waiting if t.after is not turn]
+        for t in ready:
+            self._begin(t)
+
+    # ---- the line's side of a turn (turn-taking calls these) ---------------------------------
+
+    def open_gate(self, turn: Turn) -> None:
+        """Let the turn be heard: its held audio goes out, or its apology is said."""
+        if turn.gate_open:
+            return
+        turn.gate_open = True
+        if turn.failed_at is not None:
+            self._apologise(turn)
+        elif turn.reply is not None:
+            turn.reply.open_gate()
+
+    def cancel(self, turn: Turn) -> None:
+        """Drop the turn: its queued jobs never run, its reply ends when the rest are back."""
+        if turn.cancelled:
+            return
+        turn.cancel.set()
+        if turn.failed_at is not None:
+            self._done(turn)
+        elif turn.reply is not None and not turn.reply.done:
+            turn.reply.stop()
+
+    def tick(self, now: float, turns: tuple[Turn | None, ...]) -> None:
+        """A failed turn whose gate has not opened in time ends without an apology."""
+        for turn in turns:
+            if (turn is not None and turn.failed_at is not None and not turn.finished
+                    and not turn.gate_open and now - turn.failed_at > APOLOGY_WAIT_S):
+                self._done(turn)
+
+    # ---- failures ----------------------------------------------------------------------------
+
+    def _failed(self, turn: Turn, error: BaseException) -> None:
         """The answer failed: say the profile's apology rather than leave the caller in silence.
 
         Only for a turn whose caller is waiting (its gate opens: endpointed, not talked over)
         and who has heard nothing of it yet.
         """
+        turn.error = repr(error)
         profile = self.runner.profile
         turn.result = turn.result or TurnResult(
             transcript=turn.transcript or "", audio_in_s=turn.utterance.duration_s)
-        if turn.audible or not profile.apology.strip():
+        if turn.audible or not profile.apology.strip() or turn.cancelled:
+            self._done(turn)
             return
-        if turn.transcript is None:  # ASR itself failed: let the session open the gate
+        turn.failed_at = self.now()
+        if turn.transcript is None:  # ASR itself failed: let turn-taking open the gate
             turn.transcript = ""
             self.post(Transcribed(turn))
-        deadline = time.monotonic() + APOLOGY_WAIT_S
-        while (not turn.gate.is_set() and not turn.cancel.is_set()
-               and time.monotonic() < deadline):
-            turn.gate.wait(0.01)
-        if not turn.gate.is_set() or turn.cancel.is_set():
-            return
-        try:
-            with priority((Priority.FIRST_AUDIO, turn.timeline.speech_end_at or 0.0)):
-                pcm = self.runner.speak(profile.apology)
-        except Exception:  # TTS is what failed: nothing more can be said
-            return
-        turn.result.reply_text = profile.apology
-        turn.result.audio_out_s = len(pcm) / self.runner.out_rate
-        self._emit(turn, pcm)
+        if turn.gate_open:
+            self._apologise(turn)
+
+    def _apologise(self, turn: Turn) -> None:
+        self.jobs.submit(self.runner.speak, self.runner.profile.apology, stage="tts",
+                         priority=(Priority.FIRST_AUDIO, turn.timeline.speech_end_at or 0.0),
+                         then=lambda f: self._apologised(turn, f))
+
+    def _apologised(self, turn: Turn, f: Future) -> None:
+        if not turn.finished and not turn.cancelled and f.exception() is None:
+            pcm = f.result()
+            turn.result.reply_text = self.runner.profile.apology
+            turn.result.audio_out_s = len(pcm) / self.runner.out_rate
+            self._emit(turn, pcm)
+        self._done(turn)  # TTS is what failed, or the apology is queued: nothing more
 
     def _emit(self, turn: Turn, pcm: np.ndarray) -> None:
-        if turn.cancel.is_set():
+        if turn.cancelled:
             return
         if not turn.audible:
             turn.audible = True

@@ -16,8 +16,8 @@ import numpy as np
 
 from agent.turn.runner import TurnRunner
 from models.llm.base import Message
-from models.priority import Priority, cancel_on, priority
-from models.scheduler import SCHEDULER
+from models.priority import Priority
+from models.scheduler import Scheduler
 
 PREFILL_QUIET_S = 0.3
 """The words so far are transcribed and prefilled only after the CPU has had no other work
@@ -44,25 +44,25 @@ first, and 1-2 of those a run held up another turn's first-audio work by ~150 ms
 
 def prefill_words(runner: TurnRunner, audio: np.ndarray, history: list[Message],
                   cancel: threading.Event, others_idle: Callable[[], bool],
-                  alone: Callable[[], bool]) -> int:
+                  alone: Callable[[], bool], scheduler: Scheduler) -> int:
     """ASR of the speech so far, then its words into the LLM's cache; tokens evaluated.
 
     Dropped at ``cancel`` (the turn starts), or when ``others_idle`` says another call is busy;
-    ``alone`` (no other call is up) lifts the measured-load rule.
+    ``alone`` (no other call is up) lifts the measured-load rule. Runs as a background job of
+    ``scheduler`` (priority and cancel event set by whoever submitted it).
 
     Raises:
         JobCancelled: ``cancel`` was set while the ASR pass waited for the CPU.
     """
     stages = runner.stages
     if (not stages.llm.can_prefill or not others_idle()
-            or not SCHEDULER.quiet_for(PREFILL_QUIET_S)
-            or (not alone() and SCHEDULER.recent_wait(Priority.FIRST_AUDIO,
+            or not scheduler.quiet_for(PREFILL_QUIET_S)
+            or (not alone() and scheduler.recent_wait(Priority.FIRST_AUDIO,
                                                       PREFILL_LOAD_WINDOW_S)
                 > PREFILL_MAX_WAIT_S)):
         return 0
-    with priority(Priority.BACKGROUND), cancel_on(cancel):
-        words = stages.asr.transcribe_in_steps(audio).text.split()[:-1]
-        if (not words or cancel.is_set() or not others_idle()
-                or not SCHEDULER.quiet_for(PREFILL_QUIET_S)):
-            return 0
-        return stages.llm.prefill(runner.prompt(history, " ".join(words)), cancel)
+    words = stages.asr.transcribe_in_steps(audio).text.split()[:-1]
+    if (not words or cancel.is_set() or not others_idle()
+            or not scheduler.quiet_for(PREFILL_QUIET_S)):
+        return 0
+    return stages.llm.prefill(runner.prompt(history, " ".join(words)), cancel)

@@ -7,15 +7,11 @@ audio runs low (then it is urgent again, and cut into shorter chunks).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
+from agent.turn.result import TurnResult
 from db.timeline import TurnTimeline
 from models.priority import Priority
-
-if TYPE_CHECKING:
-    from agent.turn.runner import TurnResult
 
 LOW_WATER_S = 1.0
 """A reply with less audio than this queued ahead of playout is urgent again (no gap)."""
@@ -29,8 +25,8 @@ class Urgency:
     """One turn's priorities, read again each time a job of it is queued (callables)."""
 
     def __init__(self, timeline: TurnTimeline, result: TurnResult,
-                 gate: threading.Event | None, now: Callable[[], float]):
-        self.t, self.result, self.gate, self.now = timeline, result, gate, now
+                 gate_open: Callable[[], bool], now: Callable[[], float]):
+        self.t, self.result, self.gate_open, self.now = timeline, result, gate_open, now
 
     def _at(self, level: int) -> tuple[int, float]:
         # Earliest deadline first within a level: the caller who stopped speaking first.
@@ -52,7 +48,7 @@ class Urgency:
         return self._at(Priority.FIRST_AUDIO if self.short() else Priority.PLAYOUT)
 
     def llm(self) -> tuple[int, float]:
-        if self.gate is not None and not self.gate.is_set():
+        if not self.gate_open():
             return self._at(Priority.SPECULATIVE)
         if self.t.first_chunk_text_at is None:
             return self._at(Priority.FIRST_AUDIO)
@@ -62,7 +58,7 @@ class Urgency:
         return self._later()
 
     def tts(self) -> tuple[int, float]:
-        if self.gate is not None and not self.gate.is_set():
+        if not self.gate_open():
             return self._at(Priority.SPECULATIVE)
         if self.t.tts_first_audio_at is None:
             return self._at(Priority.FIRST_AUDIO)

@@ -1,7 +1,9 @@
 """The LLM stage interface: chat messages in, a stream of text pieces out, timing recorded.
 
-``LLM.stream`` returns an :class:`LLMStream`; iterating it yields text as the model produces
-it, and once exhausted (or closed) its ``metrics`` hold time to first token and token count.
+``LLM.stream`` returns an :class:`LLMStream`. A call's loop takes its text one piece at a
+time with :meth:`LLMStream.step`, each step submitted to the process scheduler; iterating it
+does the same in one thread. Once exhausted (or closed) its ``metrics`` hold time to first
+token and token count.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from models.metrics import LLMMetrics
-from models.scheduler import SCHEDULER
+from models.scheduled import Scheduled
+from models.scheduler import Scheduler
 
 
 @dataclass(frozen=True)
@@ -38,10 +41,11 @@ class LLMStream:
     """An iterator of text pieces that records :class:`~models.metrics.LLMMetrics`."""
 
     def __init__(self, model: str, pieces: Iterator[Piece], scheduled: bool = True,
-                 started_at: float | None = None):
+                 started_at: float | None = None, scheduler: Scheduler | None = None):
         self._model = model
-        self._pieces = pieces
+        self._pieces = iter(pieces)
         self._scheduled = scheduled
+        self._scheduler = scheduler if scheduler is not None else Scheduler()
         self._started = time.monotonic() if started_at is None else started_at
         self._first: float | None = None
         self._tokens = 0
@@ -49,27 +53,36 @@ class LLMStream:
         self._ended: float | None = None
         self.text = ""
 
-    def __iter__(self) -> Iterator[str]:
-        pieces = iter(self._pieces)
+    def step(self) -> str | None:
+        """The next piece of text, or None once the reply is over (it blocks until then).
+
+        One scheduler job per step (the prompt, then each decode step), so the slot is free
+        between tokens for work a caller is waiting on.
+        """
+        if self._ended is not None:
+            return None
         try:
-            while True:
-                # One scheduler job per step (the prefill, then each decode step), so the
-                # slot is free between tokens for work a caller is waiting on.
-                if self._scheduled:
-                    with SCHEDULER.job("llm"):
-                        piece = next(pieces, None)
-                else:  # an engine that batches and schedules its own steps (or a server)
-                    piece = next(pieces, None)
-                if piece is None:
-                    break
-                if self._first is None:
-                    self._first = time.monotonic()
-                    self._prompt, self._cached = piece.prompt_tokens, piece.cached_tokens
-                self._tokens += 1
-                self.text += piece.text
-                yield piece.text
-        finally:
+            if self._scheduled:
+                with self._scheduler.job("llm"):
+                    piece = next(self._pieces, None)
+            else:  # an engine that batches and schedules its own steps (or a server)
+                piece = next(self._pieces, None)
+        except BaseException:
             self._ended = time.monotonic()
+            raise
+        if piece is None:
+            self._ended = time.monotonic()
+            return None
+        if self._first is None:
+            self._first = time.monotonic()
+            self._prompt, self._cached = piece.prompt_tokens, piece.cached_tokens
+        self._tokens += 1
+        self.text += piece.text
+        return piece.text
+
+    def __iter__(self) -> Iterator[str]:
+        while (text := self.step()) is not None:
+            yield text
 
     def close(self) -> None:
         """Stop generating (barge-in); metrics cover what was produced."""
@@ -108,7 +121,7 @@ CONTEXT_MARGIN = 32
 """Tokens kept free besides ``max_tokens`` for the chat template's own tokens."""
 
 
-class LLM(ABC):
+class LLM(Scheduled, ABC):
     """A chat model that streams its reply.
 
     Backends set ``options`` (their :class:`~dialplan.options.LLMOptions`): ``n_ctx`` and
@@ -128,7 +141,7 @@ class LLM(ABC):
         # this call's priming) is part of the LLM's time, as it is of the caller's.
         started = time.monotonic()
         return LLMStream(self.model_name, self._stream_impl(messages), scheduled=self.scheduled,
-                         started_at=started)
+                         started_at=started, scheduler=self.scheduler)
 
     def count_tokens(self, text: str) -> int:
         """Tokens in ``text``; an estimate from its UTF-8 length unless a backend can count."""

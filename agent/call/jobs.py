@@ -1,0 +1,54 @@
+"""One call's model work in the process scheduler, and its completions back in the call's inbox.
+
+The call's loop never computes and never waits for a model: it submits a function with the
+continuation that takes its result; the scheduler runs the function on one of its workers, and
+the completed future comes back as a :class:`~agent.call.messages.JobDone` message that the
+loop handles in order with the call's frames and SIP events. So every piece of call and turn
+state is touched by the loop's thread alone.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from collections.abc import Callable
+from concurrent.futures import Future
+
+from agent.call.messages import JobDone, Message
+from models.priority import PriorityLike
+from models.scheduler import Scheduler
+
+
+class CallJobs:
+    """Submits model work for one call; tracks what is still in flight.
+
+    Args:
+        scheduler: the process's scheduler.
+        post: puts a message in the call's inbox (any thread).
+    """
+
+    def __init__(self, scheduler: Scheduler, post: Callable[[Message], None]):
+        self.scheduler = scheduler
+        self._post = post
+        self._in_flight: set[Future] = set()
+
+    def submit(self, fn: Callable, *args, stage: str, priority: PriorityLike,
+               then: Callable[[Future], None], cancel=None) -> Future:
+        """Run ``fn(*args)`` in the scheduler; ``then(future)`` runs on the call's loop after."""
+        future = self.scheduler.submit(fn, *args, stage=stage, priority=priority, cancel=cancel)
+        self._in_flight.add(future)
+        future.add_done_callback(lambda f: self._post(JobDone(f, then)))
+        return future
+
+    def done(self, msg: JobDone) -> None:
+        """A job's completion reached the loop: run its continuation."""
+        self._in_flight.discard(msg.future)
+        msg.then(msg.future)
+
+    @property
+    def busy(self) -> bool:
+        return bool(self._in_flight)
+
+    def wait(self, timeout: float) -> bool:
+        """Block until every job in flight has completed (the call is ending); True if so."""
+        _, pending = concurrent.futures.wait(list(self._in_flight), timeout)
+        return not pending

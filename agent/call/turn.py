@@ -1,0 +1,81 @@
+"""A caller utterance being answered: the data of one turn, owned by its call's loop.
+
+Only the call's loop reads and writes a :class:`Turn`. Model work for it runs in the
+process scheduler's workers and reaches the turn as messages; the one field they read is
+``cancel``, an event the scheduler checks so that a job of a cancelled turn that still waits
+for the CPU never runs. Imports nothing of the call's other modules.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.turn.result import TurnResult
+from db.timeline import TurnTimeline
+from models.vad.segmenter import SpeechPaused, Utterance
+
+
+@dataclass(eq=False)
+class Turn:
+    """A caller utterance being answered."""
+
+    index: int
+    utterance: Utterance | SpeechPaused
+    timeline: TurnTimeline
+    history_len: int
+    """Length of the call's history before this turn (rolled back to it if merged away); set
+    again when its work begins, once the turns before it have finished."""
+    after: Turn | None = None
+    """A previous turn that must finish first (it may still append to the history)."""
+    merged_from: Turn | None = None
+    """The earlier, unanswered turn whose utterance this one continues."""
+    # -- turn-taking's decisions
+    endpointed: bool = False
+    """The VAD hangover has elapsed; False while the turn runs speculatively."""
+    hold_until: float | None = None
+    """Clock deadline of the pause-tolerance wait, once one started."""
+    merged: bool = False
+    """Cancelled because the caller went on talking: its utterance joins the next one."""
+    barge_in: bool = False
+    filled: bool = False
+    """The session said the filler phrase while this turn's answer was late."""
+    gate_open: bool = False
+    """Its audio may be heard: endpointed, and its words do not sound unfinished."""
+    early_end: bool = False
+    """Endpointed by the end-of-turn model, before the VAD hangover ran out."""
+    cancel: threading.Event = field(default_factory=threading.Event)
+    """Set once the turn is dropped (talked over, merged, hung up)."""
+    # -- its work (agent.call.worker)
+    end_probability: float | None = None
+    """The end-of-turn model's verdict on a speculative turn."""
+    transcript: str | None = None
+    """Known right after ASR, before the LLM starts."""
+    result: TurnResult | None = None
+    error: str = ""
+    audible: bool = False
+    """Reply audio has been queued for playout."""
+    finished: bool = False
+    """Its work is over (its :class:`~agent.call.messages.TurnDone` is posted)."""
+    done: bool = False
+    """Set by the session once that message is handled."""
+    under_load: str = ""
+    """The cheaper profile that answered this turn because the agent was overloaded."""
+    ticket: int | None = None
+    """Its place in the process's backlog until the caller hears it (or it ends)."""
+    ahead: int = 0
+    """Other calls' turns that were waiting for their first audio when this one entered."""
+    reply: Any = None
+    """Its :class:`~agent.turn.reply.Reply`, once transcribed."""
+    failed_at: float | None = None
+    """When its work failed; it then waits for its gate to apologise."""
+
+    @property
+    def cancelled(self) -> bool:
+        return self.cancel.is_set()
+
+    @property
+    def running(self) -> bool:
+        """Its work is not over yet."""
+        return not self.finished

@@ -1,0 +1,76 @@
+"""A process's profiles made ready for calls: models loaded, phrases synthesised, all warm.
+
+``serve`` and ``simulate`` (and ``bench pipeline``) prepare a call the same way, here: a
+profile's models and its under-load profile's are loaded and warmed (the LLM's prompt primed
+in every context it has), its fixed phrases are synthesised once, and a call is handed the
+same stages, phrase cache and under-load runner either way. A caller who speaks as the call
+is answered then meets the same agent in a simulation as on a served call.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from agent.turn.runner import StageCache, Stages, TurnRunner
+from db import log
+from dialplan import Config
+from dialplan.options import Profile
+from dialplan.plan import under_load as under_load_profile
+
+
+class ReadyProfiles:
+    """Every profile a process answers with, each prepared once and shared by its calls.
+
+    Args:
+        config: the parsed config (the profiles and their under-load profiles).
+        cache: loads each distinct model once.
+        out_rate: the lines' sample rate (the phrases are kept at it).
+    """
+
+    def __init__(self, config: Config, cache: StageCache, out_rate: int = 8000):
+        self.config = config
+        self.cache = cache
+        self.out_rate = out_rate
+        self._runners: dict[str, TurnRunner] = {}
+        self._warm: set[str] = set()
+
+    def cheaper(self, profile: Profile) -> Profile | None:
+        """What answers ``profile``'s turns under load (its models, ``profile``'s voice)."""
+        if not profile.under_load:
+            return None
+        return under_load_profile(profile, self.config.profiles[profile.under_load])
+
+    def runner(self, profile: Profile) -> TurnRunner:
+        """The profile's shared runner (models and phrase cache), created on first use."""
+        runner = self._runners.get(profile.name)
+        if runner is None:
+            runner = self._runners[profile.name] = TurnRunner(
+                self.cache.stages(profile), profile, out_rate=self.out_rate)
+        return runner
+
+    def prepare(self, profile: Profile) -> None:
+        """Load, warm and synthesise the phrases of ``profile`` and of its under-load one."""
+        for p in filter(None, (profile, self.cheaper(profile))):
+            if p.name in self._warm:
+                continue
+            t0 = time.monotonic()
+            runner = self.runner(p)
+            runner.prepare_phrases()
+            runner.warm_up()
+            self._warm.add(p.name)
+            log.event("profile-loaded", profile=p.name, asr=p.asr.model, llm=p.llm.model,
+                      tts=p.tts.voice, load_s=round(time.monotonic() - t0, 2))
+
+    def for_call(self, profile: Profile) -> tuple[Stages, Callable[[str], np.ndarray],
+                                                   tuple[Profile, Stages] | None]:
+        """What a call of ``profile`` is handed: its stages, phrases and under-load models.
+
+        A profile not prepared yet (a test's) loads now, once, without the warm-up.
+        """
+        runner = self.runner(profile)
+        cheap = self.cheaper(profile)
+        return (runner.stages, runner.speak,
+                None if cheap is None else (cheap, self.runner(cheap).stages))
