@@ -13,6 +13,14 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 from agent.bench.samples import QUESTION, spoken  # noqa: E402
 from agent.turn.runner import StageCache  # noqa: E402
 from dialplan import parse_config  # noqa: E402
+from tests.marks import (  # noqa: E402, F401 (hooks: what a test starts, checked)
+    pytest_collection_modifyitems,
+    pytest_configure,
+    pytest_fixture_setup,
+    pytest_runtest_call,
+    pytest_runtest_setup,
+    pytest_unconfigure,
+)
 
 TEST_CONFIG = {
     "system_prompt": "You are the phone assistant of a public library. The library opens "

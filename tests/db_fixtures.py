@@ -10,7 +10,6 @@ end of the session. Nothing here fakes the database.
 
 from __future__ import annotations
 
-import glob
 import os
 import shutil
 import subprocess
@@ -22,6 +21,7 @@ from sqlalchemy import inspect, text
 
 from db.records import CallEnded, CallStarted, EventRecord, TurnRecord
 from db.timeline import STAGES, STAMPS, TurnTimeline
+from tests.needs import find, require
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 
@@ -138,14 +138,6 @@ def sqlite_url_fixture(tmp_path) -> str:
     return f"sqlite:///{tmp_path / 'calls.db'}"
 
 
-def _pg_bin() -> str | None:
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
-    if found:
-        return os.path.dirname(found[-1])
-    initdb = shutil.which("initdb")
-    return os.path.dirname(initdb) if initdb else None
-
-
 class PgCluster:
     """A throwaway PostgreSQL cluster that a test can stop and start (a real outage)."""
 
@@ -172,13 +164,11 @@ class PgCluster:
 @pytest.fixture(scope="session", name="pg_cluster")
 def pg_cluster_fixture():
     """A temp cluster, started once per test session and removed at the end."""
-    pg_bin = _pg_bin()
-    if pg_bin is None:
-        pytest.skip("PostgreSQL server binaries not installed (apt-get install postgresql)")
+    require("initdb")  # missing: the test fails naming the package (tests/needs.py)
+    pg_bin = os.path.dirname(find("initdb"))
     run_as: list[str] = []
-    if os.geteuid() == 0:
-        if shutil.which("runuser") is None:
-            pytest.skip("running as root without runuser: cannot start postgres as 'postgres'")
+    if os.geteuid() == 0:  # the server refuses to run as root
+        require("runuser")
         run_as = ["runuser", "-u", "postgres", "--"]
     # Short path: the Unix socket path must fit in 107 bytes.
     root = tempfile.mkdtemp(prefix="cagpg")

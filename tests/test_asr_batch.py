@@ -15,7 +15,7 @@ from models.priority import JobCancelled, Priority, cancel_on, priority
 from models.scheduler import Scheduler
 from tests.waiting import hold_the_slot, wait_until
 
-pytestmark = pytest.mark.model
+pytestmark = [pytest.mark.model, pytest.mark.tool]  # espeak-ng says the questions
 
 QUESTIONS = (
     "What time does the library open on Saturday?",

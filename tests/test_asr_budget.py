@@ -19,8 +19,6 @@ from models.asr.faster_whisper import max_tokens
 from models.audio import ASR_RATE, PHONE_RATE, pcm16_to_float, resample, through_phone_line
 from models.metrics import ASRMetrics
 
-pytestmark = pytest.mark.model
-
 LOOPED = ("I lost my card, how do I get a new one?", "en-gb-scotland+Alicia", 190)
 
 
@@ -32,6 +30,8 @@ def test_the_budget_covers_fast_speech_and_no_more():
     assert max_tokens(60.0) == 200  # leaves room for a prompt in the 448-token window
 
 
+@pytest.mark.model
+@pytest.mark.tool
 def test_a_looping_utterance_stops_within_the_budget(stage_cache):
     text, voice, wpm = LOOPED
     audio, rate = spoken(text, voice=voice, wpm=wpm)

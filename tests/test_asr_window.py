@@ -37,6 +37,7 @@ def _encoded_frames(asr, monkeypatch) -> list[int]:
     return seen
 
 
+@pytest.mark.tool
 def test_a_question_is_encoded_without_the_padding_and_heard_the_same(stage_cache, monkeypatch):
     line = _line("What time does the library open on Saturday?")
     trimmed = stage_cache.models.asr(ASROptions(model="base"))
@@ -61,6 +62,7 @@ def test_the_window_comes_in_whole_seconds(stage_cache, monkeypatch):
     assert seen == [600, 600, 600, 700, 900, 3000]
 
 
+@pytest.mark.tool
 def test_audio_longer_than_the_window_is_still_transcribed_whole(stage_cache, monkeypatch):
     sentence = "Please renew my three books, the cookbook, the atlas and the novel. "
     line = _line(sentence * 8)

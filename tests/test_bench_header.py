@@ -9,8 +9,6 @@ from rich.text import Text
 
 from agent.bench.header import cpu_model, markdown_header, markdown_table, rich_to_markdown
 
-pytestmark = pytest.mark.unit
-
 CPUINFO = """processor\t: 0
 vendor_id\t: AuthenticAMD
 model name\t: AMD EPYC   7B13 64-Core Processor
@@ -22,14 +20,17 @@ model name\t: AMD EPYC   7B13 64-Core Processor
 """
 
 
+@pytest.mark.unit
 def test_the_cpu_model_is_cpuinfos_model_name():
     assert cpu_model(CPUINFO) == "AMD EPYC 7B13 64-Core Processor"
 
 
+@pytest.mark.tool  # with no model name in cpuinfo, platform.processor() runs uname -p
 def test_without_a_model_name_the_cpu_is_still_named():
     assert cpu_model("processor\t: 0\nBogoMIPS\t: 50.00\n")  # e.g. an ARM kernel
 
 
+@pytest.mark.unit
 def test_the_header_names_the_bench_the_date_the_cpu_and_its_cores():
     day = datetime.date(1999, 12, 31)
     line = markdown_header("bench call", day=day, cpu="AMD EPYC 7B13", cores=2)
@@ -37,6 +38,7 @@ def test_the_header_names_the_bench_the_date_the_cpu_and_its_cores():
     assert markdown_header("bench tts", day=day, cpu="x", cores=1).endswith(", 1 core")
 
 
+@pytest.mark.unit
 def test_by_default_the_header_is_todays_date_and_this_machines_cpu():
     line = markdown_header("bench llm")
     match = re.fullmatch(r"## bench llm: (\d{4}-\d{2}-\d{2}), (.+), (\d+) cores?", line)
@@ -46,6 +48,7 @@ def test_by_default_the_header_is_todays_date_and_this_machines_cpu():
     assert int(match[3]) >= 1
 
 
+@pytest.mark.unit
 def test_a_markdown_table_aligns_numbers_right_and_escapes_pipes():
     text = markdown_table(("voice", "RTF"), [("piper | joe", 0.16), ("kokoro", "1.29")],
                           right=(1,))
@@ -57,6 +60,7 @@ def test_a_markdown_table_aligns_numbers_right_and_escapes_pipes():
     ]
 
 
+@pytest.mark.unit
 def test_a_rich_table_prints_as_markdown_with_its_title_and_caption():
     table = Table(title="bench tts", caption="p50 (max)")
     table.add_column("voice")

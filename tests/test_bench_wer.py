@@ -128,7 +128,8 @@ def test_pink_noise_is_mixed_at_its_snr_and_falls_3_db_per_octave():
     assert not np.array_equal(y, ln.caller_end(ln.CONDITIONS["pink10"], x, 16000, 2, None))
 
 
-@pytest.mark.model
+@pytest.mark.tool  # six espeak-ng talkers, no model
+@pytest.mark.needs("espeak-ng")
 def test_babble_is_mixed_at_its_snr():
     rate = 22050
     talkers = Synthesizer().babble_talkers("The weather was warm on the coast.", rate)
@@ -207,7 +208,8 @@ def test_scoring_forgives_spelling_but_not_words():
 # --- voices -------------------------------------------------------------------------------------
 
 
-@pytest.mark.unit
+@pytest.mark.tool  # espeak-ng --voices
+@pytest.mark.needs("espeak-ng")
 def test_broad_plan_has_every_accent_variant_and_kokoro_voice_and_balanced_questions():
     accents, _ = espeak_accents()
     variants = espeak_variants()
@@ -225,7 +227,8 @@ def test_broad_plan_has_every_accent_variant_and_kokoro_voice_and_balanced_quest
     assert plan.items != broad_plan(len(QUESTIONS), seed=1).items
 
 
-@pytest.mark.unit
+@pytest.mark.tool  # espeak-ng --voices
+@pytest.mark.needs("espeak-ng")
 def test_voice_arguments():
     plan = parse_voices(["en-us+f3@140", "kokoro:jm_kumo"], 4, seed=0)
     assert [(v.name, q) for v, q in plan.items][:2] == [("en-us+f3@140", 0), ("en-us+f3@140", 1)]
@@ -251,6 +254,7 @@ def test_kokoro_voices_are_said_by_kokoro_though_the_default_tts_is_piper(tmp_pa
     assert len(list(tmp_path.glob("*.npz"))) == 1  # cached for the next run
 
 
+@pytest.mark.tool
 @pytest.mark.model
 def test_quick_run_on_tiny_en_with_two_voices(tmp_path, capsys):
     out = tmp_path / "wer.json"

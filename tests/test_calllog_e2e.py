@@ -12,7 +12,7 @@ from dialplan.options import DBOptions
 from models.asr.voxtral_tiny import build_tiny_voxtral
 from tests.conftest import TEST_CONFIG
 
-pytestmark = pytest.mark.model
+pytestmark = [pytest.mark.model, pytest.mark.tool]  # espeak-ng says the question
 
 
 @pytest.fixture(scope="module")

@@ -72,7 +72,7 @@ def test_plan_gives_each_worker_its_ports_and_names_the_bad_option():
             plan(**args)
 
 
-@pytest.mark.unit
+@pytest.mark.tool  # kamailio -c, and the CLI in a child process
 @needs_kamailio
 def test_kamailio_accepts_the_generated_config(tmp_path):
     dests = [kamailio.Destination("w1", "sip:127.0.0.1:5061"),

@@ -29,7 +29,7 @@ from db.writer import CallLogWriter, FaultInjected
 from dialplan.options import DBOptions
 from tests.waiting import wait_until
 
-pytestmark = pytest.mark.unit
+pytestmark = [pytest.mark.server, pytest.mark.needs("initdb")]  # a PostgreSQL cluster
 
 
 def test_migrate_write_and_report(pg_clean_url, tmp_path):

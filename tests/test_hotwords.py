@@ -8,8 +8,6 @@ from agent.bench.samples import spoken
 from dialplan import parse_config
 from models.audio import ASR_RATE, PHONE_RATE, pcm16_to_float, resample, through_phone_line
 
-pytestmark = pytest.mark.model
-
 QUESTION = "Can I speak to Doctor Quiblerton about my appointment?"
 
 
@@ -19,6 +17,8 @@ def asr_with(stage_cache, hotwords: list[str]):
     return stage_cache.models.asr(config.profiles["p"].asr)
 
 
+@pytest.mark.model
+@pytest.mark.tool
 def test_a_hotword_makes_a_made_up_name_heard(stage_cache):
     audio = resample(pcm16_to_float(through_phone_line(*spoken(QUESTION))), PHONE_RATE,
                      ASR_RATE)
@@ -28,6 +28,7 @@ def test_a_hotword_makes_a_made_up_name_heard(stage_cache):
     assert "quiblerton" in biased.lower(), biased
 
 
+@pytest.mark.unit
 def test_hotwords_are_a_list_of_strings_in_config():
     with pytest.raises(Exception, match="asr.hotwords"):
         parse_config({"asr": {"hotwords": "Quiblerton"}, "profiles": {"p": {}},

@@ -57,6 +57,7 @@ def own_server(tmp_path):
 # ---- a real server -------------------------------------------------------------------------
 
 
+@pytest.mark.server  # llama_cpp.server in a child process
 @pytest.mark.model
 def test_reply_streams_from_a_real_server_with_its_timing_and_usage(server):
     model = llm(server.url, max_tokens=12, temperature=0.0)
@@ -72,6 +73,7 @@ def test_reply_streams_from_a_real_server_with_its_timing_and_usage(server):
     assert (m.prompt_tokens, m.cached_tokens) == (0, 0)
 
 
+@pytest.mark.server  # llama_cpp.server in a child process
 @pytest.mark.model
 def test_a_server_killed_mid_reply_raises_a_server_error(own_server):
     stream = llm(own_server.url, max_tokens=400, temperature=0.0).stream(
@@ -107,6 +109,8 @@ def openai_profile(url: str):
     }).profiles["shared"]
 
 
+@pytest.mark.server  # llama_cpp.server in a child process
+@pytest.mark.tool
 @pytest.mark.model
 def test_simulated_call_is_answered_by_the_server_and_logs_first_token_time(
         server, stage_cache, tmp_path):
@@ -141,6 +145,8 @@ class KillOnFirstTurn:
             self.srv.kill()
 
 
+@pytest.mark.server  # llama_cpp.server in a child process
+@pytest.mark.tool
 @pytest.mark.model
 def test_server_gone_mid_call_gets_an_apology_and_the_turn_logged_with_the_error(
         own_server, stage_cache):

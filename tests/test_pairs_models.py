@@ -70,6 +70,7 @@ def beside_another_caller(scheduler: Scheduler, work: Callable[[], object]) -> d
     return seen
 
 
+@pytest.mark.tool
 def test_a_whisper_pass_on_one_core_hears_what_it_hears_on_two(stage_cache):
     asr = stage_cache.models.asr(ASROptions(model="base", max_batch=1))
     audio, rate = spoken("Can I renew my books over the phone?", voice="en+f3")

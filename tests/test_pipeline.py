@@ -18,6 +18,7 @@ def default_call(config, default_stages, question_audio):
     return simulate(audio, rate, config.profiles["default"], default_stages, fast=True)
 
 
+@pytest.mark.tool
 def test_question_is_transcribed_answered_and_spoken(default_call, default_stages):
     assert len(default_call.turns) == 1
     turn = default_call.turns[0]
@@ -47,6 +48,7 @@ def _after_last_gap(audio: np.ndarray, gap_s: float = 1.0, frame: int = 160) -> 
     return max(0, start * frame - PHONE_RATE // 5)
 
 
+@pytest.mark.tool
 def test_turn_timings_present_and_consistent(default_call):
     t = default_call.turns[0]
     stages = [
@@ -93,6 +95,7 @@ def test_silence_gives_no_turn(config, fast_stages):
     assert call.turns == []
 
 
+@pytest.mark.tool
 def test_fast_profile_replies(config, fast_stages, question_audio):
     call = simulate(*question_audio, config.profiles["fast"], fast_stages, fast=True)
     assert len(call.turns) == 1 and call.turns[0].reply_text

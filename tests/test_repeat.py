@@ -10,7 +10,7 @@ from agent.simulate import simulate
 from db.records import EventRecord
 from dialplan import parse_config
 
-pytestmark = pytest.mark.model
+pytestmark = [pytest.mark.model, pytest.mark.tool]  # espeak-ng says the questions
 
 SYSTEM = "You are the phone assistant of a public library. Answer in one short sentence."
 

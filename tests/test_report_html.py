@@ -23,7 +23,6 @@ from db import html as report_html
 from db import reports
 from db.migrate import make_engine
 
-pytestmark = pytest.mark.unit
 DRAWN = ("rect", "path", "circle", "line")
 
 
@@ -67,6 +66,7 @@ def page(sqlite_url, tmp_path):
     return out
 
 
+@pytest.mark.unit
 def test_page_is_self_contained_with_drawn_charts(page):
     text = page.read_text(encoding="utf-8")
     counter = _SVGCounter()
@@ -84,6 +84,7 @@ def test_page_is_self_contained_with_drawn_charts(page):
     assert timeline["rect"] >= 3 * 3  # caller, stages and reply of vx-1's 3 turns
 
 
+@pytest.mark.unit
 def test_unanswered_turns_shown_per_group_with_reasons(page):
     text = page.read_text(encoding="utf-8")
     assert "16 turns (3 unanswered, 18.8%)" in text
@@ -104,6 +105,7 @@ def test_unanswered_turns_shown_per_group_with_reasons(page):
     assert "turn 5: no reply (hangup)" in text
 
 
+@pytest.mark.unit
 def test_text_is_escaped(sqlite_url, tmp_path):
     records = known_records(datetime.now(UTC))
     records[1].transcript = "<script>alert('x')</script>"
@@ -119,6 +121,7 @@ def test_text_is_escaped(sqlite_url, tmp_path):
     assert "<b>" not in text and text.count("&lt;b&gt;odd&lt;/b&gt;") >= 3  # tables, timeline
 
 
+@pytest.mark.unit
 def test_empty_window_still_renders():
     report = reports.Report(generated_at=datetime.now(UTC), since=None, by="backend",
                             totals=reports.Totals(0, 0, 0, 0), groups=[], rtf=[], slowest=[],
@@ -159,6 +162,7 @@ def _content_rows(png: bytes) -> float:
     return varied / height
 
 
+@pytest.mark.unit
 def test_content_rows_sees_blank_png():
     width, height = 64, 32
     rows = b"".join(b"\x00" + b"\xff" * (width * 3) for _ in range(height))
@@ -173,8 +177,8 @@ def test_content_rows_sees_blank_png():
     assert _content_rows(png) == 0.0
 
 
-@pytest.mark.skipif(shutil.which("chromium") is None,
-                    reason="chromium not installed (apt-get install chromium)")
+@pytest.mark.tool
+@pytest.mark.needs("chromium")
 def test_chromium_renders_charts(page, tmp_path):
     shot = tmp_path / "shot.png"
     profile = tempfile.mkdtemp(prefix="chromium-profile-")

@@ -54,6 +54,7 @@ def with_gap(a, b, gap_s):
     return np.concatenate([silence(0.3), a, silence(gap_s), b, silence(1.0)])
 
 
+@pytest.mark.tool
 def test_800ms_gap_gives_two_utterances(vad, words):
     events = segment(vad, with_gap(*words, 0.8))
     utts = [e for e in events if isinstance(e, Utterance)]
@@ -66,6 +67,7 @@ def test_800ms_gap_gives_two_utterances(vad, words):
     assert 0.3 <= first.duration_s <= len(words[0]) / 16000 + 0.6
 
 
+@pytest.mark.tool
 def test_150ms_gap_gives_one_utterance(vad, words):
     utts = [e for e in segment(vad, with_gap(*words, 0.15)) if isinstance(e, Utterance)]
     assert len(utts) == 1
@@ -79,6 +81,7 @@ def test_silence_and_short_click_give_nothing(vad):
     assert segment(vad, audio) == []
 
 
+@pytest.mark.tool
 def test_frame_size_does_not_change_segments(vad, words):
     audio = with_gap(*words, 0.8)
     a = [(e.start_s, e.end_s) for e in segment(vad, audio, 320) if isinstance(e, Utterance)]
@@ -86,6 +89,7 @@ def test_frame_size_does_not_change_segments(vad, words):
     assert a == b
 
 
+@pytest.mark.tool
 def test_pause_is_announced_with_the_final_audio(vad, words):
     """SpeechPaused (speculation point) carries exactly the audio the Utterance will have."""
     events = segment(vad, with_gap(*words, 0.8))
@@ -99,6 +103,7 @@ def test_pause_is_announced_with_the_final_audio(vad, words):
         assert paused.at_s - paused.end_s == pytest.approx(chunks * CHUNK / SAMPLE_RATE)
 
 
+@pytest.mark.tool
 def test_resumed_speech_withdraws_the_pause(vad, words):
     events = segment(vad, with_gap(*words, 0.33))  # longer than speculate_s, under the hangover
     kinds = [type(e).__name__ for e in events]
@@ -112,6 +117,7 @@ def test_resumed_speech_withdraws_the_pause(vad, words):
     assert np.array_equal(paused[-1].audio, utt.audio)
 
 
+@pytest.mark.tool
 def test_speech_so_far_comes_every_prefill_every_s_of_speech(vad, words):
     # While the caller speaks, the audio so far every 0.5 s of it (for the LLM prefill);
     # none during the pause, and each is the start of the utterance that follows.
@@ -141,6 +147,7 @@ class CountingStream:
         return self.inner.probability(chunk)
 
 
+@pytest.mark.tool
 @pytest.mark.parametrize("idle", ["zeros", "A-law +8", "mu-law dither"])
 def test_a_quiet_line_is_not_scored_after_a_second(vad, words, idle):
     """A silent line costs the VAD 1 s of chunks, and the speech after it is found as before."""

@@ -10,7 +10,6 @@ call log holds.
 from __future__ import annotations
 
 import json
-import shutil
 import sqlite3
 
 import numpy as np
@@ -32,8 +31,8 @@ from tests.waiting import wait_until
 pytestmark = [
     pytest.mark.model,
     pytest.mark.sip,
-    pytest.mark.skipif(not all(shutil.which(t) for t in ("sipp", "espeak-ng")),
-                       reason="sipp and espeak-ng are needed (make setup installs them)"),
+    pytest.mark.tool,
+    pytest.mark.needs("sipp", "espeak-ng"),
 ]
 
 SYSTEM = ("You are the phone assistant of a public library. The library opens 10 am to 4 pm on "

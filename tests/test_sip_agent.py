@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import queue
-import shutil
 import socket
 import subprocess
 import sys
@@ -25,8 +24,7 @@ from agent.sip.events import IncomingCall, MediaActive, RegistrationChanged
 from agent.sip.useragent import SipAgent
 from dialplan.options import RegistrarOptions, SIPOptions
 
-pytestmark = [pytest.mark.sip, pytest.mark.skipif(
-    shutil.which("sipp") is None, reason="sipp is needed (make setup installs it)")]
+pytestmark = [pytest.mark.sip, pytest.mark.needs("sipp")]
 
 
 def next_event(events: queue.Queue, kind: type, timeout: float = 10.0):

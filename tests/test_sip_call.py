@@ -9,7 +9,6 @@ decoded here (G.711 μ-law).
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 import time
@@ -26,7 +25,7 @@ from agent.bench.wire import Capture, levels, scenario, sipp, split_calls, spoke
 from models.audio import FRAME_MS, PHONE_RATE, SPEECH_RMS, frame_samples, rms, speech_runs
 from tests.waiting import wait_until
 
-pytestmark = [pytest.mark.sip, pytest.mark.model]
+pytestmark = [pytest.mark.sip, pytest.mark.model, pytest.mark.tool]
 
 LONG_GREETING = ("Hello, and thank you for calling the city library. Our opening hours, "
                  "events and holds are all things I can help you with today, so please ask.")
@@ -49,9 +48,7 @@ audio = {{ barge_in_min_s = 0.3 }}
 """
 DIALPLAN = '"101" = "fast"\n"103" = "long"'
 
-needs_tools = pytest.mark.skipif(
-    not all(shutil.which(t) for t in ("sipp", "tshark", "espeak-ng", "sox")),
-    reason="sipp, tshark, espeak-ng and sox are needed (make setup installs them)")
+needs_tools = pytest.mark.needs("sipp", "tshark", "espeak-ng", "sox")
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import queue
 import re
-import shutil
 import socket
 import struct
 import subprocess
@@ -42,9 +41,7 @@ from dialplan.options import SIPOptions
 from models.audio import speech_runs
 from tests.waiting import wait_until
 
-pytestmark = [pytest.mark.sip, pytest.mark.skipif(
-    not all(shutil.which(t) for t in ("sipp", "tshark")),
-    reason="sipp and tshark are needed (make setup installs them)")]
+pytestmark = [pytest.mark.sip, pytest.mark.tool, pytest.mark.needs("sipp", "tshark")]
 
 TIMEOUT_S = 2.0
 """``rtp_timeout_s`` in these tests (10 s by default)."""

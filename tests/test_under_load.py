@@ -25,8 +25,6 @@ from db.records import EventRecord
 from dialplan import Dialplan, parse_config
 from dialplan.config import ConfigError
 
-pytestmark = pytest.mark.model
-
 LLM = {"model": "smollm2-135m", "max_tokens": 16, "threads": 1}
 CONFIG = {
     "llm": LLM,
@@ -50,6 +48,8 @@ def config():
     return parse_config(CONFIG)
 
 
+@pytest.mark.model
+@pytest.mark.tool
 @pytest.mark.parametrize("waited_s, ahead, speaking, model, event", [
     (0.2, 0, False, "base", False),      # idle
     (2.5, 0, False, "tiny.en", True),    # first-audio work has lately waited 2.5 s for the CPU
@@ -79,6 +79,7 @@ def test_the_cheaper_models_answer_only_while_the_agent_is_overloaded(
     assert len(BACKLOG) == 0  # the turn left the backlog once heard
 
 
+@pytest.mark.model
 def test_a_turn_under_load_says_the_profiles_phrases_from_its_cache(stage_cache, config):
     """Rendered on first use, "repeat" waited for the CPU slot on a turn's critical path."""
     main = config.profiles["main"]
@@ -96,6 +97,7 @@ def test_a_turn_under_load_says_the_profiles_phrases_from_its_cache(stage_cache,
         worker.close()
 
 
+@pytest.mark.unit
 def test_under_load_changes_the_models_not_the_agent_the_caller_hears(config):
     main, busy = config.profiles["main"], config.profiles["busy"]
     cheap = Dialplan.from_config(config).fallback(main)
@@ -104,6 +106,7 @@ def test_under_load_changes_the_models_not_the_agent_the_caller_hears(config):
     assert cheap.system_prompt == "You answer for the town library." and cheap.tts.speed == 1.1
 
 
+@pytest.mark.unit
 def test_a_turn_counts_only_other_calls_turns_ahead_of_it_until_it_is_heard():
     backlog, a, b = Backlog(), object(), object()
     t1, ahead1 = backlog.enter(a)
@@ -117,6 +120,7 @@ def test_a_turn_counts_only_other_calls_turns_ahead_of_it_until_it_is_heard():
     backlog.leave(t3)
 
 
+@pytest.mark.unit
 def test_other_calls_are_busy_while_their_turn_is_open_or_their_caller_speaks():
     backlog, a, b, c = Backlog(), _Call(), _Call(), _Call()
     backlog.speaking(a, True)
@@ -132,6 +136,7 @@ def test_other_calls_are_busy_while_their_turn_is_open_or_their_caller_speaks():
     assert backlog.busy_others(c) == 0
 
 
+@pytest.mark.unit
 def test_the_under_load_profile_is_preloaded_and_must_exist():
     plan = Dialplan.from_config(parse_config(CONFIG))
     assert {p.name for p in plan.profiles()} == {"main", "main/busy"}

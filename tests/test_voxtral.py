@@ -16,8 +16,9 @@ import voxtral_tiny as tiny
 
 from models.asr.voxtral_batcher import MicroBatcher
 from models.errors import ModelMissingError
+from tests.needs import require_module
 
-transformers = pytest.importorskip("transformers")
+transformers = require_module("transformers")  # in the test extra: missing fails, naming it
 
 from dialplan.options import ASROptions, VoxtralOptions  # noqa: E402
 from models.asr.voxtral import VoxtralASR, install_from, max_new_tokens, resolve  # noqa: E402
@@ -57,7 +58,7 @@ def test_prompt_matches_transcription_template(model_dir):
 @pytest.mark.model
 def test_real_processor_path_builds_the_same_prompt(model_dir, tmp_path, audios):
     """With a tekken.json the backend uses VoxtralProcessor; its prompt equals the minimal one."""
-    pytest.importorskip("mistral_common")
+    require_module("mistral_common")
     import shutil
 
     from models.asr.voxtral_tiny import write_tekken
@@ -141,6 +142,7 @@ def test_compiled_static_cache_matches_eager(model_dir, audios, reference):
     assert asr.generate_ids([audios[0]]) == [reference[0]]
 
 
+@pytest.mark.unit
 def test_resolve_defaults():
     cpu = resolve(ASROptions(backend="voxtral"), cuda_available=False, flash_available=True)
     assert (cpu.device, cpu.dtype, cpu.attention, cpu.compile, cpu.static_cache) == (
@@ -156,6 +158,7 @@ def test_resolve_defaults():
     assert max_new_tokens(2.0, 6.0) == 20 and max_new_tokens(1e4, 6.0) == 448
 
 
+@pytest.mark.unit
 def test_missing_transformers_is_clear(monkeypatch):
     import importlib.util
 
@@ -166,6 +169,7 @@ def test_missing_transformers_is_clear(monkeypatch):
         VoxtralASR(ASROptions(backend="voxtral", model="/nowhere"))
 
 
+@pytest.mark.unit
 def test_missing_model_is_clear(tmp_path, monkeypatch):
     with pytest.raises(ModelMissingError, match="not found"):
         VoxtralASR(ASROptions(backend="voxtral", model=str(tmp_path / "absent")))
