@@ -173,7 +173,7 @@ def pytest_runtest_setup(item: pytest.Item):
     finally:
         _running.pop()
     if item.get_closest_marker("unit") is not None:
-        _fail_if_started(item, _fixture_starts(item))
+        _fail_if_started(item, _fixture_starts(item) + _started.pop(item, []))
     return result
 
 
@@ -184,8 +184,9 @@ def pytest_runtest_call(item: pytest.Item):
         result = yield
     finally:
         _running.pop()
+    started = _started.pop(item, [])  # a unit test's setup was checked; others' goes too
     if item.get_closest_marker("unit") is not None:
-        _fail_if_started(item, [])
+        _fail_if_started(item, started)
     return result
 
 
@@ -199,7 +200,6 @@ def _fixture_starts(item: pytest.Item) -> list[str]:
     return found
 
 
-def _fail_if_started(item: pytest.Item, also: list[str]) -> None:
-    started = also + _started.pop(item, [])
+def _fail_if_started(item: pytest.Item, started: list[str]) -> None:
     if started:
         pytest.fail(f"{item.nodeid}: {unit_violation(started)}", pytrace=False)

@@ -25,6 +25,9 @@ from tests.marks import (
 )
 """
 TESTS = """
+import socket
+import subprocess
+
 import pytest
 
 from models.registry import BACKENDS, ModelCache
@@ -60,6 +63,22 @@ def test_unit_uses_a_fixture_another_test_set_up(loaded):
 
 
 @pytest.mark.unit
+def test_unit_starts_a_program_and_swallows_the_error():
+    try:
+        subprocess._fork_exec(["espeak-ng"])  # too few arguments: it fails before a fork
+    except TypeError:
+        pass
+
+
+@pytest.mark.unit
+def test_unit_listens():
+    sock = socket.socket()
+    sock.close()
+    with pytest.raises(OSError):  # closed: nothing listens
+        sock.listen()
+
+
+@pytest.mark.unit
 def test_unit_fails_to_load():
     with pytest.raises(ValueError):
         ModelCache().get("asr", "no-such-backend")
@@ -87,10 +106,12 @@ def test_a_unit_test_that_starts_something_fails(pytester):
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_made_up=TESTS)
     result = pytester.runpytest("-p", "no:cacheprovider")
-    result.assert_outcomes(passed=2, failed=1, errors=4)  # errors: failed at setup
+    result.assert_outcomes(passed=2, failed=3, errors=4)  # errors: failed at setup
     result.stdout.fnmatch_lines_random([
         "*test_unit_loads: a unit test starts nothing, but this one loads the asr model fake*",
         "*test_unit_uses_a_fixture_another_test_set_up: *(fixture loaded) loads the asr model*",
+        "*test_unit_starts_a_program_and_swallows_the_error: *this one runs espeak-ng: mark it*",
+        "*test_unit_listens: *this one listens on a socket: mark it*",
         "*test_says_nothing: no mark says what it starts*",
         "*test_unit_and_server: marked unit and server*",
         "*no-such-program not installed: `make setup` installs it (apt-get install no-such-*",
