@@ -25,7 +25,6 @@ from datetime import UTC, datetime
 
 from agent.call.recorder import CallInfo
 from agent.call.session import CallSession
-from agent.call.worker import UNDER_LOAD_WINDOW_S, measured_wait
 from agent.sip.events import (
     CallDisconnected,
     DtmfReceived,
@@ -37,6 +36,7 @@ from agent.sip.events import (
     SipError,
 )
 from agent.sip.useragent import SipAgent
+from agent.turn.load import LoadPolicy
 from agent.turn.profiles import ReadyProfiles
 from agent.turn.runner import StageCache
 from db import log
@@ -72,8 +72,8 @@ class Server:
         self._ending: list[CallSession] = []
         self._loaded = False
         self.calls_total = 0
-        self.measured_wait = lambda window_s: measured_wait(self.cache.models.scheduler, window_s)
-        """Measured load: p90 seconds first-audio work waited for the CPU (admission control)."""
+        self.load = LoadPolicy(self.cache.models.scheduler)
+        """What every call does under load, and which new calls are refused."""
 
     def load(self) -> None:
         """Prepare every routed profile (models, phrases, warm-up), as ``simulate`` does."""
@@ -180,10 +180,8 @@ class Server:
     def _overloaded(self, ev: IncomingCall) -> bool:
         """Refuse the call (503) if callers' work already waits too long for the CPU."""
         sip = self.config.sip
-        if sip.admit_max_wait_s <= 0 or not self.sessions:
-            return False  # off, or no call in progress: the measured waits are history
-        waited = self.measured_wait(sip.admit_window_s)
-        if waited <= sip.admit_max_wait_s:
+        waited = self.load.refuse(sip, len(self.sessions))
+        if waited is None:
             return False
         log.event("call-rejected", ev.sip_call_id, code=sip.overload_code, reason="overload",
                   first_audio_wait_p90_s=round(waited, 2), active=len(self.sessions))
@@ -198,6 +196,5 @@ class Server:
         key = ev.key
         return CallSession(profile, stages, self.call_log, hangup=lambda: self.sip.hangup(key),
                            phrase=phrase, info=info, rate=CLOCK_RATE, under_load=cheap,
-                           waiting=lambda: self.measured_wait(UNDER_LOAD_WINDOW_S),
-                           scheduler=self.cache.models.scheduler)
+                           load=self.load)
 

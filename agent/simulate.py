@@ -27,6 +27,7 @@ from agent.call.clock import REAL_TIME, Clock
 from agent.call.recorder import CallInfo
 from agent.call.session import CallSession
 from agent.sip.audiolink import AudioLink
+from agent.turn.load import LoadPolicy
 from agent.turn.runner import Stages, TurnRunner
 from db.records import CallLog, Record, TurnRecord
 from dialplan.options import Profile
@@ -176,7 +177,7 @@ def simulate(
     phrase: Callable[[str], np.ndarray] | None = None,
     echo_gain: float = 0.0,
     under_load: tuple[Profile, Stages] | None = None,
-    waiting: Callable[[], float] | None = None,
+    load: LoadPolicy | None = None,
 ) -> SimulatedCall:
     """Place one call from caller audio into a :class:`CallSession` and hang up when done.
 
@@ -199,7 +200,8 @@ def simulate(
         under_load: the profile's cheaper profile and its models (as ``serve`` passes them:
             :meth:`~agent.turn.profiles.ReadyProfiles.for_call` gives both what it gives
             ``serve``, once :meth:`~agent.turn.profiles.ReadyProfiles.prepare` warmed them).
-        waiting: the measured load the session sees (by default the scheduler's, as ``serve``).
+        load: the process's rules under load; calls placed at once share one, as ``serve``'s
+            calls do (None: the call's own).
 
     Returns:
         The records the session wrote, the agent's audio and the end reason.
@@ -214,7 +216,7 @@ def simulate(
         profile, stages, records, hangup=agent_hung_up.set,
         phrase=phrase or TurnRunner(stages, profile, out_rate=PHONE_RATE).prepare_phrases(),
         info=CallInfo(caller_uri=f"file:{source}", source=source), rate=PHONE_RATE, clock=clock,
-        under_load=under_load, waiting=waiting)
+        under_load=under_load, load=load)
     line = SimulatedLine(session.link, PHONE_RATE, clock,
                          skip_while=(lambda: not session.computing) if fast else None,
                          sync=session.wait_frames if fast else None, echo_gain=echo_gain)

@@ -19,6 +19,7 @@ import pytest
 from fakes import FakeASR, FakeEOT, FakeLLM, FakeTTS, fake_stages, silence, tone
 
 from agent.simulate import simulate
+from agent.turn.load import LoadPolicy
 from agent.turn.runner import TurnRunner
 from dialplan import parse_config
 
@@ -48,6 +49,7 @@ def test_four_calls_run_one_thread_each_and_models_only_in_the_scheduler():
     caller = np.concatenate([tone(0.8), silence(0.9), tone(0.6), silence(1.0)]).astype(
         np.float32) / 32768
     phrase = TurnRunner(stages, profile).prepare_phrases()  # before the calls, as serve does
+    load = LoadPolicy(stages.llm.scheduler)  # the process's, shared by its calls
     stages.tts.threads.clear()
     base = {t.name for t in threading.enumerate()}
     results, seen, stop = [], [], threading.Event()
@@ -58,7 +60,7 @@ def test_four_calls_run_one_thread_each_and_models_only_in_the_scheduler():
             time.sleep(0.05)
 
     calls = [threading.Thread(target=lambda: results.append(
-        simulate(caller, 8000, profile, stages, greeting=False, phrase=phrase)), name=f"caller-{i}")
+        simulate(caller, 8000, profile, stages, greeting=False, phrase=phrase, load=load)), name=f"caller-{i}")
         for i in range(4)]
     watcher = threading.Thread(target=watch, name="watcher")
     watcher.start()

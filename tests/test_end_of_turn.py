@@ -13,7 +13,7 @@ import pytest
 from fakes import FakeASR, FakeEOT, FakeLLM, fake_stages, silence, tone
 from test_session import close, make
 
-from agent.turn.backlog import BACKLOG
+from agent.turn.load import LoadPolicy
 from db.records import TurnRecord
 from tests.waiting import wait_until
 
@@ -119,17 +119,18 @@ def test_no_model_while_other_callers_wait_for_their_answers(caplog):
     # anyway, so the model is not run beside the CPU's job; the hangover ends the turn.
     eot = FakeEOT([0.95])
     stages = fake_stages(asr=FakeASR(["what time do you open?"]), eot=eot)
+    load = LoadPolicy(stages.llm.scheduler)
     session, line, calllog, _ = make(stages, speculate_s=0.2, endpoint_silence_s=0.6,
-                                     end_of_turn_words=False)
+                                     end_of_turn_words=False, load=load)
     other = object()
-    ticket, _ = BACKLOG.enter(other)
+    ticket, _ = load.backlog.enter(other)
     try:
         assert wait_until(lambda: session.state == "listening")
         with caplog.at_level("DEBUG", logger="callagent"):
             line.say(tone(0.8))
             assert wait_until(lambda: calllog.of(TurnRecord))
     finally:
-        BACKLOG.leave(ticket)
+        load.backlog.leave(ticket)
     turn = calllog.of(TurnRecord)[0]
     assert eot.calls == 0
     assert 0.55 <= turn.endpoint_s <= 0.9 and turn.reply_text, turn

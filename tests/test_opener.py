@@ -15,6 +15,7 @@ import pytest
 from agent.call.jobs import CallJobs
 from agent.call.worker import TurnWorker
 from agent.turn.backlog import Backlog
+from agent.turn.load import LoadPolicy
 from agent.turn.runner import TurnRunner
 from dialplan import parse_config
 from dialplan.config import ConfigError
@@ -82,7 +83,7 @@ def test_the_worker_of_a_call_is_up_from_its_start_to_close():
     runner = TurnRunner(fake_stages(), _profile())
     jobs = CallJobs(runner.stages.llm.scheduler, post=lambda m: None)
     worker = TurnWorker(runner, [], playout=None, post=lambda m: None, jobs=jobs,
-                        now=time.monotonic, backlog=backlog)
+                        now=time.monotonic, load=LoadPolicy(jobs.scheduler, backlog))
     backlog.join(other)
     assert not backlog.alone(other)
     worker.close()

@@ -13,7 +13,7 @@ import pytest
 from fakes import FakeASR, FakeCall, FakeLLM, FakeTTS, ListLog, fake_stages, silence, tone
 
 from agent.call.session import CallSession
-from agent.turn.backlog import BACKLOG
+from agent.turn.load import LoadPolicy
 from agent.turn.runner import TurnRunner
 from db.records import CallEnded, CallStarted, EventRecord, TurnRecord
 from dialplan import parse_config
@@ -28,7 +28,7 @@ AUDIO = {"endpoint_silence_s": 0.3, "pause_tolerance_s": 0.7, "max_endpoint_wait
          "end_of_turn_words": False}
 
 
-def make(stages=None, limits=None, greeting="Hi.", **audio):
+def make(stages=None, limits=None, greeting="Hi.", load=None, **audio):
     profile = parse_config({
         "profiles": {"p": {"greeting": greeting, "goodbye": "Bye now.",
                            "audio": {**AUDIO, **audio},
@@ -38,7 +38,7 @@ def make(stages=None, limits=None, greeting="Hi.", **audio):
     calllog = ListLog()
     hangups = []
     session = CallSession(profile, stages, calllog, hangup=lambda: hangups.append(time.time()),
-                          phrase=TurnRunner(stages, profile).prepare_phrases())
+                          phrase=TurnRunner(stages, profile).prepare_phrases(), load=load)
     line = FakeCall(session.link)
     session.start()
     line.start()
@@ -305,12 +305,14 @@ def test_no_words_are_prefilled_while_another_caller_speaks():
     # Another call's caller is mid-question: their turn will want the CPU within the second,
     # so this caller's words so far are neither transcribed nor prefilled; the turn still is.
     other = _Other()
-    BACKLOG.join(other)
-    BACKLOG.speaking(other, True)
+    llm = _PrefillLLM()
+    asr = FakeASR(["can I renew a book?"])
+    stages = fake_stages(asr=asr, llm=llm)
+    load = LoadPolicy(stages.llm.scheduler)
+    load.backlog.join(other)
+    load.backlog.speaking(other, True)
     try:
-        llm = _PrefillLLM()
-        asr = FakeASR(["can I renew a book?"])
-        session, line, calllog, _ = make(fake_stages(asr=asr, llm=llm), prefill_every_s=1.0)
+        session, line, calllog, _ = make(stages, prefill_every_s=1.0, load=load)
         assert wait_until(lambda: session.state == "listening")
         line.say(tone(2.5))
         assert wait_until(lambda: calllog.of(TurnRecord))
@@ -319,7 +321,7 @@ def test_no_words_are_prefilled_while_another_caller_speaks():
         assert calllog.of(TurnRecord)[0].transcript == "can I renew a book?"
         close(session, line)
     finally:
-        BACKLOG.part(other)
+        load.backlog.part(other)
 
 
 class _Other:
@@ -333,15 +335,16 @@ def test_a_call_alone_prefills_whatever_waits_the_scheduler_measured(monkeypatch
     # other; they said "load" and a quarter of a lone caller's questions went unprefilled.
     # With another call up (idle, not speaking) the same waits still hold its words back.
     other = _Other()
+    llm = _PrefillLLM()
+    so_far = [] if another_call_up else ["can I", "can I renew a"]
+    asr = FakeASR([*so_far, "can I renew a book?"])
+    stages = fake_stages(asr=asr, llm=llm)
+    monkeypatch.setattr(stages.llm.scheduler, "recent_wait", lambda *a, **k: 0.5)
+    load = LoadPolicy(stages.llm.scheduler)
     if another_call_up:
-        BACKLOG.join(other)
+        load.backlog.join(other)
     try:
-        llm = _PrefillLLM()
-        so_far = [] if another_call_up else ["can I", "can I renew a"]
-        asr = FakeASR([*so_far, "can I renew a book?"])
-        stages = fake_stages(asr=asr, llm=llm)
-        monkeypatch.setattr(stages.llm.scheduler, "recent_wait", lambda *a, **k: 0.5)
-        session, line, calllog, _ = make(stages, prefill_every_s=1.0)
+        session, line, calllog, _ = make(stages, prefill_every_s=1.0, load=load)
         assert wait_until(lambda: session.state == "listening")
         line.say(tone(2.5))
         assert wait_until(lambda: calllog.of(TurnRecord))
@@ -350,7 +353,7 @@ def test_a_call_alone_prefills_whatever_waits_the_scheduler_measured(monkeypatch
         assert calllog.of(TurnRecord)[0].transcript == "can I renew a book?"
         close(session, line)
     finally:
-        BACKLOG.part(other)
+        load.backlog.part(other)
 
 
 def test_a_caller_hanging_up_mid_question_drops_their_prefill():

@@ -19,7 +19,8 @@ from agent.bench.samples import spoken
 from agent.call.jobs import CallJobs
 from agent.call.worker import TurnWorker
 from agent.simulate import simulate
-from agent.turn.backlog import BACKLOG, Backlog
+from agent.turn.backlog import Backlog
+from agent.turn.load import LoadPolicy
 from agent.turn.runner import TurnRunner
 from db.records import EventRecord
 from dialplan import Dialplan, parse_config
@@ -62,21 +63,23 @@ def test_the_cheaper_models_answer_only_while_the_agent_is_overloaded(
     busy = Dialplan.from_config(config).fallback(main)
     audio, rate = spoken("What time does the library open on Saturday?")
     other_call = _Call()
-    tickets = [BACKLOG.enter(other_call)[0] for _ in range(ahead)]
-    BACKLOG.speaking(other_call, speaking)
+    load = LoadPolicy(stage_cache.models.scheduler)
+    load.measured_wait = lambda window_s=30.0: waited_s
+    tickets = [load.backlog.enter(other_call)[0] for _ in range(ahead)]
+    load.backlog.speaking(other_call, speaking)
     try:
         call = simulate(audio, rate, main, stage_cache.stages(main), fast=True, greeting=False,
-                        under_load=(busy, stage_cache.stages(busy)), waiting=lambda: waited_s)
+                        under_load=(busy, stage_cache.stages(busy)), load=load)
     finally:
         for t in tickets:
-            BACKLOG.leave(t)
-        BACKLOG.speaking(other_call, False)
+            load.backlog.leave(t)
+        load.backlog.speaking(other_call, False)
     (turn,) = call.turns
     assert turn.asr_model == model and turn.reply_text and not turn.unanswered
     notes = [r.detail for r in call.records if isinstance(r, EventRecord)
              and r.kind == "under-load"]
     assert notes == (["turn 0: answered by profile main/busy"] if event else [])
-    assert len(BACKLOG) == 0  # the turn left the backlog once heard
+    assert len(load.backlog) == 0  # the turn left the backlog once heard
 
 
 @pytest.mark.model
@@ -88,8 +91,8 @@ def test_a_turn_under_load_says_the_profiles_phrases_from_its_cache(stage_cache,
     speak = runner.prepare_phrases()
     jobs = CallJobs(runner.stages.llm.scheduler, post=lambda m: None)
     worker = TurnWorker(runner, [], playout=None, post=lambda m: None, jobs=jobs,
-                        now=time.monotonic, under_load=(busy, stage_cache.stages(busy)),
-                        backlog=Backlog())
+                        now=time.monotonic, load=LoadPolicy(jobs.scheduler),
+                        under_load=(busy, stage_cache.stages(busy)))
     try:
         for text in (main.repeat, main.apology):
             assert worker.under_load.speak(text) is speak(text)

@@ -27,6 +27,7 @@ from agent.bench.baseline import serial_turn
 from agent.bench.header import markdown_header
 from agent.bench.samples import PAUSED, QUESTIONS, spoken, spoken_with_pause
 from agent.simulate import SimulatedCall, simulate
+from agent.turn.load import LoadPolicy
 from agent.turn.profiles import ReadyProfiles
 from agent.turn.runner import StageCache
 from db.records import TurnRecord
@@ -59,7 +60,9 @@ def run(args: argparse.Namespace, config: Config) -> int:
     profile = config.profiles[args.profile]
     console = Console(stderr=True)
     t0 = time.monotonic()
-    ready = ReadyProfiles(config, StageCache(ModelCache(Scheduler(pairs=config.scheduler.pairs))))
+    scheduler = Scheduler(pairs=config.scheduler.pairs)
+    ready = ReadyProfiles(config, StageCache(ModelCache(scheduler)))
+    load = LoadPolicy(scheduler)  # one per process: calls at once share it, as serve's do
     # As serve prepares them, with the models turns that start behind other calls' use
     # (limits.under_load_*).
     ready.prepare(profile)
@@ -84,7 +87,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
             for _ in range(args.rounds):
                 for i in range(0, len(clips), n):
                     batch = [clips[(i + k) % len(clips)] for k in range(n)]
-                    calls.extend(_at_once(batch, profile, stages, phrase, cheap))
+                    calls.extend(_at_once(batch, profile, stages, phrase, cheap, load))
                     bar.advance(task, len(batch))
             results[str(n)] = _summary(calls)
         task = bar.add_task("mid-sentence pauses", total=len(PAUSED))
@@ -118,7 +121,8 @@ def run(args: argparse.Namespace, config: Config) -> int:
     return 0
 
 
-def _at_once(batch, profile, stages, phrase, cheap) -> list[tuple[str, SimulatedCall]]:
+def _at_once(batch, profile, stages, phrase, cheap,
+             load: LoadPolicy) -> list[tuple[str, SimulatedCall]]:
     """Simulate one call per question, all started together."""
     out: list[tuple[str, SimulatedCall] | None] = [None] * len(batch)
 
@@ -129,7 +133,7 @@ def _at_once(batch, profile, stages, phrase, cheap) -> list[tuple[str, Simulated
     def one(k: int) -> None:
         text, audio, rate = batch[k]
         out[k] = (text, simulate(audio, rate, profile, stages, fast=fast, greeting=False,
-                                 phrase=phrase, source="bench", under_load=cheap))
+                                 phrase=phrase, source="bench", under_load=cheap, load=load))
 
     threads = [threading.Thread(target=one, args=(k,)) for k in range(len(batch))]
     for t in threads:

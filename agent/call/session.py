@@ -49,6 +49,7 @@ from agent.call.timers import TIMERS
 from agent.call.turntaking import RESUMED_GRACE_S, TurnTaking
 from agent.call.worker import TurnWorker
 from agent.sip.audiolink import AudioLink
+from agent.turn.load import LoadPolicy
 from agent.turn.runner import Stages, TurnRunner
 from db import log
 from db.records import CallLog
@@ -56,7 +57,6 @@ from dialplan.options import Profile
 from models.audio import line_resampler, pcm16_to_float, rms
 from models.llm.base import Message as ChatMessage
 from models.priority import Priority
-from models.scheduler import Scheduler
 from models.vad.segmenter import (
     Segmenter,
     SpeechPaused,
@@ -84,17 +84,17 @@ class CallSession:
         info: caller, extension, SIP Call-ID, source.
         rate: sample rate of the line's frames (the port's clock rate).
         clock: the call's clock (a simulation's may skip ahead).
-        under_load, waiting: a cheaper profile and its models, for turns under load (waiting()).
-        scheduler: the process's scheduler, where the call's model work runs (by default the
-            one its models were loaded with).
+        under_load: a cheaper profile and its models, for turns under load.
+        load: the process's rules under load, shared by its calls; its scheduler runs the
+            call's model work (by default a policy of the call's own, on the scheduler its
+            models were loaded with).
     """
 
     def __init__(self, profile: Profile, stages: Stages, call_log: CallLog,
                  hangup: Callable[[], None], phrase: Callable[[str], np.ndarray],
                  info: CallInfo | None = None, rate: int = 8000, clock: Clock = REAL_TIME,
                  under_load: tuple[Profile, Stages] | None = None,
-                 waiting: Callable[[], float] | None = None,
-                 scheduler: Scheduler | None = None):
+                 load: LoadPolicy | None = None):
         self.call_id = uuid.uuid4().hex[:16]
         self.profile = profile
         self.info = info or CallInfo()
@@ -114,9 +114,10 @@ class CallSession:
         self._closed = False
         self._call = CallState(clock.now, self._on_state)
         self.history: list[ChatMessage] = []
-        self.jobs = CallJobs(scheduler or stages.llm.scheduler, self._inbox.put)
+        self.load = load or LoadPolicy(stages.llm.scheduler)
+        self.jobs = CallJobs(self.load.scheduler, self._inbox.put)
         worker = TurnWorker(self.runner, self.history, self.playout, self._inbox.put, self.jobs,
-                            clock.now, under_load=under_load, waiting=waiting)
+                            clock.now, self.load, under_load=under_load)
         self.turntaking = TurnTaking(self.call_id, profile.audio, worker, self._rec, self._call)
         self.barge_ins = 0
         self.codec = ""

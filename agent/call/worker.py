@@ -21,7 +21,7 @@ from agent.call.jobs import CallJobs
 from agent.call.messages import EndOfTurnScored, Message, ReplyAudio, Transcribed, TurnDone
 from agent.call.playout import Playout
 from agent.call.turn import Turn
-from agent.turn.backlog import BACKLOG, Backlog
+from agent.turn.load import LoadPolicy
 from agent.turn.prefill import prefill_words
 from agent.turn.reply import Reply
 from agent.turn.result import TurnResult
@@ -30,18 +30,10 @@ from db import log
 from dialplan.options import Profile
 from models.llm.base import Message as ChatMessage
 from models.priority import JobCancelled, Priority
-from models.scheduler import Scheduler
 from models.vad.segmenter import SpeechPaused
 
 APOLOGY_WAIT_S = 3.0
 """How long a failed speculative turn waits for its endpoint before giving up on apologising."""
-UNDER_LOAD_WINDOW_S = 30.0
-"""How far back the scheduler's measured waits count for ``limits.under_load_after_s``."""
-
-
-def measured_wait(scheduler: Scheduler, window_s: float = UNDER_LOAD_WINDOW_S) -> float:
-    """The process's measured load: p90 seconds first-audio work waited for the CPU lately."""
-    return scheduler.recent_wait(Priority.FIRST_AUDIO, window_s)
 
 
 class TurnWorker:
@@ -54,15 +46,13 @@ class TurnWorker:
         post: puts a message in the call's inbox.
         jobs: submits the call's model work.
         now: the call's clock.
+        load: the process's rules under load (every call's worker shares it).
         under_load: the profile's cheaper ``under_load`` profile and its models, if any.
-        waiting: the measured load (seconds first-audio work waits for the CPU).
-        backlog: the process's turns not yet heard answered (every call's worker shares it).
     """
 
     def __init__(self, runner: TurnRunner, history: list[ChatMessage], playout: Playout,
                  post: Callable[[Message], None], jobs: CallJobs, now: Callable[[], float],
-                 under_load: tuple[Profile, Stages] | None = None,
-                 waiting: Callable[[], float] | None = None, backlog: Backlog = BACKLOG):
+                 load: LoadPolicy, under_load: tuple[Profile, Stages] | None = None):
         self.runner = runner
         self.history = history
         self.playout = playout
@@ -74,14 +64,14 @@ class TurnWorker:
         self.under_load = None if under_load is None else TurnRunner(
             under_load[1], under_load[0], out_rate=runner.out_rate, clock=runner.now,
             phrases=runner.speak)
-        self.waiting = waiting or (lambda: measured_wait(jobs.scheduler))
-        self.backlog = backlog
+        self.load = load
+        self.backlog = load.backlog
         self.call_id = "-"
         self._waiting: list[Turn] = []  # turns whose previous turn has not finished yet
         self._prefill: Future | None = None
         self._prefill_cancel = None
         self._speaking = False  # as last told to the backlog
-        backlog.join(self)
+        self.backlog.join(self)
 
     # ---- prefill ---------------------------------------------------------------------------
 
@@ -95,12 +85,10 @@ class TurnWorker:
             return
         self.call_id = call_id
         cancel = self._prefill_cancel = threading.Event()
-        others_idle = lambda: not self.backlog.busy_others(self)  # noqa: E731
-        alone = lambda: self.backlog.alone(self)  # noqa: E731
         self._prefill = self.jobs.submit(
-            prefill_words, self.runner, audio, list(self.history), cancel, others_idle, alone,
-            self.jobs.scheduler, stage="prefill", priority=Priority.BACKGROUND, cancel=cancel,
-            then=self._prefilled)
+            prefill_words, self.runner, audio, list(self.history), cancel,
+            lambda again: self.load.may_prefill(self, again), stage="prefill",
+            priority=Priority.BACKGROUND, cancel=cancel, then=self._prefilled)
 
     def _prefilled(self, f: Future) -> None:
         try:
@@ -136,18 +124,9 @@ class TurnWorker:
     # ---- a turn's work ---------------------------------------------------------------------
 
     def _runner(self, turn: Turn) -> TurnRunner:
-        """This profile's runner, or the cheaper one while the CPU is overloaded.
-
-        Overloaded: turns of other calls are still waiting for their first audio (this one
-        would wait for all of them), or as many other callers are still speaking (their turns
-        will compete with this one's), or first-audio work has lately waited too long.
-        """
-        limits = self.runner.profile.limits
-        if self.under_load is None:
-            return self.runner
-        ahead = max(turn.ahead, self.backlog.busy_others(self))
-        if not ((limits.under_load_ahead and ahead >= limits.under_load_ahead)
-                or self.waiting() > limits.under_load_after_s):
+        """This profile's runner, or the cheaper one while the CPU is overloaded."""
+        if self.under_load is None or not self.load.under_load(self.runner.profile.limits,
+                                                               self, turn.ahead):
             return self.runner
         turn.under_load = self.under_load.profile.name
         return self.under_load

@@ -18,7 +18,8 @@ It also knows which calls are up: a call that is alone may speak a reply's openi
 own (:mod:`agent.turn.textsplit`), since nothing else will want the CPU while the rest of the
 reply decodes.
 
-One backlog per process, shared by every call (``serve``, ``simulate``, ``bench pipeline``).
+One backlog per process, in its :class:`~agent.turn.load.LoadPolicy`, shared by every call
+(``serve``, ``simulate``, ``bench pipeline``).
 Imports nothing from the project.
 """
 
@@ -88,6 +89,3 @@ class Backlog:
         with self._lock:
             return len(self._open)
 
-
-BACKLOG = Backlog()
-"""The process's backlog: every call's turn worker enters its turns here."""
