@@ -49,8 +49,7 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class SchedulerOptions:
-    """``[scheduler]``: how the process's model scheduler (:mod:`models.scheduler`) shares
-    the CPU."""
+    """``[scheduler]``: how the process's model scheduler shares the CPU."""
 
     pairs: bool = True
     """Two callers' urgent jobs may run side by side on one core each; the ASR and TTS models
@@ -135,8 +134,10 @@ def parse_config(data: dict[str, Any], source: str = "<dict>",
 
 
 def _with_api_keys(profiles: dict[str, Profile], env: Mapping[str, str]) -> dict[str, Profile]:
-    """The profiles, each ``openai`` one whose ``llm.api_key`` is empty given the key of
-    :data:`API_KEY_ENV` (the first set)."""
+    """The profiles, with the key of :data:`API_KEY_ENV` (the first set) filled in.
+
+    Only ``openai`` profiles whose ``llm.api_key`` is empty get it.
+    """
     key = next((env[k] for k in API_KEY_ENV if env.get(k)), "")
     if not key:
         return profiles

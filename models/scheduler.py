@@ -146,8 +146,8 @@ class _Task:
 class Scheduler:
     """Hands ``slots`` run slots to model jobs in priority order (FIFO within a priority).
 
-    Model work reaches it in one of two ways. A call's loop never computes: it
-    :meth:`submit`\ s a function, which runs on one of the scheduler's ``workers`` threads
+    Model work reaches it in one of two ways. A call's loop never computes: it submits
+    (:meth:`submit`) a function, which runs on one of the scheduler's ``workers`` threads
     and completes a future (the call turns the completion into a message of its inbox). The
     function's model calls, and those of an engine thread a backend owns (the batched LLM),
     each take a run slot with :meth:`job`.

@@ -16,10 +16,10 @@ import numpy as np
 
 from agent.simulate import SimulatedLine
 from agent.turn.runner import Stages
-from models.scheduler import Scheduler
 from models.asr.base import ASR
 from models.eot.base import EndOfTurn
 from models.llm.base import LLM, Message, Piece
+from models.scheduler import Scheduler
 from models.tts.base import TTS
 from models.vad.base import VAD, VADStream
 

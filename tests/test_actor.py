@@ -1,5 +1,6 @@
-"""A call is one loop: exactly one thread per call runs agent code, model work runs in the
-scheduler's workers, and the call core neither polls nor sleeps (issue 44's acceptance).
+"""A call is one loop: one thread per call, model work only in the scheduler's workers.
+
+Exactly one thread per call runs agent code, and the call core neither polls nor sleeps.
 
 Four simulated calls at once on fake stages (real sessions, real scheduler, real lines paced
 in real time): the threads are counted while they talk, and each fake records the threads its
@@ -59,9 +60,11 @@ def test_four_calls_run_one_thread_each_and_models_only_in_the_scheduler():
             seen.append([t.name for t in threading.enumerate() if t.name not in base])
             time.sleep(0.05)
 
-    calls = [threading.Thread(target=lambda: results.append(
-        simulate(caller, 8000, profile, stages, greeting=False, phrase=phrase, load=load)), name=f"caller-{i}")
-        for i in range(4)]
+    def call():
+        results.append(simulate(caller, 8000, profile, stages, greeting=False, phrase=phrase,
+                                load=load))
+
+    calls = [threading.Thread(target=call, name=f"caller-{i}") for i in range(4)]
     watcher = threading.Thread(target=watch, name="watcher")
     watcher.start()
     for c in calls:

@@ -12,9 +12,9 @@
 
 :class:`TurnTaking` owns the turn state (current, held and last turn, speech start, echo
 suspicion) and runs on the call's loop only. It changes the call's state only through the
-:class:`~agent.call.state.CallState` it shares with the session (the single transition point). Imports no SIP and no
-database code; ``simulate`` and ``serve`` both reach these decisions through a
-:class:`~agent.call.session.CallSession`, never through a copy.
+:class:`~agent.call.state.CallState` it shares with the session (the single transition
+point). Imports no SIP and no database code; ``simulate`` and ``serve`` both reach these
+decisions through a :class:`~agent.call.session.CallSession`, never through a copy.
 """
 
 from __future__ import annotations

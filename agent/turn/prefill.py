@@ -1,9 +1,9 @@
 """The caller's words so far into the LLM's cache while they still speak (background work).
 
 A turn's prompt is the call's history plus the question; read after the caller stops, the
-question's tokens delay the first token (``bench call``, one call). Every ``audio.prefill_every_s`` of speech the
-call's worker hands the audio so far here: it is transcribed and its words (less the last,
-which the audio may end inside) evaluated into the call's KV sequence, so the turn reads only
+question's tokens delay the first token (``bench call``, one call). Every ``audio.prefill_every_s``
+of speech the call's worker hands the audio so far here: it is transcribed and its words (less the
+last, which the audio may end inside) evaluated into the call's KV sequence, so the turn reads only
 its last words. Only where the backend can (``LLM.can_prefill``), and only in idle time
 (:meth:`~agent.turn.load.LoadPolicy.may_prefill`).
 """

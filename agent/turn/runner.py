@@ -94,8 +94,9 @@ class TurnRunner:
     def warm_up(self) -> None:
         """Run every stage once, so the first calls do not pay their first pass.
 
-        A fresh process's first ASR pass is the slowest (bench asr). The LLM primes this profile's prompt in every context it has (see the backend's
-        ``prime``): four first callers all start warm.
+        A fresh process's first ASR pass is the slowest (bench asr). The LLM primes this
+        profile's prompt in every context it has (see the backend's ``prime``): four first
+        callers all start warm.
         """
         with priority(Priority.BACKGROUND):
             # In the scheduler's workers, where the calls' LLM work runs: on the main thread,
