@@ -72,7 +72,7 @@ class Server:
         self._ending: list[CallSession] = []
         self._loaded = False
         self.calls_total = 0
-        self.load = LoadPolicy(self.cache.models.scheduler)
+        self.load_policy = LoadPolicy(self.cache.models.scheduler)
         """What every call does under load, and which new calls are refused."""
 
     def load(self) -> None:
@@ -180,7 +180,7 @@ class Server:
     def _overloaded(self, ev: IncomingCall) -> bool:
         """Refuse the call (503) if callers' work already waits too long for the CPU."""
         sip = self.config.sip
-        waited = self.load.refuse(sip, len(self.sessions))
+        waited = self.load_policy.refuse(sip, len(self.sessions))
         if waited is None:
             return False
         log.event("call-rejected", ev.sip_call_id, code=sip.overload_code, reason="overload",
@@ -196,5 +196,5 @@ class Server:
         key = ev.key
         return CallSession(profile, stages, self.call_log, hangup=lambda: self.sip.hangup(key),
                            phrase=phrase, info=info, rate=CLOCK_RATE, under_load=cheap,
-                           load=self.load)
+                           load=self.load_policy)
 

@@ -42,7 +42,7 @@ def invite(key: int = 7) -> IncomingCall:
 def test_a_call_is_refused_with_503_while_callers_wait_too_long_for_the_cpu():
     s = server(admit_max_wait_s=2.0)
     s.sessions[1] = object()  # a call in progress
-    s.load.measured_wait = lambda window_s: 4.5
+    s.load_policy.measured_wait = lambda window_s: 4.5
     s._incoming(invite())
     assert s.sip.rejected == [(7, 503)]
     assert s.calls_total == 0
@@ -50,16 +50,16 @@ def test_a_call_is_refused_with_503_while_callers_wait_too_long_for_the_cpu():
 
 def test_under_the_limit_or_with_no_call_in_progress_nothing_is_refused_for_load():
     s = server(admit_max_wait_s=2.0, overload_code=486)
-    s.load.measured_wait = lambda window_s: 4.5
+    s.load_policy.measured_wait = lambda window_s: 4.5
     assert not s._overloaded(invite())  # idle: past waits are history
     s.sessions[1] = object()
-    s.load.measured_wait = lambda window_s: 0.5
+    s.load_policy.measured_wait = lambda window_s: 0.5
     assert not s._overloaded(invite())
-    s.load.measured_wait = lambda window_s: 2.5
+    s.load_policy.measured_wait = lambda window_s: 2.5
     assert s._overloaded(invite()) and s.sip.rejected == [(7, 486)]
     off = server(admit_max_wait_s=0)
     off.sessions[1] = object()
-    off.load.measured_wait = lambda window_s: 99.0
+    off.load_policy.measured_wait = lambda window_s: 99.0
     assert not off._overloaded(invite())
 
 
