@@ -4,13 +4,13 @@ The process makes one :class:`Scheduler` from its config and hands it to every m
 (:class:`~models.registry.ModelCache`) and every call: there is no module-level instance.
 
 On 2 cores, two heavy stages running at once (ASR of one call, TTS of another, an LLM decode)
-each get half the machine and all of them finish late; measured with 4 calls, ASR of an ended
-utterance took 2.1 s instead of 0.3 s. Here each model call (an ASR pass, an LLM prefill or
-one decode step, a TTS chunk) first takes one of ``slots`` run slots
-(1 by default: each model already uses every core it is given), and waiting jobs get the slot
-in priority order, so the work a caller is waiting to hear goes first:
+each get half the machine and all of them finish late: with 4 calls, ASR of an ended
+utterance took several times as long as alone (bench call, 4 at once). Here each model call
+(an ASR pass, an LLM prefill or one decode step, a TTS chunk) first takes one of ``slots`` run
+slots (1 by default: each model already uses every core it is given), and waiting jobs get the
+slot in priority order, so the work a caller is waiting to hear goes first:
 
-* ``END_OF_TURN``: reserved (the end-of-turn model, one thread for ~100 ms, runs beside the
+* ``END_OF_TURN``: reserved (the end-of-turn model, one thread for a short pass, runs beside the
   slots: :mod:`models.eot.base`);
 * ``FIRST_AUDIO``: ASR of an ended utterance, the LLM up to the first clause, TTS of the
   first clause, and any reply whose queued audio is about to run out;
@@ -26,19 +26,20 @@ job never runs and raises :class:`JobCancelled` (a speculative ASR pass queued b
 calls' work, whose caller went on talking, costs nothing).
 Within a level, a ``(level, deadline)`` priority orders jobs earliest deadline first: the turn
 whose caller stopped speaking first finishes its first audio before the next turn's ASR starts
-(measured with 4 calls: FIFO within the level made a first clause wait behind three other
-calls' ASR passes, one per token, 4-8 s).
+(bench call, 4 at once: FIFO within the level made a first clause wait behind three other
+calls' ASR passes, one per token).
 After a turn's urgent job the slot is held for that turn a moment (:data:`HANDOFF_S`): the
 turn's next job (its LLM prompt after its ASR pass, its TTS after the first clause) is queued
 a few ms after the last one ends, and a job of a lower level granted in that gap ran to its end
-first (4 callers at once: 27 such waits in 40 calls, 10 s of first-audio time in all). The
+first (bench call, 4 at once). The
 job's level is read again as it ends (a speculative pass whose caller has stopped is now the
 real one), and a speculative turn keeps the slot from later speculative work too.
 Two urgent jobs of different turns may share the cores, one each (:data:`PAIR_LEVEL`, a job
-that says ``narrow=True``): on 2 cores a model gains 1.35-1.6x from its second thread (Whisper
-base a pass 1.3-1.5x, Piper 1.4-1.7x, a Qwen 0.5B prompt and first clause 1.35-1.55x), so two
-callers' jobs side by side on one thread each did 1.13-1.38x the work of the same jobs one
-after another on two (alone, each pair of stages). A job reads what it got from :meth:`cores`.
+that says ``narrow=True``): on 2 cores a model gains well short of twice from its second
+thread (a Whisper base pass, Piper, a Qwen 0.5B prompt and first clause alike), so two callers'
+jobs side by side on one thread each get more done than the same jobs one after another on two
+(each pair of stages alone; bench call, 4 at once, with pairing on and off). A job reads what
+it got from :meth:`cores`.
 A job that would rather have both cores (``patient``: a prompt) still takes one that a less
 urgent job left free rather than wait for that job's end.
 Imports only :mod:`models.priority`: models call it, the agent sets priorities.
@@ -72,7 +73,8 @@ PAIR_LEVEL = Priority.SPECULATIVE
 for. Less urgent work (the rest of a reply, priming) keeps both cores and the old order."""
 HANDOFF_S = 0.03
 """How long after a turn's urgent job ends the slot waits for the turn's next one before a
-less urgent job may take it (measured: the next job of the turn was queued 0-4 ms after)."""
+less urgent job may take it (bench call, 4 at once: the turn's next job is queued well
+within it)."""
 RECHECK_S = 0.02
 """While one narrow job runs alone and jobs wait, how often their priorities are read again: a
 job's rises without an event (a reply's audio runs low), and the free core is then its."""
@@ -258,8 +260,8 @@ class Scheduler:
             priority: overrides the context's priority (see :func:`priority`).
             narrow: the work can run on one core (it asks :meth:`cores`), beside another
                 turn's urgent job on the other.
-            patient: with ``narrow``, it would rather wait for both cores (a prompt runs
-                1.8-2x as long on one): it takes one only beside a less urgent job running
+            patient: with ``narrow``, it would rather wait for both cores (a prompt gains the
+                most from its second core): it takes one only beside a less urgent job running
                 alone, whose end it would otherwise wait for with that core idle.
 
         Raises:
@@ -402,9 +404,9 @@ class Scheduler:
 
         A less urgent level waits. So does a speculative job of a later turn after a
         speculative one: the first caller to stop keeps the slot between its ASR pass and its
-        prompt (4 callers at once: another's pass granted in that gap, 0.4-1.4 s, 3-7 times a
-        run). Not so between first-audio jobs: a caller waiting for an answer does not wait
-        for another's (tried: the earliest callers' replies kept the slot, p95 5.7 s).
+        prompt (bench call, 4 at once: another's pass was granted in that gap). Not so between
+        first-audio jobs: a caller waiting for an answer does not wait for another's (tried, bench
+        call, 4 at once: the earliest callers' replies kept the slot and the slowest came later).
         """
         at, level, deadline = self._held
         left = at + HANDOFF_S - time.monotonic()
@@ -437,8 +439,8 @@ class Scheduler:
             return False
         if not job.patient:
             return True
-        # 4 callers at once: 1.1-2.9 s a run of first-audio prompts and steps waited so
-        # beside another caller's speculative pass, one core idle.
+        # Else first-audio prompts and steps waited beside another caller's speculative pass,
+        # one core idle (bench call, 4 at once).
         return running is not None and rank[:2] < running
 
     def _partner(self, best: _Waiter, rank: tuple[int, float, int], taken: set[float],

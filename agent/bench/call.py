@@ -17,7 +17,7 @@ round, from the capture:
   <= 40 ms);
 * dead air = holes of zero-sample frames inside a reply (>= 60 ms): the agent keeps sending
   20 ms packets when a reply's next chunk is late, so the packet gap cannot show it (a voice's
-  own pause may be zeros too: ~1 s of a 40-call run's total);
+  own pause may be zeros too, a small part of a round's total);
 
 and from the call log: calls answered of those placed (a refused call leaves no record; sipp's
 error file gives the status the caller got), unanswered turns by reason, and calls per worker.

@@ -62,7 +62,7 @@ def markdown_header(title: str, *, day: datetime.date | None = None, cpu: str | 
         cores: the cores available (:func:`core_count` when None).
 
     Returns:
-        A markdown heading, e.g. ``## bench call: YYYY-MM-DD, AMD EPYC 7B13, 2 cores``.
+        A markdown heading, e.g. ``## bench call: YYYY-MM-DD, <CPU model name>, 2 cores``.
     """
     day = day or datetime.date.today()
     cpu = cpu or cpu_model()

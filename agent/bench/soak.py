@@ -135,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
     work = Path(args.keep or tempfile.mkdtemp(prefix="callagent-soak-"))
     if (work / "calls.db").exists():
-        # Its counts would add this run's calls to the earlier run's (995 records for 500).
+        # Its counts would add this run's calls to the earlier run's (more records than calls).
         print(f"bench soak: {work} already holds a call log (calls.db) from an earlier run; "
               "--keep wants a new or empty folder", file=sys.stderr)
         return 2

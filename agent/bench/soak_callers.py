@@ -114,8 +114,8 @@ def final_status(message_log: Path) -> int | None:
 def place(plan: Plan, work: Path, port: int, media_port: int, deadline: float) -> Outcome:
     """Run one caller, redialling after a busy (486) or overload (503) answer like a person.
 
-    Without redial a slot's next call raced the agent's teardown of its last one and a soak
-    measured mostly 486s (14 of 60 calls answered); the refusals are still counted.
+    Without redial a slot's next call raced the agent's teardown of its last one, and most of
+    a soak's calls were refused with 486 (bench soak); the refusals are still counted.
     """
     out = Outcome(plan.n, plan.behaviour)
     for attempt in range(REDIALS + 1):

@@ -44,9 +44,9 @@ scorer counts as errors though nothing was misheard.)"""
 
 DEFAULT_VOICES = ("kokoro-onnx:jf_gongitsune", "piper:en_US-joe-medium")
 PAD_S = 0.3
-"""Silence around each reply, as on the line. Piper starts speaking within 5 ms of its first
-sample; cut that close, Whisper base looped ("the set of the set of ...") on 2 of 8 renderings
-of one reply, and on none with the silence."""
+"""Silence around each reply, as on the line. Piper starts speaking at almost its first sample;
+cut that close, Whisper base looped ("the set of the set of ...") on some renderings of a reply,
+and on none with the silence (bench tts)."""
 
 
 @dataclass

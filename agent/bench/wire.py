@@ -121,9 +121,9 @@ def dead_air_ms(packets: list[RtpPacket], runs: list[tuple[float, float]],
 
     The agent keeps sending packets when a reply's next audio is late (the packet gap stays
     20 ms), so a late chunk shows only as frames of zero samples. The voice's own pauses can
-    be zeros too: Piper's left 60-260 ms holes in 2-3 of 10 single calls whose playout never
-    ran dry; under load the late chunks dominate (4 callers: 15.9 s of the agent's own
-    underruns against 17.2 s read here).
+    be zeros too: Piper's left short holes in some single calls whose playout never ran dry
+    (bench call, one call); under load the late chunks dominate: nearly all the dead air read
+    here is the agent's own underruns (bench call, 4 at once).
     """
     if not runs:
         return []

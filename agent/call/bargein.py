@@ -20,8 +20,9 @@ class BargeInGate:
     """Accumulates qualifying caller speech frame by frame while the agent is speaking.
 
     Levels are compared over windows, not frame by frame: speech dips between syllables (an
-    espeak question over G.711 measured 0.01-0.2 RMS per 100 ms), and a per-frame rule cut a
-    300 ms requirement into 1.3 s of real speech before it fired.
+    espeak question over G.711 swings widely in level from one 100 ms to the next), and a
+    per-frame rule needed several times ``barge_in_min_s`` of real speech before it fired (the
+    sipp barge-in test).
 
     Args:
         options: VAD thresholds, ``barge_in_min_s`` and ``barge_in_echo_ratio``.

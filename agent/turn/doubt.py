@@ -17,7 +17,7 @@ def doubtful(tr: Transcript, min_avg_logprob: float) -> str:
 ALTERNATION_WORDS = 8
 """A loop may also alternate two words in no fixed order: Whisper base heard "My phone number
 is 0 7 7 0 0, 9 0 0, 4 6 1" as "My own number is Nielo Pemment Pemment Nielo Nielo Pemment
-Pemment Nielo..." (bench call, 4 at once): the reply recited it back, 5.8 s after the caller
+Pemment Nielo..." (bench call, 4 at once): the reply recited it back, long after the caller
 stopped. No run of this many words in a real question holds only two distinct ones (the
 digits of a phone number read out one by one hold at least three in any run of eight)."""
 

@@ -107,8 +107,8 @@ class TurnRunner:
             if self.stages.eot is not None:
                 self.stages.eot.score(np.zeros(ASR_RATE, np.float32))
             # A long chunk: the TTS runtime's memory arena grows to the largest chunk it has
-            # seen and keeps it, so it grows here, once, not over the first calls (Piper: +164
-            # MB over its first 50 replies without this).
+            # seen and keeps it, so it grows here, once, not over the first calls (without
+            # this, Piper's RSS grew over its first replies: bench soak).
             self.stages.tts.warm_up(WARM_UP_SPEECH)
 
     def prepare_phrases(self) -> Callable[[str], np.ndarray]:
@@ -116,7 +116,7 @@ class TurnRunner:
 
         A session says them from its own thread (the filler while a turn is late): rendered
         there, the phrase waited for the CPU slot that the late answer held, and the answer's
-        first audio could win that race: the caller heard no filler (a CI run, 1 of ~6).
+        first audio could win that race: the caller heard no filler (seen in CI runs).
         """
         profile = self.profile
         for text in (profile.greeting, profile.goodbye, profile.filler, profile.apology,

@@ -22,7 +22,7 @@ _BULLETS = re.compile(r"^\s*(?:[-•*]|\d+\.)\s+", re.MULTILINE)
 # so "The library opens | at 10 am on Saturday." speaks its first words early yet naturally.
 # Prepositions and subordinating conjunctions; the later ones, added after bench call's slowest
 # single-call turns waited on first clauses like "To cancel your booking through the meeting
-# room" (9 of 110 distinct replies of that bench now cut 2-5 words sooner).
+# room" (some of that bench's distinct replies now cut a few words sooner).
 _PHRASE_STARTS = {
     "at",
     "on",
@@ -65,13 +65,13 @@ _PHRASE_STARTS = {
 PHRASE_MIN_WORDS = 3
 # A relative clause or a quoted title opens a phrase too ("a book | that you returned", "a
 # book titled | "The Secret Garden""): the longest first chunks of bench call's replies ran on
-# past them (14 words, 1.7 s to decode and speak alone on one call).
+# past them (bench call, one call).
 _CLAUSE_STARTS = {"that", "who", "whose", "whom"}
 _QUOTE = re.compile(r"[\"\u201c(]")
 FIRST_MAX_WORDS = 5
 # A first chunk this long with no phrase to cut at is cut before its next article or
 # possessive ("Dr. Lin will be giving | a local history talk next week."): each word more is
-# ~1.3 tokens, ~0.1 s of decoding alone and more under load, before the caller hears a word.
+# another token or so to decode, slower under load, before the caller hears a word (bench llm).
 _ARTICLES = {"a", "an", "the", "my", "your", "our", "their", "his", "her", "its", "this",
              "these", "those", "every", "each"}
 """Articles and possessives: a number or a noun phrase follows them."""
@@ -81,8 +81,8 @@ _BINDS = _PHRASE_STARTS | {"as", "of", "like", "than", "per"}
 _NUMBER = re.compile(r"[$£€]?\d")
 LONG_NUMBER_DIGITS = 4
 # A card, phone or extension number is read out after a pause even after its noun ("your
-# library card number | 472918 to check out books": 15 decode steps before that first chunk
-# could end, the slowest single-call turn of bench call whenever that reply came); only an
+# library card number | 472918 to check out books": a decode step per digit before that first
+# chunk could end, the slowest single-call turn of bench call whenever that reply came); only an
 # article or a phrase's first word keeps it ("the | 2024 edition", "at | 10.30").
 _LONG_NUMBER_BOUND = _ARTICLES | _PHRASE_STARTS
 # ...and a shorter number its noun too: no cut between them ("the | 8", "room | 3", "at | 9.30").
@@ -92,7 +92,7 @@ _NUMBER_BOUND = _LONG_NUMBER_BOUND | {
 }
 # A reply's opening word(s) before a comma may be a first chunk of their own ("Yes," | "the
 # library is open on Sunday."): the caller hears the answer start several tokens sooner, each
-# a batched decode step of 0.1-0.2 s under load. About half the replies in bench call open so.
+# a batched decode step, slower under load (bench llm). Many replies in bench call open so.
 # By default only while no other call is up (tts.first_chunk_opener): the rest of the reply
 # then decodes alone, faster than it is spoken; under load a long pause follows.
 _OPENERS = {
@@ -122,8 +122,8 @@ class ClauseSplitter:
             a callable is asked when such a word ends (true: cut there).
         eager: the first chunk may end on the token that shows where (a whole word, a lone
             mark), not one token later; a callable is asked then. The runner says so while
-            the call is alone: 4 callers at once heard no sooner first chunk, and 1.2-1.7 s
-            more silence inside replies a run (two pairs of runs).
+            the call is alone: 4 callers at once heard no sooner first chunk, and more silence
+            inside replies (bench call, 4 at once).
     """
 
     def __init__(self, first_words: int = 4, min_words: int = 2,
@@ -166,9 +166,8 @@ class ClauseSplitter:
         # or, in the first chunk, once it came as a token of its own right after a word of
         # letters ("Yes" ","): one decode step sooner, and the caller hears the first chunk
         # that much sooner. Not after one letter ("a" "." may go on to "a.m."). Later chunks
-        # wait as before: with them cut as soon too, 4 callers at once made up to 8 more TTS
-        # jobs a run (hurried replies) and the slowest turns came later (p95 on the agent's
-        # clock 4.09-4.56 s against 3.78-4.13 s, three pairs of runs).
+        # wait as before: with them cut as soon too, 4 callers at once made more TTS jobs
+        # (hurried replies) and the slowest turns came later (bench call, 4 at once).
         for i, ch in enumerate(buf):
             if i + 1 < len(buf):
                 if not buf[i + 1].isspace():
@@ -225,9 +224,9 @@ class ClauseSplitter:
             starts = following.lower()
             # ...unless it came as a token of its own: a model's vocabulary holds such words
             # whole (" online" is one token, not " on" and "line"), so the cut need not wait
-            # for the next step (~0.1 s alone, 0.15 s under load, before the caller hears a
-            # word): in the first chunk (see _find_cut). Not "that": it may end the sentence
-            # ("I can help with that.").
+            # for the next step (a decode step, slower under load, before the caller hears a
+            # word; bench llm): in the first chunk (see _find_cut). Not "that": it may end the
+            # sentence ("I can help with that.").
             whole = not growing or n + 1 < len(words) - 1 or (
                 self._word_piece and starts not in _CLAUSE_STARTS and self._early())
             if (whole and (starts in _PHRASE_STARTS or starts in _CLAUSE_STARTS

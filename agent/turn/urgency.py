@@ -18,7 +18,8 @@ LOW_WATER_S = 1.0
 HURRY_S = 0.5
 """A reply with less than this queued is cut into phrases: its next whole sentence would
 come too late. Not sooner: a reply that keeps up is spoken in sentences, which sound better
-(one call rarely gets here; after a first clause of ~1 s, below LOW_WATER_S it always would)."""
+(one call rarely gets here; after a first clause, often shorter than LOW_WATER_S, it always
+would)."""
 
 
 class Urgency:
