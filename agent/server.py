@@ -23,6 +23,7 @@ import threading
 import time
 from datetime import UTC, datetime
 
+from agent import log
 from agent.call.recorder import CallInfo
 from agent.call.session import CallSession
 from agent.sip.events import (
@@ -39,7 +40,6 @@ from agent.sip.useragent import SipAgent
 from agent.turn.load import LoadPolicy
 from agent.turn.profiles import ReadyProfiles
 from agent.turn.runner import StageCache
-from db import log
 from db.placement import this_host
 from db.records import CallLog
 from dialplan import Config, Dialplan, Profile

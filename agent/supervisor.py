@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 
-from db import log
+from agent import log
 
 RESTART_DELAY_S = 1.0
 MAX_DELAY_S = 30.0

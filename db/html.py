@@ -17,8 +17,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from db.reports import CallTimeline, Report, TurnRow
+from db.stages import METRICS, STAGES
 from db.stats import percentile
-from db.timeline import METRICS, STAGES
 
 COLORS = dict(zip(STAGES, ("#8da0cb", "#fc8d62", "#66c2a5", "#e78ac3", "#a6d854", "#ffd92f"),
                   strict=True))

@@ -32,8 +32,8 @@ from db.reports import (
     totals,
 )
 from db.schema import Call
+from db.stages import STAGES
 from db.stats import Percentiles
-from db.timeline import STAGES
 
 PlaceBy = Literal["worker", "host"]
 PLACES: tuple[str, ...] = ("worker", "host")

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Protocol
 
-from db.timeline import TIMING_COLUMNS
+from db.stages import TIMING_COLUMNS
 
 
 @dataclass
@@ -56,7 +56,7 @@ class TurnRecord:
 
     ``endpoint_s + asr_s + llm_ttft_s + first_chunk_s + tts_first_audio_s + playout_s``
     equals ``voice_to_voice_s`` (stamps on one monotonic clock; the stages are
-    :data:`db.timeline.STAGES`).
+    :data:`db.stages.STAGES`).
     """
 
     call_id: str

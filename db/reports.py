@@ -25,8 +25,8 @@ from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
 from db.schema import Call, Event, Turn
+from db.stages import METRICS, STAGES, column
 from db.stats import Percentiles
-from db.timeline import METRICS, STAGES, column
 
 GroupBy = Literal["backend", "profile", "model"]
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}

@@ -88,7 +88,7 @@ class Call(Base):
 class Turn(Base):
     """One caller utterance and the agent's reply; columns mirror ``TurnRecord``.
 
-    Durations are seconds (``<metric>_s``, see :data:`db.timeline.TIMING_COLUMNS`).
+    Durations are seconds (``<metric>_s``, see :data:`db.stages.TIMING_COLUMNS`).
     """
 
     __tablename__ = "turns"

@@ -26,7 +26,6 @@ from sqlalchemy import Engine, select
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session
 
-from db.log import event
 from db.migrate import make_engine, mask_url, upgrade
 from db.placement import close_lost_calls_of, this_host
 from db.records import CallEnded, CallStarted, EventRecord, Record, TurnRecord
@@ -86,6 +85,7 @@ class CallLogWriter:
         fault: Callable[[], None] | None = None,
         worker: str | None = None,
         host: str | None = None,
+        on_event: Callable[..., None] | None = None,
     ):
         """Start the writer thread; it migrates the database and replays the spool first.
 
@@ -99,6 +99,9 @@ class CallLogWriter:
                 the writer closes as ``lost`` only calls this worker left open, never those of
                 the other processes sharing the database.
             host: This process's host name (default: :func:`db.placement.this_host`).
+            on_event: ``on_event(name, call_id="-", level=INFO, **fields)`` reports what the
+                writer does (ready, database down, spool replayed); the application passes its
+                structured logger (default: one plain line on the ``callagent`` logger).
         """
         self.options = options
         self.spool = Spool(options.spool_dir)
@@ -108,6 +111,7 @@ class CallLogWriter:
         self.batch_max = batch_max
         self.worker = worker
         self.host = host or this_host()
+        self._event = on_event or _plain_event
         self._queue: queue.Queue[Record] = queue.Queue(maxsize=max(1, options.queue_size))
         self._stop = threading.Event()
         self._closed = False
@@ -212,7 +216,7 @@ class CallLogWriter:
                     else:
                         self._to_spool(batch)
             except Exception as e:  # noqa: BLE001 - the thread must survive anything
-                event("calllog_writer_error", level=logging.ERROR, error=repr(e))
+                self._event("calllog_writer_error", level=logging.ERROR, error=repr(e))
                 self._to_spool(batch)
             finally:
                 for _ in batch:
@@ -248,7 +252,7 @@ class CallLogWriter:
                 self.stats.lost_closed += close_lost_calls_of(self._engine, self.worker,
                                                               self.host)
                 self._ready = True
-                event("calllog_ready", url=mask_url(self._engine),
+                self._event("calllog_ready", url=mask_url(self._engine),
                       lost_calls=self.stats.lost_closed)
             for batch in self.spool.take():
                 records = self.spool.read(batch)
@@ -256,15 +260,15 @@ class CallLogWriter:
                 # Counted before the file goes: ``healthy`` (no spool left) implies the count.
                 self.stats.replayed += len(records)
                 self.spool.done(batch)
-                event("calllog_spool_replayed", records=len(records), file=batch.name)
+                self._event("calllog_spool_replayed", records=len(records), file=batch.name)
         except Exception as e:  # noqa: BLE001 - any failure means: try again later
             if not self._failing:
-                event("calllog_unavailable", level=logging.WARNING, error=_short(e),
+                self._event("calllog_unavailable", level=logging.WARNING, error=_short(e),
                       retry_s=self.retry_s)
             self._failing = True
             return
         if self._failing:
-            event("calllog_recovered")
+            self._event("calllog_recovered")
         self._failing = False
 
     def _write_or_spool(self, batch: list[Record]) -> None:
@@ -275,7 +279,7 @@ class CallLogWriter:
             self._to_spool(batch)
             self._failing = True
             self._next_try = time.monotonic() + self.retry_s
-            event("calllog_unavailable", level=logging.WARNING, error=_short(e),
+            self._event("calllog_unavailable", level=logging.WARNING, error=_short(e),
                   retry_s=self.retry_s)
 
     def _write_checked(self, records: list[Record]) -> None:
@@ -298,7 +302,7 @@ class CallLogWriter:
                         raise
                     self.spool.reject(record, _short(one))
                     self.stats.rejected += 1
-                    event("calllog_record_rejected", getattr(record, "call_id", "-"),
+                    self._event("calllog_record_rejected", getattr(record, "call_id", "-"),
                           level=logging.ERROR, record=type(record).__name__, error=_short(one))
 
     def _write(self, records: list[Record]) -> None:
@@ -319,7 +323,7 @@ class CallLogWriter:
             self.stats.spooled += self.spool.append(records)
         except Exception as e:  # noqa: BLE001 - last resort: say so loudly
             self.stats.dropped += len(records)
-            event("calllog_records_dropped", level=logging.ERROR, records=len(records),
+            self._event("calllog_records_dropped", level=logging.ERROR, records=len(records),
                   error=_short(e))
 
 
@@ -385,3 +389,9 @@ def _unavailable(e: BaseException) -> bool:
 
 def _short(e: BaseException) -> str:
     return (str(e).splitlines() or [repr(e)])[0][:300]
+
+
+def _plain_event(name: str, call_id: str = "-", level: int = logging.INFO, **fields) -> None:
+    """The writer's reports when no structured logger was handed in: one plain line."""
+    detail = " ".join(f"{k}={v}" for k, v in fields.items())
+    logging.getLogger("callagent").log(level, "event=%s call=%s %s", name, call_id, detail)

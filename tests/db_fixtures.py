@@ -19,8 +19,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import inspect, text
 
+from agent.turn.timeline import TurnTimeline
 from db.records import CallEnded, CallStarted, EventRecord, TurnRecord
-from db.timeline import STAGES, STAMPS, TurnTimeline
+from db.stages import STAGES, STAMPS
 from tests.needs import find, require
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)

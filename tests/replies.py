@@ -16,7 +16,7 @@ from agent.call.messages import JobDone
 from agent.turn.reply import Reply
 from agent.turn.result import TurnResult
 from agent.turn.runner import TurnRunner
-from db.timeline import TurnTimeline
+from agent.turn.timeline import TurnTimeline
 from models.vad.segmenter import Utterance
 
 

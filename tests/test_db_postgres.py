@@ -24,7 +24,7 @@ from sqlalchemy import inspect, text
 from db import reports
 from db.migrate import current_revision, head_revision, make_engine, upgrade
 from db.records import EventRecord, TurnRecord
-from db.timeline import STAGES
+from db.stages import STAGES
 from db.writer import CallLogWriter, FaultInjected
 from dialplan.options import DBOptions
 from tests.waiting import wait_until

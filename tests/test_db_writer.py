@@ -21,7 +21,7 @@ from sqlalchemy import func, select
 from db.migrate import make_engine
 from db.records import CallStarted, EventRecord, TurnRecord, from_json_dict
 from db.schema import TURN_FIELDS, Call, Event, Turn
-from db.timeline import METRICS, STAGES, TIMING_COLUMNS, column
+from db.stages import METRICS, STAGES, TIMING_COLUMNS, column
 from db.writer import CallLogWriter, FaultInjected
 from dialplan.options import DBOptions
 from tests.waiting import wait_until
@@ -177,7 +177,7 @@ def test_spool_left_by_a_crash_is_replayed_at_start(sqlite_url, tmp_path):
 
 
 def test_record_fields_are_the_turn_columns():
-    # One list of stages (db.timeline) names the record fields and the columns, all in seconds.
+    # One list of stages (db.stages) names the record fields and the columns, all in seconds.
     assert set(TURN_FIELDS) == {f.name for f in fields(TurnRecord)} - {"at"}
     assert set(TIMING_COLUMNS) <= set(TURN_FIELDS)
     assert not [f for f in TURN_FIELDS if f.endswith("_ms")]

@@ -45,6 +45,7 @@ AGENT_LAYERS = (
     ("agent.server", "agent.simulate", "agent.supervisor"),
     "agent.call",
     ("agent.turn", "agent.sip"),
+    "agent.log",
 )
 
 

@@ -14,8 +14,8 @@ from db_fixtures import (
 
 from db import reports
 from db.migrate import make_engine
+from db.stages import METRICS
 from db.stats import Percentiles, percentile, percentile_interval
-from db.timeline import METRICS
 
 pytestmark = pytest.mark.unit
 NOW = T0 + timedelta(days=10)

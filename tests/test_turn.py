@@ -3,7 +3,8 @@
 import pytest
 
 from agent.turn.runner import TurnResult, turn_record
-from db.timeline import STAGES, TurnTimeline
+from agent.turn.timeline import TurnTimeline
+from db.stages import STAGES
 
 pytestmark = pytest.mark.unit
 

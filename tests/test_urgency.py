@@ -5,8 +5,8 @@ import threading
 import pytest
 
 from agent.turn.result import TurnResult
+from agent.turn.timeline import TurnTimeline
 from agent.turn.urgency import HURRY_S, LOW_WATER_S, Urgency
-from db.timeline import TurnTimeline
 from models.priority import Priority
 
 pytestmark = pytest.mark.unit

@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from agent import log
 from agent.call.playout import PlayoutMetrics
 from agent.call.turn import Turn
 from agent.turn.result import TurnResult
 from agent.turn.runner import Stages, turn_record
-from db import log
 from db.records import CallEnded, CallLog, CallStarted, EventRecord, TurnRecord
 from dialplan.options import Profile
 

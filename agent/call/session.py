@@ -23,6 +23,7 @@ from concurrent.futures import Future
 
 import numpy as np
 
+from agent import log
 from agent.call.bargein import BargeInGate
 from agent.call.clock import REAL_TIME, Clock
 from agent.call.jobs import CallJobs
@@ -51,7 +52,6 @@ from agent.call.worker import TurnWorker
 from agent.sip.audiolink import AudioLink
 from agent.turn.load import LoadPolicy
 from agent.turn.runner import Stages, TurnRunner
-from db import log
 from db.records import CallLog
 from dialplan.options import Profile
 from models.audio import line_resampler, pcm16_to_float, rms

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.turn.result import TurnResult
-from db.timeline import TurnTimeline
+from agent.turn.timeline import TurnTimeline
 from models.vad.segmenter import SpeechPaused, Utterance
 
 

@@ -19,13 +19,13 @@ decisions through a :class:`~agent.call.session.CallSession`, never through a co
 
 from __future__ import annotations
 
+from agent import log
 from agent.call.endpointing import hold_s, merge, sounds_finished, sounds_unfinished
 from agent.call.recorder import CallRecorder
 from agent.call.state import CallState
 from agent.call.turn import Turn
 from agent.call.worker import TurnWorker
-from db import log
-from db.timeline import TurnTimeline
+from agent.turn.timeline import TurnTimeline
 from dialplan.options import AudioOptions
 from models.vad.segmenter import SpeechPaused, SpeechSoFar, Utterance
 

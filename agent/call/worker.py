@@ -17,6 +17,7 @@ from concurrent.futures import Future
 
 import numpy as np
 
+from agent import log
 from agent.call.jobs import CallJobs
 from agent.call.messages import EndOfTurnScored, Message, ReplyAudio, Transcribed, TurnDone
 from agent.call.playout import Playout
@@ -26,7 +27,6 @@ from agent.turn.prefill import prefill_words
 from agent.turn.reply import Reply
 from agent.turn.result import TurnResult
 from agent.turn.runner import Stages, TurnRunner
-from db import log
 from dialplan.options import Profile
 from models.llm.base import Message as ChatMessage
 from models.priority import JobCancelled, Priority

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from db import log
+from agent import log
 
 
 def add_parser(subparsers) -> None:

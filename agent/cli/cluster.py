@@ -51,9 +51,9 @@ def run(args: argparse.Namespace) -> int:
         return _write_kamailio(args)
     from sqlalchemy.exc import OperationalError
 
+    from agent import log
     from agent.cluster.cluster import Cluster, absolute_config, plan
     from agent.cluster.kamailio import executable
-    from db import log
     from db.migrate import mask_url, upgrade
 
     config = cliopts.load(args)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 
+from agent import log
 from agent.cli import options as cliopts
 
 
@@ -53,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     if args.db_action == "replay":
         from db.writer import CallLogWriter
 
-        writer = CallLogWriter(config.db)
+        writer = CallLogWriter(config.db, on_event=log.event)
         writer.flush()
         ok = writer.close(timeout=30)
         pending = writer.spool.pending()

@@ -10,10 +10,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from db.records import TurnRecord
-from db.timeline import LABELS, column
+from db.stages import LABELS, column
 
 SHOWN = ("endpoint", "asr", "llm_ttft", "llm_total", "tts_first_audio", "voice_to_voice")
-"""The durations a person looks at first, by :mod:`db.timeline` name."""
+"""The durations a person looks at first, by :mod:`db.stages` name."""
 
 
 def _ms(seconds: float | None) -> str:

@@ -11,8 +11,8 @@ import importlib
 import os
 import sys
 
+from agent import log
 from agent.cli import runtime
-from db import log
 from dialplan import ConfigError
 from models.errors import ModelMissingError
 

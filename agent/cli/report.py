@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _csv(report, timeline) -> None:
-    from db.timeline import METRICS, column
+    from db.stages import METRICS, column
 
     w = csv.writer(sys.stdout, lineterminator="\n")
     if timeline is not None:
@@ -181,7 +181,7 @@ def _when(dt) -> str:
 def _print_report(report) -> None:
     from rich.table import Table
 
-    from db.timeline import METRICS, STAGES
+    from db.stages import METRICS, STAGES
 
     con = _console()
     t = report.totals
@@ -250,7 +250,7 @@ def _print_report(report) -> None:
 def _print_timeline(tl) -> None:
     from rich.table import Table
 
-    from db.timeline import METRICS
+    from db.stages import METRICS
 
     con = _console()
     c = tl.call

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import os
 
-from db import log
+from agent import log
 from dialplan import Config
 from models import catalog
 from models.priority import Priority

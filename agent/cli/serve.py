@@ -23,9 +23,9 @@ import logging
 import signal
 import threading
 
+from agent import log
 from agent.cli import options as cliopts
 from agent.cli import runtime
-from db import log
 from dialplan import Config, ConfigError
 
 
@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
 
-    writer = CallLogWriter(config.db, worker=args.worker_id)
+    writer = CallLogWriter(config.db, worker=args.worker_id, on_event=log.event)
     scheduler = runtime.scheduler(config)  # every model's jobs, and the metrics' queue
     metrics = metrics_http = None
     if sip.metrics_port:

@@ -12,6 +12,7 @@ import time
 import soundfile as sf
 from rich.console import Console
 
+from agent import log
 from agent.cli import options as cliopts
 from agent.cli import runtime
 from agent.cli.format import turn_json, turns_table
@@ -61,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_log:
         from db.writer import CallLogWriter
 
-        writer = CallLogWriter(config.db)
+        writer = CallLogWriter(config.db, on_event=log.event)
     try:
         call = simulate(audio, rate, profile, stages, call_log=writer, fast=args.fast,
                         greeting=not args.no_greeting, echo_gain=args.echo, phrase=phrase,

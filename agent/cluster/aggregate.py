@@ -21,7 +21,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.parser import text_string_to_metric_families
 
-from db import log
+from agent import log
 
 FETCH_TIMEOUT_S = 2.0
 

@@ -27,11 +27,11 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent import log
 from agent.cluster import aggregate
 from agent.cluster.kamailio import Destination, Kamailio
 from agent.cluster.probe import wait_answering
 from agent.supervisor import Supervisor
-from db import log
 from dialplan import ConfigError
 
 RTP_PORTS_PER_WORKER = 100

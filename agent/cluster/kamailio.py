@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from db import log
+from agent import log
 
 FAILOVER_CODES = "486|503|408"
 """Worker answers that send the call on to the next worker."""

@@ -32,7 +32,7 @@ from prometheus_client import (
 )
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from db import log
+from agent import log
 from db.records import CallEnded, CallLog, CallStarted, Record, TurnRecord
 from models.priority import Priority
 from models.scheduler import Scheduler

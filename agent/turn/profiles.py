@@ -14,8 +14,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from agent import log
 from agent.turn.runner import StageCache, Stages, TurnRunner
-from db import log
 from dialplan import Config
 from dialplan.options import Profile
 from dialplan.plan import under_load as under_load_profile

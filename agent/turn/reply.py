@@ -26,8 +26,8 @@ from agent.turn.doubt import doubtful
 from agent.turn.result import TurnResult
 from agent.turn.runner import TurnRunner
 from agent.turn.textsplit import ClauseSplitter, speakable
+from agent.turn.timeline import TurnTimeline
 from agent.turn.urgency import Urgency
-from db.timeline import TurnTimeline
 from models.asr.base import Transcript
 from models.audio import StreamResampler, float_to_pcm16
 from models.llm.base import LLMStream, Message

@@ -15,8 +15,8 @@ import numpy as np
 
 from agent.turn.result import TurnResult
 from agent.turn.textsplit import speakable
+from agent.turn.timeline import TurnTimeline
 from db.records import TurnRecord
-from db.timeline import TurnTimeline
 from dialplan.options import Profile
 from models.asr.base import ASR, Transcript
 from models.audio import ASR_RATE, StreamResampler, float_to_pcm16

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from agent.turn.result import TurnResult
-from db.timeline import TurnTimeline
+from agent.turn.timeline import TurnTimeline
 from models.priority import Priority
 
 LOW_WATER_S = 1.0

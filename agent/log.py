@@ -1,5 +1,8 @@
 """Structured logging: one line per event, ``key=value`` pairs, always with the call id.
 
+The agent's own (its lowest layer: every part of it may log). The call log in :mod:`db` is
+given :func:`event` by whoever makes its writer; it does not import this module.
+
 Secrets never reach a log line: keys that look like credentials are masked here, once.
 Durations are seconds in records; a log line, read by people, shows them with :func:`ms`.
 """
