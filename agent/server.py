@@ -76,8 +76,13 @@ class Server:
         """What every call does under load, and which new calls are refused."""
 
     def load(self) -> None:
-        """Prepare every routed profile (models, phrases, warm-up), as ``simulate`` does."""
-        for profile in self.dialplan.routes.values():
+        """Prepare every routed profile (models, phrases, warm-up), as ``simulate`` does.
+
+        The first extension's profile last: profiles sharing an LLM prime its cache in turn,
+        and the one primed last is the one a first call finds warm, as ``simulate`` finds its
+        one profile.
+        """
+        for profile in reversed(list(self.dialplan.routes.values())):
             self.profiles.prepare(profile)
         self._loaded = True
 
