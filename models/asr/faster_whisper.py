@@ -41,7 +41,7 @@ def max_tokens(duration_s: float) -> int:
     What comes back is about half of it: faster-whisper passes ``len(prompt) + max_new_tokens``
     as CTranslate2's ``max_length``, and CTranslate2's Whisper decodes at most half of that
     (``min(max_length / 2, ...)``, CTranslate2 issue 1856: a result holds ``max_length // 2``
-    tokens). So the cap is ~4 tokens a second, not 8. Twice the budget changes few ``bench
+    tokens). So the cap is half of ``TOKENS_PER_S`` a second. Twice the budget changes few ``bench
     wer`` transcripts, even of fast speakers through the phone line: loops run on, and fast
     ones gain their final "." (no word was cut). Not changed here: it needs a full ``bench
     wer`` run.

@@ -10,7 +10,7 @@ near-lossless Q8_0's (bench llm: KL divergence and the same top token).
 llama.cpp keeps the output matrix (hidden size x 151,936 tokens) wider, and every decode step
 reads all of it. A derived model may name its type (``output_type``). With ``bench llm``
 against each Q4_K_M file, the output matrix at IQ4_NL instead of:
-- the 0.5B's Q8_0 (145 of its 431 MB): a faster step at nearly the same agreement;
+- the 0.5B's Q8_0 (a large part of that small file): a faster step at nearly the same agreement;
 - the 1.5B's Q6_K: a faster step but a lower agreement. Kept as llama.cpp picks it: the
   default model's agreement is worth more than the small part of a step it would save.
 """
