@@ -69,3 +69,15 @@ def test_a_wait_for_a_context_is_part_of_the_llm_time(llm):
     m = stream.metrics
     assert text and m.first_token_at - m.started_at >= 0.3
     assert m.duration_s >= m.first_token_at - m.started_at
+
+
+def test_priming_runs_as_jobs_of_the_models_scheduler(llm):
+    # Its prompt evaluation is ordered with every other model job of the process, not on a
+    # scheduler of its own that no other work waits behind.
+    seen = []
+    llm.scheduler.observe(seen.append)
+    try:
+        llm.prime(SYSTEM + " The library is on Birch Street.")
+    finally:
+        llm.scheduler.unobserve(seen.append)
+    assert [j.stage for j in seen].count("llm") >= 1, seen

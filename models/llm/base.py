@@ -40,12 +40,12 @@ class Piece:
 class LLMStream:
     """An iterator of text pieces that records :class:`~models.metrics.LLMMetrics`."""
 
-    def __init__(self, model: str, pieces: Iterator[Piece], scheduled: bool = True,
-                 started_at: float | None = None, scheduler: Scheduler | None = None):
+    def __init__(self, model: str, pieces: Iterator[Piece], scheduler: Scheduler | None = None,
+                 started_at: float | None = None):
         self._model = model
         self._pieces = iter(pieces)
-        self._scheduled = scheduled
-        self._scheduler = scheduler if scheduler is not None else Scheduler()
+        self._scheduler = scheduler
+        """Each step is a job of it; None: an engine that schedules its own steps, or a server."""
         self._started = time.monotonic() if started_at is None else started_at
         self._first: float | None = None
         self._tokens = 0
@@ -62,10 +62,10 @@ class LLMStream:
         if self._ended is not None:
             return None
         try:
-            if self._scheduled:
+            if self._scheduler is not None:
                 with self._scheduler.job("llm"):
                     piece = next(self._pieces, None)
-            else:  # an engine that batches and schedules its own steps (or a server)
+            else:
                 piece = next(self._pieces, None)
         except BaseException:
             self._ended = time.monotonic()
@@ -140,8 +140,8 @@ class LLM(Scheduled, ABC):
         # Stamped before the backend leases a context: a wait for one (another call's reply,
         # this call's priming) is part of the LLM's time, as it is of the caller's.
         started = time.monotonic()
-        return LLMStream(self.model_name, self._stream_impl(messages), scheduled=self.scheduled,
-                         started_at=started, scheduler=self.scheduler)
+        return LLMStream(self.model_name, self._stream_impl(messages),
+                         self.scheduler if self.scheduled else None, started_at=started)
 
     def count_tokens(self, text: str) -> int:
         """Tokens in ``text``; an estimate from its UTF-8 length unless a backend can count."""

@@ -87,7 +87,7 @@ class LlamaCppLLM(LLM):
                     if ctx is None:
                         break
                     stream = LLMStream(self.model_name, _Generation(self, ctx, msgs),
-                                       scheduled=self.scheduled)
+                                       self.scheduler)
                     streams.append(stream)
                     for _ in stream:
                         break

@@ -224,7 +224,7 @@ class _Reply:
 
 
 class _RemoteStream(LLMStream):
-    """:class:`LLMStream` bookkeeping without the scheduler, and with the server's usage.
+    """:class:`LLMStream` with no scheduler, and with the server's usage.
 
     The steps wait on the network, not this CPU (see the module docstring). Token counts are
     the server's when it reports them (an event may carry several tokens); otherwise pieces.
@@ -233,17 +233,6 @@ class _RemoteStream(LLMStream):
     def __init__(self, model: str, reply: _Reply):
         super().__init__(model, reply)
         self._reply = reply
-
-    def __iter__(self) -> Iterator[str]:
-        try:
-            for piece in self._reply:
-                if self._first is None:
-                    self._first = time.monotonic()
-                self._tokens += 1
-                self.text += piece.text
-                yield piece.text
-        finally:
-            self._ended = time.monotonic()
 
     @property
     def metrics(self) -> LLMMetrics:
