@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Any
 
+from agent.turn.reply import Reply
 from agent.turn.result import TurnResult
 from agent.turn.timeline import TurnTimeline
 from models.vad.segmenter import SpeechPaused, Utterance
@@ -66,8 +66,8 @@ class Turn:
     """Its place in the process's backlog until the caller hears it (or it ends)."""
     ahead: int = 0
     """Other calls' turns that were waiting for their first audio when this one entered."""
-    reply: Any = None
-    """Its :class:`~agent.turn.reply.Reply`, once transcribed."""
+    reply: Reply | None = None
+    """Its answer, once transcribed."""
     failed_at: float | None = None
     """When its work failed; it then waits for its gate to apologise."""
 

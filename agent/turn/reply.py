@@ -70,8 +70,7 @@ class Reply:
         self._alone = alone
         self.result = TurnResult(audio_in_s=audio_in_s)
         self.gate_open = not gated
-        self.opened = not gated
-        """The gate opened at some point (the caller heard, or was to hear, this reply)."""
+        """Its audio may be heard (once open, it stays open: the reply joins the history)."""
         self.urgency = Urgency(timeline, self.result, lambda: self.gate_open, now)
         self._stream: LLMStream | None = None
         self._splitter: ClauseSplitter | None = None
@@ -131,16 +130,27 @@ class Reply:
     def _repeated(self, f: Future) -> None:
         self._speaking = False
         self._llm_done = True
-        try:
-            pcm, at = f.result()
-        except BaseException as e:  # noqa: BLE001 - handed to on_done
-            self._fail(e)
+        out = self._outcome(f, self._finish)
+        if out is None:
             return
-        self.t.tts_first_audio_at = at
+        pcm, self.t.tts_first_audio_at = out
         self._out(pcm)
         self._finish()
 
     # ---- the LLM -------------------------------------------------------------------------
+
+    def _outcome(self, f: Future, cancelled: Callable[[], None]) -> tuple | None:
+        """A job's ``(result, stamp)`` (see :meth:`_timed`), or None once it was dealt with.
+
+        A cancelled job calls ``cancelled()``; a failed one fails the reply.
+        """
+        try:
+            return f.result()
+        except JobCancelled:
+            cancelled()
+        except BaseException as e:  # noqa: BLE001 - handed to on_done
+            self._fail(e)
+        return None
 
     def _timed(self, fn: Callable) -> Callable:
         """``fn`` returning its result and the clock when it came (stamped where it ran)."""
@@ -157,14 +167,10 @@ class Reply:
 
     def _stepped(self, f: Future) -> None:
         self._stepping = False
-        try:
-            text, at = f.result()
-        except JobCancelled:
-            self._llm_end()
+        out = self._outcome(f, self._llm_end)
+        if out is None:
             return
-        except BaseException as e:  # noqa: BLE001 - handed to on_done
-            self._fail(e)
-            return
+        text, at = out
         if text is not None and self.t.llm_first_token_at is None:
             self.t.llm_first_token_at = at
         if self.cancelled or self._error is not None:
@@ -209,14 +215,10 @@ class Reply:
 
     def _spoken(self, f: Future) -> None:
         self._speaking = False
-        try:
-            speech, at = f.result()
-        except JobCancelled:
-            self._finish()
+        out = self._outcome(f, self._finish)
+        if out is None:
             return
-        except BaseException as e:  # noqa: BLE001 - handed to on_done
-            self._fail(e)
-            return
+        speech, at = out
         if self.t.tts_first_audio_at is None and len(speech.audio):
             self.t.tts_first_audio_at = at
         self.result.tts.append(speech.metrics)
@@ -238,7 +240,7 @@ class Reply:
         """The turn is endpointed and sounds finished: its audio may be heard."""
         if self.gate_open:
             return
-        self.gate_open = self.opened = True
+        self.gate_open = True
         self.t.settle()
         held, self._held = self._held, []
         for pcm in held:
@@ -285,7 +287,7 @@ class Reply:
             r.llm = self._stream.metrics
             r.reply_text = self._stream.text.strip()
         r.cancelled = self.cancelled
-        if self.opened and not (self._repeat or self._empty or failed):
+        if self.gate_open and not (self._repeat or self._empty or failed):
             self.history.append(Message("user", r.transcript))
             if r.reply_text:
                 self.history.append(Message("assistant", r.reply_text))
