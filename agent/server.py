@@ -65,7 +65,7 @@ class Server:
         self.dialplan = Dialplan.from_config(config)
         self.call_log = call_log
         self.cache = stage_cache or StageCache()
-        self.profiles = ReadyProfiles(config, self.cache, out_rate=CLOCK_RATE)
+        self.profiles = ReadyProfiles(self.dialplan, self.cache, out_rate=CLOCK_RATE)
         self.events: queue.Queue = queue.Queue()
         self.sip = SipAgent(config.sip, self.events, clock_rate=CLOCK_RATE)
         self.sessions: dict[int, CallSession] = {}

@@ -18,14 +18,15 @@ class Dialplan:
 
     routes: dict[str, Profile]
     under_load: dict[str, Profile] = field(default_factory=dict)
-    """Profile name -> what its turns use while the agent is overloaded (:func:`under_load`)."""
+    """Profile name -> what its turns use while the agent is overloaded (:func:`under_load`),
+    for every profile that names one (``simulate`` may run one no extension routes to)."""
 
     @classmethod
     def from_config(cls, config: Config) -> Dialplan:
-        """Resolve every dialplan entry (and its under-load profile) to its profile once."""
+        """Resolve every dialplan entry, and every under-load profile, to its profile once."""
         routes = {ext: config.profiles[name] for ext, name in config.dialplan.items()}
         under = {p.name: under_load(p, config.profiles[p.under_load])
-                 for p in routes.values() if p.under_load}
+                 for p in config.profiles.values() if p.under_load}
         return cls(routes, under)
 
     def fallback(self, profile: Profile) -> Profile | None:
@@ -39,8 +40,9 @@ class Dialplan:
     def profiles(self) -> list[Profile]:
         """Distinct profiles reachable from the dialplan (to preload their models)."""
         seen: dict[str, Profile] = {}
-        for p in (*self.routes.values(), *self.under_load.values()):
-            seen.setdefault(p.name, p)
+        for p in self.routes.values():
+            for q in filter(None, (p, self.fallback(p))):
+                seen.setdefault(q.name, q)
         return list(seen.values())
 
 

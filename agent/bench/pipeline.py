@@ -32,7 +32,7 @@ from agent.turn.profiles import ReadyProfiles
 from agent.turn.runner import StageCache
 from db.records import TurnRecord
 from db.stats import percentile
-from dialplan import Config
+from dialplan import Config, Dialplan
 from models.registry import ModelCache
 from models.scheduler import Scheduler
 
@@ -61,7 +61,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
     console = Console(stderr=True)
     t0 = time.monotonic()
     scheduler = Scheduler(pairs=config.scheduler.pairs)
-    ready = ReadyProfiles(config, StageCache(ModelCache(scheduler)))
+    ready = ReadyProfiles(Dialplan.from_config(config), StageCache(ModelCache(scheduler)))
     load = LoadPolicy(scheduler)  # one per process: calls at once share it, as serve's do
     # As serve prepares them, with the models turns that start behind other calls' use
     # (limits.under_load_*).

@@ -19,6 +19,7 @@ from agent.cli.format import turn_json, turns_table
 from agent.simulate import simulate
 from agent.turn.profiles import ReadyProfiles
 from agent.turn.runner import StageCache
+from dialplan import Dialplan
 from models.audio import read_audio
 from models.registry import ModelCache
 
@@ -50,7 +51,8 @@ def run(args: argparse.Namespace) -> int:
     console = Console(stderr=True)
     audio, rate = read_audio(args.wav)
     t0 = time.monotonic()
-    ready = ReadyProfiles(config, StageCache(ModelCache(runtime.scheduler(config))))
+    ready = ReadyProfiles(Dialplan.from_config(config),
+                          StageCache(ModelCache(runtime.scheduler(config))))
     ready.prepare(profile)  # exactly as serve prepares it before answering
     stages, phrase, cheap = ready.for_call(profile)
     console.print(

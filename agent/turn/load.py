@@ -89,8 +89,7 @@ class LoadPolicy:
             return False
         if again or self.backlog.alone(call):
             return True
-        return (self.scheduler.recent_wait(Priority.FIRST_AUDIO, PREFILL_LOAD_WINDOW_S)
-                <= PREFILL_MAX_WAIT_S)
+        return self.measured_wait(PREFILL_LOAD_WINDOW_S) <= PREFILL_MAX_WAIT_S
 
     def refuse(self, sip: SIPOptions, active_calls: int) -> float | None:
         """The measured wait that refuses a new call now, or None to answer it."""

@@ -16,32 +16,25 @@ import numpy as np
 
 from agent import log
 from agent.turn.runner import StageCache, Stages, TurnRunner
-from dialplan import Config
+from dialplan import Dialplan
 from dialplan.options import Profile
-from dialplan.plan import under_load as under_load_profile
 
 
 class ReadyProfiles:
     """Every profile a process answers with, each prepared once and shared by its calls.
 
     Args:
-        config: the parsed config (the profiles and their under-load profiles).
+        dialplan: the profiles and what answers each under load.
         cache: loads each distinct model once.
         out_rate: the lines' sample rate (the phrases are kept at it).
     """
 
-    def __init__(self, config: Config, cache: StageCache, out_rate: int = 8000):
-        self.config = config
+    def __init__(self, dialplan: Dialplan, cache: StageCache, out_rate: int = 8000):
+        self.dialplan = dialplan
         self.cache = cache
         self.out_rate = out_rate
         self._runners: dict[str, TurnRunner] = {}
         self._warm: set[str] = set()
-
-    def cheaper(self, profile: Profile) -> Profile | None:
-        """What answers ``profile``'s turns under load (its models, ``profile``'s voice)."""
-        if not profile.under_load:
-            return None
-        return under_load_profile(profile, self.config.profiles[profile.under_load])
 
     def runner(self, profile: Profile) -> TurnRunner:
         """The profile's shared runner (models and phrase cache), created on first use."""
@@ -53,7 +46,7 @@ class ReadyProfiles:
 
     def prepare(self, profile: Profile) -> None:
         """Load, warm and synthesise the phrases of ``profile`` and of its under-load one."""
-        for p in filter(None, (profile, self.cheaper(profile))):
+        for p in filter(None, (profile, self.dialplan.fallback(profile))):
             if p.name in self._warm:
                 continue
             t0 = time.monotonic()
@@ -71,6 +64,6 @@ class ReadyProfiles:
         A profile not prepared yet (a test's) loads now, once, without the warm-up.
         """
         runner = self.runner(profile)
-        cheap = self.cheaper(profile)
+        cheap = self.dialplan.fallback(profile)
         return (runner.stages, runner.speak,
                 None if cheap is None else (cheap, self.runner(cheap).stages))
