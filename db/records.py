@@ -35,6 +35,8 @@ class CallStarted:
     """The cluster worker that answered (``w1``...); None outside a cluster."""
     host: str | None = None
     """The machine the agent ran on (its hostname)."""
+    direction: str = "inbound"
+    """inbound (a caller rang the agent) | outbound (``callagent dial``)."""
 
 
 @dataclass
@@ -48,6 +50,9 @@ class CallEnded:
     turns: int = 0
     barge_ins: int = 0
     codec: str = ""
+    recording_path: str | None = None
+    """The call's stereo WAV (caller left, agent right), if its profile records."""
+    recording_s: float | None = None
 
 
 @dataclass
@@ -103,8 +108,40 @@ class EventRecord:
     detail: str = ""
 
 
-Record = CallStarted | CallEnded | TurnRecord | EventRecord
-RECORD_TYPES = {cls.__name__: cls for cls in (CallStarted, CallEnded, TurnRecord, EventRecord)}
+@dataclass
+class ToolCallRecord:
+    """An action the agent took or tried (a tool the LLM called, a keypad mapping)."""
+
+    call_id: str
+    at: datetime
+    name: str
+    arguments: str = ""
+    """The arguments as JSON."""
+    source: str = "llm"
+    """llm | keypad."""
+    outcome: str = ""
+    """ok, or why not (failed, timeout, http-500, bad-json, unknown-target...)."""
+    detail: str = ""
+    latency_s: float | None = None
+    """Request to outcome."""
+    turn_index: int | None = None
+
+
+@dataclass
+class MessageRecord:
+    """A message the caller left (``take_message``)."""
+
+    call_id: str
+    at: datetime
+    text: str
+    caller_uri: str = ""
+    audio_path: str | None = None
+    duration_s: float | None = None
+
+
+Record = CallStarted | CallEnded | TurnRecord | EventRecord | ToolCallRecord | MessageRecord
+RECORD_TYPES = {cls.__name__: cls for cls in (CallStarted, CallEnded, TurnRecord, EventRecord,
+                                              ToolCallRecord, MessageRecord)}
 
 
 def to_json_dict(record: Record) -> dict:

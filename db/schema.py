@@ -1,4 +1,5 @@
-"""Call-log tables as SQLAlchemy 2 typed mappings: ``calls``, ``turns`` and ``events``.
+"""Call-log tables as SQLAlchemy 2 typed mappings: ``calls``, ``turns``, ``events``,
+``tool_calls`` and ``messages``.
 
 Owns the schema only: no engine, no sessions, no queries (see :mod:`db.migrate`,
 :mod:`db.writer`, :mod:`db.reports`). A change here needs a new revision in
@@ -77,6 +78,12 @@ class Call(Base):
     # logged before, and the worker None for a serve outside a cluster.
     worker: Mapped[str | None] = mapped_column(String(64))
     host: Mapped[str | None] = mapped_column(String(255))
+    # Revision 0005: who placed the call (``inbound``: a caller rang us; ``outbound``:
+    # ``callagent dial``), and the call's stereo recording where its profile records.
+    direction: Mapped[str] = mapped_column(String(16), default="inbound",
+                                           server_default="inbound")
+    recording_path: Mapped[str | None] = mapped_column(String(1024))
+    recording_s: Mapped[float | None] = mapped_column(Double)
 
     turn_rows: Mapped[list[Turn]] = relationship(
         back_populates="call", order_by="Turn.index", passive_deletes=True
@@ -144,6 +151,45 @@ class Event(Base):
     detail: Mapped[str] = mapped_column(Text, default="")
 
     __table_args__ = (Index("ix_events_call_id", "call_id"),)
+
+
+class ToolCall(Base):
+    """An action the agent took or tried: a tool the LLM called, or a keypad mapping.
+
+    ``outcome`` is ``ok`` or why not (``failed``, ``timeout``, ``http-500``, ``bad-json``,
+    ``unknown-target``...); ``latency_s`` is from the request to its outcome.
+    """
+
+    __tablename__ = "tool_calls"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    call_id: Mapped[str] = mapped_column(ForeignKey("calls.id", ondelete="CASCADE"))
+    at: Mapped[datetime] = mapped_column(UTCDateTime())
+    turn_index: Mapped[int | None] = mapped_column(Integer)
+    name: Mapped[str] = mapped_column(String(64))
+    arguments: Mapped[str] = mapped_column(Text, default="")
+    source: Mapped[str] = mapped_column(String(16), default="llm")
+    outcome: Mapped[str] = mapped_column(String(32), default="")
+    detail: Mapped[str] = mapped_column(Text, default="")
+    latency_s: Mapped[float | None] = mapped_column(Double)
+
+    __table_args__ = (Index("ix_tool_calls_call_id", "call_id"),)
+
+
+class CallerMessage(Base):
+    """A message a caller left (``take_message``): what they said, and its audio."""
+
+    __tablename__ = "messages"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    call_id: Mapped[str] = mapped_column(ForeignKey("calls.id", ondelete="CASCADE"))
+    at: Mapped[datetime] = mapped_column(UTCDateTime())
+    caller_uri: Mapped[str] = mapped_column(String(255), default="")
+    text: Mapped[str] = mapped_column(Text, default="")
+    audio_path: Mapped[str | None] = mapped_column(String(1024))
+    duration_s: Mapped[float | None] = mapped_column(Double)
+
+    __table_args__ = (Index("ix_messages_call_id", "call_id"),)
 
 
 # The TurnRecord fields copied one-to-one into ``turns`` columns (``at`` goes to

@@ -28,8 +28,16 @@ from sqlalchemy.orm import Session
 
 from db.migrate import make_engine, mask_url, upgrade
 from db.placement import close_lost_calls_of, this_host
-from db.records import CallEnded, CallStarted, EventRecord, Record, TurnRecord
-from db.schema import TURN_FIELDS, Call, Event, Turn
+from db.records import (
+    CallEnded,
+    CallStarted,
+    EventRecord,
+    MessageRecord,
+    Record,
+    ToolCallRecord,
+    TurnRecord,
+)
+from db.schema import TURN_FIELDS, Call, CallerMessage, Event, ToolCall, Turn
 from db.spool import Spool
 from dialplan.options import DBOptions
 
@@ -37,7 +45,7 @@ _WAKE = object()  # queued by close() so the thread stops waiting at once; never
 _UNANSWERED_LEN = Turn.__table__.c.unanswered.type.length
 _CALL_STARTED_FIELDS = (
     "started_at", "answered_at", "caller_uri", "called_extension", "profile", "asr_backend",
-    "asr_model", "llm_model", "tts_voice", "codec", "source", "worker", "host",
+    "asr_model", "llm_model", "tts_voice", "codec", "source", "worker", "host", "direction",
 )
 
 
@@ -344,6 +352,9 @@ def _apply(s: Session, record: Record) -> None:
         call.barge_ins = record.barge_ins
         if record.codec:
             call.codec = record.codec
+        if record.recording_path:
+            call.recording_path = record.recording_path
+            call.recording_s = record.recording_s
     elif isinstance(record, TurnRecord):
         at = record.at or datetime.now(UTC)
         _call_for(s, record.call_id, at)
@@ -362,6 +373,17 @@ def _apply(s: Session, record: Record) -> None:
     elif isinstance(record, EventRecord):
         _call_for(s, record.call_id, record.at)
         s.add(Event(call_id=record.call_id, at=record.at, kind=record.kind, detail=record.detail))
+    elif isinstance(record, ToolCallRecord):
+        _call_for(s, record.call_id, record.at)
+        s.add(ToolCall(call_id=record.call_id, at=record.at, turn_index=record.turn_index,
+                       name=record.name[:64], arguments=record.arguments, source=record.source,
+                       outcome=record.outcome[:32], detail=record.detail,
+                       latency_s=record.latency_s))
+    elif isinstance(record, MessageRecord):
+        _call_for(s, record.call_id, record.at)
+        s.add(CallerMessage(call_id=record.call_id, at=record.at, caller_uri=record.caller_uri,
+                            text=record.text, audio_path=record.audio_path,
+                            duration_s=record.duration_s))
     else:
         raise TypeError(f"not a call-log record: {type(record).__name__}")
     # Flush per record so a later record of the same batch finds this one's rows.
