@@ -21,9 +21,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from dialplan.options import (
+    BUILTIN_TOOLS,
     ASROptions,
     AudioOptions,
     DBOptions,
+    HttpTool,
     LimitOptions,
     LLMOptions,
     Profile,
@@ -38,7 +40,10 @@ STAGE_SECTIONS: dict[str, type] = {
     "tts": TTSOptions,
     "limits": LimitOptions,
 }
-PROFILE_TEXT_KEYS = ("system_prompt", "greeting", "goodbye", "filler", "repeat", "apology")
+PROFILE_TEXT_KEYS = ("system_prompt", "greeting", "goodbye", "filler", "repeat", "apology",
+                     "transferring", "transfer_failed", "message_prompt", "message_taken",
+                     "digits_prompt", "tool_error")
+KEYPAD_KEYS = "0123456789*#"
 API_KEY_ENV = ("CALLAGENT_LLM_API_KEY", "OPENAI_API_KEY")
 """Where ``llm.api_key`` of an ``openai`` profile comes from when empty, first set wins."""
 
@@ -65,6 +70,8 @@ class Config:
     scheduler: SchedulerOptions = field(default_factory=SchedulerOptions)
     profiles: dict[str, Profile] = field(default_factory=dict)
     """Profiles by name, each fully merged over the top-level stage sections."""
+    tools: dict[str, HttpTool] = field(default_factory=dict)
+    """Operator-defined HTTP tools by name (``[tools.NAME]``); profiles list the ones they use."""
     dialplan: dict[str, str] = field(default_factory=dict)
     """Called extension (request-URI user part) -> profile name."""
     source: str = "<defaults>"
@@ -96,7 +103,7 @@ def load_config(path: str | Path | None, env: Mapping[str, str] | None = None) -
 def parse_config(data: dict[str, Any], source: str = "<dict>",
                  env: Mapping[str, str] | None = None) -> Config:
     """Validate an already-loaded TOML mapping (see :func:`load_config`)."""
-    allowed = {"sip", "db", "scheduler", "profiles", "dialplan", *STAGE_SECTIONS,
+    allowed = {"sip", "db", "scheduler", "profiles", "dialplan", "tools", *STAGE_SECTIONS,
                *PROFILE_TEXT_KEYS}
     for key in data:
         if key not in allowed:
@@ -104,6 +111,13 @@ def parse_config(data: dict[str, Any], source: str = "<dict>",
     sip = build(SIPOptions, data.get("sip", {}), "sip")
     db = build(DBOptions, data.get("db", {}), "db")
     scheduler = build(SchedulerOptions, data.get("scheduler", {}), "scheduler")
+    raw_tools = data.get("tools", {})
+    _expect_table(raw_tools, "tools")
+    tools = {}
+    for name, table in raw_tools.items():
+        if name in BUILTIN_TOOLS:
+            raise ConfigError(f"tools.{name}: the name of a built-in tool")
+        tools[name] = build(HttpTool, table, f"tools.{name}")
 
     base = {k: data[k] for k in (*STAGE_SECTIONS, *PROFILE_TEXT_KEYS) if k in data}
     raw_profiles = data.get("profiles", {"default": {}})
@@ -116,6 +130,7 @@ def parse_config(data: dict[str, Any], source: str = "<dict>",
         raise ConfigError("profiles: at least one profile is needed")
     profiles = _with_api_keys(profiles, os.environ if env is None else env)
     for name, prof in profiles.items():
+        _check_actions(prof, tools, f"profiles.{name}")
         if prof.under_load and (prof.under_load not in profiles or prof.under_load == name):
             raise ConfigError(f"profiles.{name}.under_load: '{prof.under_load}' is not another "
                               f"profile (defined: {', '.join(profiles)})")
@@ -129,8 +144,33 @@ def parse_config(data: dict[str, Any], source: str = "<dict>",
             raise ConfigError(
                 f"dialplan.{ext}: unknown profile '{prof}' (defined: {', '.join(profiles)})"
             )
-    return Config(sip=sip, db=db, scheduler=scheduler, profiles=profiles, dialplan=dict(plan),
-                  source=source)
+    return Config(sip=sip, db=db, scheduler=scheduler, profiles=profiles, tools=tools,
+                  dialplan=dict(plan), source=source)
+
+
+def _check_actions(profile: Profile, tools: dict[str, HttpTool], where: str) -> None:
+    """The profile's tools exist, and its keypad names actions it can take."""
+    for i, name in enumerate(profile.tools):
+        if name not in BUILTIN_TOOLS and name not in tools:
+            raise ConfigError(
+                f"{where}.tools[{i}]: unknown tool '{name}' (built in: "
+                f"{', '.join(BUILTIN_TOOLS)}; defined: {', '.join(tools) or 'none'})")
+    if "transfer" in profile.tools and not profile.directory:
+        raise ConfigError(f"{where}.tools: transfer needs a directory ({where}.directory)")
+    for digit, action in profile.keypad.items():
+        key = f"{where}.keypad.{digit}"
+        if digit not in KEYPAD_KEYS or len(digit) != 1:
+            raise ConfigError(f"{key}: not a keypad key (one of {KEYPAD_KEYS})")
+        if not isinstance(action, str):
+            raise ConfigError(f"{key}: expected a string, got {action!r}")
+        kind, _, arg = action.partition(":")
+        if kind == "transfer" and arg not in profile.directory:
+            raise ConfigError(f"{key}: '{arg}' is not in {where}.directory "
+                              f"(entries: {', '.join(profile.directory) or 'none'})")
+        if kind == "say" and not arg.strip():
+            raise ConfigError(f"{key}: say: needs the text to say")
+        if kind not in ("transfer", "say") and action not in ("end", "message"):
+            raise ConfigError(f"{key}: {action!r} is not transfer:NAME, end, message or say:TEXT")
 
 
 def _with_api_keys(profiles: dict[str, Profile], env: Mapping[str, str]) -> dict[str, Profile]:
@@ -196,9 +236,12 @@ def _convert(tp: Any, value: Any, where: str) -> Any:
         if not isinstance(value, list):
             raise ConfigError(f"{where}: expected a list, got {value!r}")
         return tuple(_convert(item, v, f"{where}[{i}]") for i, v in enumerate(value))
-    if origin is dict:
+    if origin is dict or tp is dict:
         _expect_table(value, where)
-        return dict(value)
+        _, item = typing.get_args(tp) or (str, Any)
+        if item is Any or item is dict:
+            return dict(value)
+        return {str(k): _convert(item, v, f"{where}.{k}") for k, v in value.items()}
     if tp is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if tp in (int, float, str, bool):

@@ -277,6 +277,45 @@ class LimitOptions:
 
 
 @dataclass(frozen=True)
+class DirectoryEntry:
+    """A person or department the agent may transfer callers to (``[profiles.X.directory]``)."""
+
+    uri: str
+    """Where the transfer goes: a SIP URI (``sip:desk@pbx.example.com``) sent as REFER's
+    Refer-To."""
+    description: str = ""
+    """One line on what they handle; the LLM reads it to choose the target."""
+    attended: bool = False
+    """Warm transfer: the agent calls the target first and tells them who is coming (not
+    built yet: a blind transfer is made, and the call log says so)."""
+
+
+@dataclass(frozen=True)
+class HttpTool:
+    """An operator-defined tool the LLM may call (``[tools.NAME]``): the agent POSTs the
+    arguments as JSON to ``url`` and speaks from the JSON it gets back."""
+
+    description: str
+    """What the tool does and when to use it; the LLM reads it."""
+    url: str
+    """Where the arguments are POSTed (``http://`` or ``https://``)."""
+    parameters: dict = field(default_factory=lambda: {"type": "object", "properties": {}})
+    """The arguments as a JSON schema (an object with ``properties`` and ``required``)."""
+    timeout_s: float = 3.0
+    """Seconds to wait for the answer; then the caller hears ``tool_error``."""
+
+    def __post_init__(self) -> None:
+        if not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"url = {self.url!r}: must start with http:// or https://")
+        if not isinstance(self.parameters.get("properties", {}), dict):
+            raise ValueError("parameters: expected a JSON schema with a properties table")
+
+
+BUILTIN_TOOLS = ("end_call", "transfer", "take_message", "collect_digits")
+"""Tools the agent implements itself; a profile lists the ones it may use in ``tools``."""
+
+
+@dataclass(frozen=True)
 class Profile:
     """Everything one agent persona needs, fully merged: what an extension resolves to."""
 
@@ -304,6 +343,31 @@ class Profile:
     filler: str = "One moment, please."
     """Spoken once to a caller whose answer has not started ``limits.filler_after_s`` after
     the end of their turn (a loaded agent), so the line is never dead air."""
+    tools: tuple[str, ...] = ()
+    """What the LLM may do besides talk: built-in ``end_call``, ``transfer`` (to the
+    ``directory``), ``take_message``, ``collect_digits``, and the names of ``[tools.NAME]``
+    HTTP tools. Empty = it can only talk."""
+    directory: dict[str, DirectoryEntry] = field(default_factory=dict)
+    """Transfer targets by name (``front-desk = { uri = "sip:...", description = "..." }``)."""
+    keypad: dict[str, str] = field(default_factory=dict)
+    """Keypad digit -> action: ``transfer:NAME`` (a directory entry), ``end``, ``message``
+    or ``say:TEXT``. Digits not mapped here reach the LLM as the caller's words
+    ("keypad: 4729#") after ``#`` or a pause."""
+    transferring: str = "Transferring you to {name} now."
+    """Said before a transfer ({name}: the directory entry, spoken)."""
+    transfer_failed: str = "Sorry, {name} is not available right now. Can I help you instead?"
+    """Said when a transfer fails (the target busy, not answering, or refused)."""
+    message_prompt: str = "Please leave your message now, and I will pass it on."
+    """Said when the caller may leave a message (``take_message``, keypad ``message``)."""
+    message_taken: str = "Thank you, I have passed your message on. Anything else?"
+    """Said once the caller's message is kept."""
+    digits_prompt: str = "Please type it on your keypad, then press the hash key."
+    """Said by ``collect_digits`` when the LLM gives no prompt of its own."""
+    tool_error: str = "Sorry, I could not look that up just now."
+    """Said when an HTTP tool times out, fails or answers something that is not JSON."""
+    recording: Literal["off", "stereo"] = "off"
+    """``stereo``: one WAV per call, the caller on the left, the agent on the right, in
+    ``db.media_dir``; its path and length go to the call log."""
     audio: AudioOptions = field(default_factory=AudioOptions)
     asr: ASROptions = field(default_factory=ASROptions)
     llm: LLMOptions = field(default_factory=LLMOptions)
@@ -368,3 +432,5 @@ class DBOptions:
     """Where records wait while the database is unreachable."""
     queue_size: int = 1000
     """Bound of the background writer's queue."""
+    media_dir: str = "recordings"
+    """Where call recordings and callers' messages (WAV) are written."""
