@@ -125,7 +125,12 @@ def parse_config(data: dict[str, Any], source: str = "<dict>",
     profiles = {}
     for name, over in raw_profiles.items():
         _expect_table(over, f"profiles.{name}")
-        profiles[name] = build(Profile, {"name": name, **merge(base, over)}, f"profiles.{name}")
+        if "http_tools" in over:
+            raise ConfigError(f"unknown key 'profiles.{name}.http_tools' (HTTP tools are "
+                              "[tools.NAME] tables, listed by name in a profile's tools)")
+        prof = build(Profile, {"name": name, **merge(base, over)}, f"profiles.{name}")
+        profiles[name] = dataclasses.replace(
+            prof, http_tools={t: tools[t] for t in prof.tools if t in tools})
     if not profiles:
         raise ConfigError("profiles: at least one profile is needed")
     profiles = _with_api_keys(profiles, os.environ if env is None else env)

@@ -292,8 +292,10 @@ class DirectoryEntry:
 
 @dataclass(frozen=True)
 class HttpTool:
-    """An operator-defined tool the LLM may call (``[tools.NAME]``): the agent POSTs the
-    arguments as JSON to ``url`` and speaks from the JSON it gets back."""
+    """An operator-defined tool the LLM may call (``[tools.NAME]``).
+
+    The agent POSTs the arguments as JSON to ``url`` and speaks from the JSON it gets back.
+    """
 
     description: str
     """What the tool does and when to use it; the LLM reads it."""
@@ -365,6 +367,8 @@ class Profile:
     """Said by ``collect_digits`` when the LLM gives no prompt of its own."""
     tool_error: str = "Sorry, I could not look that up just now."
     """Said when an HTTP tool times out, fails or answers something that is not JSON."""
+    http_tools: dict[str, HttpTool] = field(default_factory=dict)
+    """Not a key: the ``[tools.NAME]`` tables of the names in ``tools``, filled in at parse."""
     recording: Literal["off", "stereo"] = "off"
     """``stereo``: one WAV per call, the caller on the left, the agent on the right, in
     ``db.media_dir``; its path and length go to the call log."""

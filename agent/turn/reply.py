@@ -11,10 +11,18 @@ caller is waiting for right now.
 A speculative turn (started before the endpoint) runs with its gate closed: its audio is held
 until :meth:`Reply.open_gate`, and a reply that is cancelled before that leaves the history
 untouched.
+
+Where the profile offers tools (:mod:`agent.turn.tools`), the stream goes through a
+:class:`~agent.turn.tools.ToolCallScanner` first: a tool call is never spoken. A call the call
+itself carries out (end, transfer, take a message, collect digits) ends the reply with its
+phrase and is handed to the session in the result (``result.action``), which acts once the
+phrase is heard. An HTTP tool runs here, once the gate is open (a speculation never calls
+out), and its answer goes back to the model for a second round that is spoken like any reply.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections import deque
 from collections.abc import Callable
@@ -23,10 +31,20 @@ from concurrent.futures import Future
 import numpy as np
 
 from agent.turn.doubt import doubtful
-from agent.turn.result import TurnResult
+from agent.turn.http_tool import ToolFailed, call_http_tool
+from agent.turn.result import ToolUse, TurnResult
 from agent.turn.runner import TurnRunner
 from agent.turn.textsplit import ClauseSplitter, speakable
 from agent.turn.timeline import TurnTimeline
+from agent.turn.tools import (
+    CALL_CONTROL,
+    ToolCall,
+    ToolCallScanner,
+    farewell,
+    spoken_name,
+    target_of,
+    tool_response,
+)
 from agent.turn.urgency import Urgency
 from models.asr.base import Transcript
 from models.audio import StreamResampler, float_to_pcm16
@@ -35,6 +53,9 @@ from models.priority import JobCancelled, Priority, cancel_on
 
 Submit = Callable[..., Future]
 """``submit(fn, *args, stage=, priority=, then=, cancel=)``: :meth:`CallJobs.submit`."""
+
+MAX_TOOL_ROUNDS = 2
+"""Tool answers (or "no such tool" notes) fed back to the model in one turn, at most."""
 
 
 class Reply:
@@ -73,7 +94,13 @@ class Reply:
         """Its audio may be heard (once open, it stays open: the reply joins the history)."""
         self.urgency = Urgency(timeline, self.result, lambda: self.gate_open, now)
         self._stream: LLMStream | None = None
+        self._first_llm = None  # the first round's metrics (time to first token)
         self._splitter: ClauseSplitter | None = None
+        self._scanner = ToolCallScanner() if runner.tools else None
+        self._rounds: list[Message] = []  # this turn's tool calls and answers, for the history
+        self._said: list[str] = []
+        self._tool_call: ToolCall | None = None  # an HTTP tool waiting for the gate
+        self._tooling: float | None = None  # an HTTP tool in flight since
         self._resampler = StreamResampler(runner.stages.tts.sample_rate, runner.out_rate)
         self._chunks: deque[str] = deque()
         self._held: list[np.ndarray] = []
@@ -104,6 +131,10 @@ class Reply:
         if doubt:
             self._ask_again(doubt)
             return
+        self._ask(tr.text)
+
+    def _ask(self, words: str) -> None:
+        """Start (or, after a tool's answer, continue) the LLM's reply to ``words``."""
         tts = self.runner.profile.tts
         opener = tts.first_chunk_opener
         self._splitter = ClauseSplitter(first_words=tts.first_chunk_words,
@@ -114,7 +145,7 @@ class Reply:
         # speculation the caller talked past no longer holds a sequence, or gets its prefill.
         with cancel_on(self._cancel):
             self._stream = self.runner.stages.llm.stream(
-                self.runner.prompt(self.history, tr.text))
+                self.runner.prompt(self.history, words, self._rounds))
         self._step()
 
     def _ask_again(self, why: str) -> None:
@@ -177,18 +208,110 @@ class Reply:
             self._llm_end()
             return
         if text is None:
-            for chunk in self._splitter.flush():
-                self._put(chunk)
+            if not self._feed(None):
+                self._llm_end()
+            return
+        if not self._feed(text):
+            self._step()
+
+    def _feed(self, text: str | None) -> bool:
+        """Streamed text (None: the end) to the splitter; True once a tool call took over."""
+        speech, call = (text, None) if self._scanner is None else (
+            self._scanner.flush() if text is None else self._scanner.push(text))
+        chunks = self._splitter.push(speech) if speech else []
+        if text is None or call is not None:
+            chunks += self._splitter.flush()
+        for chunk in chunks:
+            self._put(chunk)
+        if call is not None:
+            self._tool(call)
+            return True
+        if text is None and self._scanner is not None and self._scanner.malformed:
+            self._used(ToolCall("?", raw=self._scanner.malformed[:200]), "malformed", 0.0)
+        return False
+
+    # ---- tools -------------------------------------------------------------------------------
+
+    def _tool(self, call: ToolCall) -> None:
+        self._close_stream()
+        problem = self.runner.tools.problem(call)
+        if problem:
+            self._used(call, "invalid", 0.0, problem)
+            if len(self._rounds) // 2 < MAX_TOOL_ROUNDS:
+                self._answered(call, json_error(problem))
+            else:
+                self._llm_end()
+            return
+        if call.name in CALL_CONTROL:
+            self.result.action = call
+            self._put(self._phrase(call))
             self._llm_end()
             return
-        for chunk in self._splitter.push(text):
-            self._put(chunk)
-        self._step()
+        self._tool_call = call
+        if self.gate_open:
+            self._run_tool()
 
-    def _llm_end(self) -> None:
+    def _phrase(self, call: ToolCall) -> str:
+        """What the agent says as it acts."""
+        p = self.runner.profile
+        if call.name == "transfer":
+            return p.transferring.format(name=spoken_name(target_of(call, p) or "staff"))
+        if call.name == "take_message":
+            return p.message_prompt
+        if call.name == "collect_digits":
+            return str(call.arguments.get("prompt") or p.digits_prompt)
+        return p.goodbye
+
+    def _run_tool(self) -> None:
+        call, self._tool_call = self._tool_call, None
+        self._tooling = self._now()
+        self._submit(call_http_tool, self.runner.tools.http[call.name], call.arguments,
+                     stage="http", priority=self.urgency.llm, cancel=self._cancel,
+                     then=lambda f: self._tool_done(call, f))
+
+    def _tool_done(self, call: ToolCall, f: Future) -> None:
+        took, self._tooling = self._now() - self._tooling, None
+        try:
+            content = f.result()
+        except JobCancelled:
+            self._llm_end()
+            return
+        except ToolFailed as e:
+            self._tool_failed(call, e.outcome, e.detail, took)
+            return
+        except Exception as e:  # noqa: BLE001 - a tool's bug is the tool's failure
+            self._tool_failed(call, "error", repr(e), took)
+            return
+        self._used(call, "ok", took, content[:200])
+        if self.cancelled:
+            self._llm_end()
+            return
+        self._answered(call, content)
+
+    def _tool_failed(self, call: ToolCall, outcome: str, detail: str, took: float) -> None:
+        self._used(call, outcome, took, detail)
+        self.result.tool_error = f"{call.name}: {outcome}"
+        self._put(self.runner.profile.tool_error)
+        self._llm_end()
+
+    def _answered(self, call: ToolCall, content: str) -> None:
+        """Feed the tool's answer back: the model's second round is the spoken reply."""
+        self._rounds += [Message("assistant", call.raw), Message("user", tool_response(content))]
+        self._scanner = ToolCallScanner()
+        self._ask(self.result.transcript)
+
+    def _used(self, call: ToolCall, outcome: str, took: float, detail: str = "") -> None:
+        self.result.tools.append(ToolUse(call.name, call.arguments_json, outcome, took, detail))
+
+    def _close_stream(self) -> None:
         if self._stream is not None:
             self._stream.close()  # frees the backend's sequence now
+            if self._first_llm is None:
+                self._first_llm = self._stream.metrics
         self.t.llm_done_at = self._now()
+
+    def _llm_end(self) -> None:
+        self._close_stream()
         self._llm_done = True
         self._finish()
 
@@ -200,6 +323,7 @@ class Reply:
             return
         if self.t.first_chunk_text_at is None:
             self.t.first_chunk_text_at = self._now()
+        self._said.append(text)
         self._chunks.append(text)
         self._speak_next()
 
@@ -246,11 +370,14 @@ class Reply:
         for pcm in held:
             self._out(pcm)
         self._speak_next()
+        if self._tool_call is not None and not self.cancelled:
+            self._run_tool()
         self._finish()
 
     def stop(self) -> None:
         """The turn was cancelled: end as soon as the jobs in flight are back."""
-        if not self._stepping and self._stream is not None and not self._llm_done:
+        if (not self._stepping and self._tooling is None and self._stream is not None
+                and not self._llm_done):
             self._llm_end()
         else:
             self._finish()
@@ -258,7 +385,8 @@ class Reply:
     def _fail(self, error: BaseException) -> None:
         if self._error is None:
             self._error = error
-        if not self._stepping and not self._llm_done and self._stream is not None:
+        if (not self._stepping and self._tooling is None and not self._llm_done
+                and self._stream is not None):
             self._llm_end()
             return
         self._llm_done = self._llm_done or self._stream is None
@@ -268,7 +396,8 @@ class Reply:
 
     def _finish(self) -> None:
         """Report the result once nothing is in flight and the reply is over."""
-        if self.done or not self._llm_done or self._stepping or self._speaking:
+        if (self.done or not self._llm_done or self._stepping or self._speaking
+                or self._tooling is not None):
             return
         failed = self._error is not None
         if not failed and not self.cancelled and not self._empty:
@@ -284,11 +413,23 @@ class Reply:
         self.t.settle()
         self.t.tts_done_at = self._now()
         if self._stream is not None:
-            r.llm = self._stream.metrics
-            r.reply_text = self._stream.text.strip()
+            r.llm = self._first_llm or self._stream.metrics
+            plain = not (self._rounds or r.action or r.tools)
+            r.reply_text = self._stream.text.strip() if plain else " ".join(self._said)
         r.cancelled = self.cancelled
+        if (r.action is None and not failed and self._scanner is not None
+                and "end_call" in self.runner.tools.names and farewell(r.reply_text)):
+            r.action = ToolCall("end_call", implicit=True)  # it said goodbye: it hangs up
         if self.gate_open and not (self._repeat or self._empty or failed):
             self.history.append(Message("user", r.transcript))
-            if r.reply_text:
+            self.history.extend(self._rounds)
+            if r.action is not None and not r.action.implicit:
+                self.history.append(Message("assistant", r.action.raw))
+            elif r.reply_text:
                 self.history.append(Message("assistant", r.reply_text))
         self._on_done(r, self._error)
+
+
+def json_error(problem: str) -> str:
+    """A tool's refusal as the JSON the model reads back."""
+    return json.dumps({"error": problem})

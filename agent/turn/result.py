@@ -3,8 +3,22 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from models.metrics import ASRMetrics, LLMMetrics, TTSMetrics
+
+
+@dataclass(frozen=True)
+class ToolUse:
+    """A tool the turn ran (or refused) and how it went, for the call log."""
+
+    name: str
+    arguments: str
+    """As JSON."""
+    outcome: str
+    """ok, invalid, malformed, timeout, http-500, bad-json, unreachable, error."""
+    latency_s: float
+    detail: str = ""
 
 
 @dataclass
@@ -22,6 +36,13 @@ class TurnResult:
     cancelled: bool = False
     asked_to_repeat: str = ""
     """Why the agent asked the caller to repeat instead of answering ("" = it answered)."""
+    action: Any = None
+    """A :class:`~agent.turn.tools.ToolCall` the call carries out once this reply is heard
+    (end, transfer, take a message, collect digits)."""
+    tools: list[ToolUse] = field(default_factory=list)
+    """Tools run (or refused) in this turn."""
+    tool_error: str = ""
+    """The tool that failed and why; the caller heard the profile's ``tool_error``."""
 
     @property
     def no_words(self) -> bool:

@@ -16,6 +16,7 @@ import numpy as np
 from agent.turn.result import TurnResult
 from agent.turn.textsplit import speakable
 from agent.turn.timeline import TurnTimeline
+from agent.turn.tools import Toolbox
 from db.records import TurnRecord
 from dialplan.options import Profile
 from models.asr.base import ASR, Transcript
@@ -85,11 +86,14 @@ class TurnRunner:
         self.now = clock
         self._shared = phrases
         self._phrases: dict[str, np.ndarray] = {}
+        self.tools = Toolbox(profile)
+        self.system_prompt = self.tools.system_prompt(profile.system_prompt)
+        """The persona and the tools it may use: one prefix, primed and reused by every turn."""
 
     def prime(self) -> None:
         """Put this profile's system prompt in the LLM's KV cache before the first turn."""
         with priority(Priority.BACKGROUND):
-            self.stages.llm.prime(self.profile.system_prompt)
+            self.stages.llm.prime(self.system_prompt)
 
     def warm_up(self) -> None:
         """Run every stage once, so the first calls do not pay their first pass.
@@ -135,13 +139,16 @@ class TurnRunner:
             self._phrases[text] = float_to_pcm16(rs.process(speech.audio, last=True))
         return self._phrases[text]
 
-    def prompt(self, history: list[Message], words: str) -> list[Message]:
+    def prompt(self, history: list[Message], words: str,
+               after: list[Message] | tuple = ()) -> list[Message]:
         """What the LLM is asked: the persona, the call so far, then the caller's words.
 
         One construction for the turn and for the prefill of the words so far, whose cached
-        tokens the turn reuses only if the two prompts agree up to the words.
+        tokens the turn reuses only if the two prompts agree up to the words. ``after``: this
+        turn's tool calls and their answers, for the round after a tool.
         """
-        return [Message("system", self.profile.system_prompt), *history, Message("user", words)]
+        return [Message("system", self.system_prompt), *history, Message("user", words),
+                *after]
 
     def transcribe(self, utterance: Utterance | SpeechPaused, timeline: TurnTimeline) -> Transcript:
         """ASR of the caller's speech; stamps ``asr_done_at``."""

@@ -1,0 +1,277 @@
+"""What a profile's LLM may do besides talk: the tools it is offered and how a call is read.
+
+The tools are described to the model in its system prompt in the Hermes format the bundled
+Qwen 2.5 models were trained on (``<tools>`` JSON signatures, ``<tool_call>`` JSON answers),
+written into the prompt text itself so that every backend (and any chat template) sends the
+same tokens, and the prompt stays one cached prefix. The small models do not always keep to
+that format (``bench tools``): a reply that opens with ``<tool_call>``, ``<tools>``, a
+code fence or a bare JSON object naming a tool is a call, held back from TTS from its first
+character (:class:`ToolCallScanner`), so the caller never hears half of one.
+
+:func:`farewell` is the one rule beside the model: a reply that only says goodbye ends the
+call, as the caller expects after hearing it (the agent never says goodbye and stays on the
+line).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+from dialplan.options import BUILTIN_TOOLS, HttpTool, Profile
+
+CALL_CONTROL = ("end_call", "transfer", "take_message", "collect_digits")
+"""Tools the call itself carries out once their phrase is heard (the others run in the turn)."""
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One tool call the model made."""
+
+    name: str
+    arguments: dict = field(default_factory=dict)
+    raw: str = ""
+    """The model's text for it, as it goes back into the history."""
+    implicit: bool = False
+    """Not called by the model: read from what it said (:func:`farewell`)."""
+
+    @property
+    def arguments_json(self) -> str:
+        return json.dumps(self.arguments, sort_keys=True)
+
+
+def spoken_name(name: str) -> str:
+    """A directory name as said aloud: ``front-desk`` -> ``the front desk``."""
+    words = name.replace("-", " ").replace("_", " ").strip()
+    return words if words.lower().startswith("the ") else f"the {words}"
+
+
+class Toolbox:
+    """The tools one profile offers, their prompt text, and the checks on a call.
+
+    Args:
+        profile: its ``tools``, ``directory`` and ``http_tools``.
+    """
+
+    def __init__(self, profile: Profile):
+        self.profile = profile
+        self.names = tuple(profile.tools)
+        self.http: dict[str, HttpTool] = {
+            n: profile.http_tools[n] for n in self.names
+            if n not in BUILTIN_TOOLS and n in profile.http_tools}
+
+    def __bool__(self) -> bool:
+        return bool(self.names)
+
+    def specs(self) -> list[dict]:
+        """The tools as OpenAI/Hermes function signatures."""
+        return [self._spec(n) for n in self.names]
+
+    def _spec(self, name: str) -> dict:
+        if name in self.http:
+            tool = self.http[name]
+            return _fn(name, tool.description, tool.parameters)
+        if name == "end_call":
+            return _fn(name, "Hang up. Use it when the caller says goodbye or has nothing more "
+                             "to ask.")
+        if name == "transfer":
+            entries = self.profile.directory
+            about = "; ".join(f"{k}: {e.description}" if e.description else k
+                              for k, e in entries.items())
+            return _fn(name, "Transfer the caller to a person or department. Use it when the "
+                             "caller asks for a person or department, or for something only "
+                             "staff can do.",
+                       {"type": "object", "properties": {"target": {
+                           "type": "string", "enum": list(entries), "description": about}},
+                        "required": ["target"]})
+        if name == "take_message":
+            return _fn(name, "Take a message for the staff: the caller's next words are "
+                             "recorded and passed on.")
+        if name == "collect_digits":
+            return _fn(name, "Ask the caller to type a number on their keypad (an account, "
+                             "card or order number); the digits come back as their next words.",
+                       {"type": "object", "properties": {"prompt": {
+                           "type": "string", "description": "what to ask them to type"}}})
+        raise KeyError(name)
+
+    def system_prompt(self, base: str) -> str:
+        """``base`` with the tools block appended (Qwen 2.5's own template text)."""
+        if not self.names:
+            return base
+        sigs = "".join("\n" + json.dumps(s) for s in self.specs())
+        return (f"{base}\n\n# Tools\n\nYou may call one or more functions to assist with the "
+                "user query.\n\nYou are provided with function signatures within "
+                f"<tools></tools> XML tags:\n<tools>{sigs}\n</tools>\n\nFor each function "
+                "call, return a json object with function name and arguments within "
+                "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, "
+                "\"arguments\": <args-json-object>}\n</tool_call>")
+
+    def problem(self, call: ToolCall) -> str:
+        """Why ``call`` cannot be carried out ("" if it can), said back to the model."""
+        if call.name not in self.names:
+            return f"unknown tool {call.name!r}; the tools are: {', '.join(self.names)}"
+        if call.name == "transfer":
+            target = target_of(call, self.profile)
+            if target is None:
+                return (f"unknown target {call.arguments.get('target')!r}; the directory has: "
+                        f"{', '.join(self.profile.directory)}")
+        if call.name in self.http:
+            schema = self.http[call.name].parameters
+            missing = [k for k in schema.get("required", []) if k not in call.arguments]
+            if missing:
+                return f"missing arguments: {', '.join(missing)}"
+        return ""
+
+
+def target_of(call: ToolCall, profile: Profile) -> str | None:
+    """The directory entry a transfer names (forgiving case, spaces and "the")."""
+    want = str(call.arguments.get("target", "")).strip().lower()
+    want = re.sub(r"^the\s+", "", want).replace(" ", "-").replace("_", "-")
+    for name in profile.directory:
+        if name.lower() == want:
+            return name
+    for name in profile.directory:  # "children's section" for children, "desk" for front-desk
+        if want and (name.lower() in want or want in name.lower()):
+            return name
+    return None
+
+
+def _fn(name: str, description: str, parameters: dict | None = None) -> dict:
+    return {"type": "function", "function": {
+        "name": name, "description": description,
+        "parameters": parameters or {"type": "object", "properties": {}}}}
+
+
+_OPENERS = ("<tool_call>", "<tools>", "```json", "```", "{")
+
+
+class ToolCallScanner:
+    """Splits a streamed reply into speech and, at most, one tool call.
+
+    :meth:`push` returns the text safe to speak now and the call once its JSON object is
+    complete. Text from a ``<``, ``{`` or backtick on is held until it is known not to open a
+    call; a spoken reply almost never holds one of them.
+    """
+
+    def __init__(self) -> None:
+        self._held = ""
+        self._in_call = False
+        self.call: ToolCall | None = None
+        self.malformed = ""
+        """The text of a call whose JSON never completed or named no tool."""
+
+    def push(self, text: str) -> tuple[str, ToolCall | None]:
+        if self.call is not None or self.malformed:
+            return "", None
+        self._held += text
+        if not self._in_call:
+            i = _first_trigger(self._held)
+            if i < 0:
+                out, self._held = self._held, ""
+                return out, None
+            speech, rest = self._held[:i], self._held[i:]
+            if any(rest.startswith(o) for o in _OPENERS):
+                self._in_call = True
+                self._held = rest
+            elif any(o.startswith(rest) for o in _OPENERS):
+                self._held = rest  # could still open one: wait for more
+                return speech, None
+            else:  # a "<" or "`" that opens nothing: speak it after all
+                self._held = ""
+                return speech + rest, None
+            return speech + self._take_call(), self.call
+        self._take_call()
+        return "", self.call
+
+    def _take_call(self) -> str:
+        obj = _json_object(self._held)
+        if obj is None:
+            return ""
+        data, _ = obj
+        name = data.get("name") if isinstance(data, dict) else None
+        args = data.get("arguments", data.get("parameters", {})) if isinstance(data, dict) else {}
+        if isinstance(args, str):  # some models send the arguments as a JSON string
+            try:
+                args = json.loads(args)
+            except ValueError:
+                args = {}
+        if not isinstance(name, str) or not name:
+            self.malformed = self._held
+            return ""
+        self.call = ToolCall(name, args if isinstance(args, dict) else {},
+                             raw=_as_hermes(name, args))
+        return ""
+
+    def flush(self) -> tuple[str, ToolCall | None]:
+        """The end of the reply: held text that opened no call is speech after all."""
+        if self.call is not None or self.malformed:
+            return "", self.call
+        held, self._held = self._held, ""
+        if self._in_call:
+            self.malformed = held
+            return "", None
+        return held, None
+
+
+def _first_trigger(text: str) -> int:
+    hits = [i for i in (text.find("<"), text.find("{"), text.find("`")) if i >= 0]
+    return min(hits) if hits else -1
+
+
+def _json_object(text: str) -> tuple[dict, int] | None:
+    """The first complete JSON object in ``text`` and where it ends, or None yet."""
+    start = text.find("{")
+    if start < 0:
+        return None
+    depth, in_str, esc = 0, False, False
+    for i in range(start, len(text)):
+        c = text[i]
+        if in_str:
+            if esc:
+                esc = False
+            elif c == "\\":
+                esc = True
+            elif c == '"':
+                in_str = False
+        elif c == '"':
+            in_str = True
+        elif c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                try:
+                    return json.loads(text[start:i + 1]), i + 1
+                except ValueError:
+                    return {}, i + 1
+    return None
+
+
+def _as_hermes(name: str, args) -> str:
+    """The call as the model should have written it (what the history keeps)."""
+    return ("<tool_call>\n" + json.dumps({"name": name, "arguments": args})
+            + "\n</tool_call>")
+
+
+def tool_response(content: str) -> str:
+    """A tool's result as the next user message.
+
+    Qwen's template renders a ``tool`` message exactly so; written out, any template and
+    backend sends the same tokens.
+    """
+    return f"<tool_response>\n{content}\n</tool_response>"
+
+
+_FAREWELL = re.compile(
+    r"^(?:(?:ok(?:ay)?|alright|great|thanks?(?: you)?(?: (?:so much|very much))?(?: for "
+    r"calling)?|you'?re (?:very )?welcome|my pleasure|have a (?:great|nice|good|lovely) "
+    r"(?:day|evening|afternoon|weekend)|take care|bye(?:[- ]bye)?|good ?bye|goodbye for now|"
+    r"see you)[\s,.!]*)+$", re.IGNORECASE)
+
+
+def farewell(reply: str) -> bool:
+    """``reply`` only takes leave ("Goodbye!", "Thank you, have a nice day. Bye!")."""
+    text = reply.strip()
+    return bool(text) and bool(re.search(r"\bbye\b|goodbye|good bye", text, re.IGNORECASE)) \
+        and bool(_FAREWELL.match(text))

@@ -1,0 +1,174 @@
+"""Tools: the scanner that keeps tool calls out of speech, the toolbox's prompt and checks, and
+a reply that calls a tool (fake models, a real scheduler; HTTP tools in test_http_tools.py)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+
+import pytest
+from fakes import FakeLLM, FakeTTS, fake_stages
+from replies import answer
+
+from agent.turn.runner import TurnRunner
+from agent.turn.tools import ToolCall, ToolCallScanner, Toolbox, farewell, target_of
+from dialplan.config import parse_config
+from models.llm.base import Message, Piece
+
+pytestmark = pytest.mark.unit
+
+LIBRARY = {
+    "tools": ["end_call", "transfer", "take_message", "collect_digits"],
+    "directory": {
+        "front-desk": {"uri": "sip:desk@127.0.0.1", "description": "general questions"},
+        "children": {"uri": "sip:kids@127.0.0.1", "description": "children's books"},
+        "accounts": {"uri": "sip:fees@127.0.0.1", "description": "fees and fines"},
+    },
+}
+
+
+def profile(**over):
+    return parse_config({"profiles": {"default": {**LIBRARY, **over}}}).profiles["default"]
+
+
+def scan(pieces: list[str]) -> tuple[str, ToolCall | None, ToolCallScanner]:
+    sc = ToolCallScanner()
+    said, call = "", None
+    for p in pieces:
+        text, c = sc.push(p)
+        said += text
+        call = call or c
+    text, c = sc.flush()
+    return said + text, call or c, sc
+
+
+CALL = '<tool_call>\n{"name": "transfer", "arguments": {"target": "children"}}\n</tool_call>'
+
+
+@pytest.mark.parametrize("text", [
+    CALL,
+    '```json\n{"name": "transfer", "arguments": {"target": "children"}}\n```',
+    '<tools>\n{"name": "transfer", "arguments": {"target": "children"}}\n</tools>',
+    '{"name": "transfer", "arguments": "{\\"target\\": \\"children\\"}"}',
+])
+def test_every_format_the_small_models_use_is_a_call_and_none_of_it_is_spoken(text):
+    # Streamed a few characters at a time, as tokens come.
+    said, call, _ = scan([text[i:i + 3] for i in range(0, len(text), 3)])
+    assert said == ""
+    assert call == ToolCall("transfer", {"target": "children"}, raw=CALL)
+
+
+def test_speech_before_a_call_is_spoken_and_the_call_is_not():
+    said, call, _ = scan(["Sure, one moment. ", "<tool", "_call>\n{\"name\": \"end_call\"",
+                          ", \"arguments\": {}}\n</tool_call>"])
+    assert said == "Sure, one moment. "
+    assert call.name == "end_call" and call.arguments == {}
+
+
+def test_plain_speech_passes_at_once_and_a_stray_bracket_is_spoken_at_the_end():
+    sc = ToolCallScanner()
+    assert sc.push("We open at ten") == ("We open at ten", None)
+    assert sc.push(" <") == (" ", None)  # held: it may open a call
+    assert sc.push("3 you") == ("<3 you", None)  # it did not
+    said, call, _ = scan(["Press ` to", " go on"])
+    assert (said, call) == ("Press ` to go on", None)
+
+
+def test_an_unfinished_or_nameless_call_is_malformed_and_never_spoken():
+    said, call, sc = scan(['<tool_call>\n{"name": "transf'])
+    assert (said, call) == ("", None) and sc.malformed.startswith("<tool_call>")
+    said, call, sc = scan(['{"arguments": {}}'])
+    assert (said, call) == ("", None) and sc.malformed
+
+
+@pytest.mark.parametrize(("reply", "bye"), [
+    ("Goodbye!", True), ("Thank you for calling, goodbye.", True),
+    ("You're welcome, have a nice day. Bye!", True), ("Okay, bye bye.", True),
+    ("You're welcome! If you have any other questions, feel free to ask.", False),
+    ("Before you go, goodbye is not the word I would use.", False), ("", False),
+])
+def test_farewell_only_when_the_reply_only_takes_leave(reply, bye):
+    assert farewell(reply) is bye
+
+
+def test_toolbox_prompt_lists_the_profile_tools_and_directory_in_qwen_format():
+    box = Toolbox(profile())
+    prompt = box.system_prompt("You are the library.")
+    assert prompt.startswith("You are the library.\n\n# Tools\n")
+    sigs = [json.loads(line) for line in prompt.split("<tools>\n")[1].split("\n</tools>")[0]
+            .splitlines()]
+    assert [s["function"]["name"] for s in sigs] == list(LIBRARY["tools"])
+    target = sigs[1]["function"]["parameters"]["properties"]["target"]
+    assert target["enum"] == ["front-desk", "children", "accounts"]
+    assert "accounts: fees and fines" in target["description"]
+    assert Toolbox(parse_config({}).profiles["default"]).system_prompt("x") == "x"
+
+
+def test_toolbox_checks_names_and_targets_forgivingly():
+    p = profile()
+    box = Toolbox(p)
+    assert box.problem(ToolCall("transfer", {"target": "Children's section"})) == ""
+    assert target_of(ToolCall("transfer", {"target": "the front desk"}), p) == "front-desk"
+    assert "unknown target" in box.problem(ToolCall("transfer", {"target": "zoo"}))
+    assert "unknown tool" in box.problem(ToolCall("book_room", {}))
+
+
+class ScriptedLLM(FakeLLM):
+    """One scripted reply per request, in order; pieces of a few characters."""
+
+    def __init__(self, replies: list[str]):
+        super().__init__()
+        self.replies = list(replies)
+
+    def _stream_impl(self, messages: list[Message]) -> Iterator[Piece]:
+        self.prompts.append(list(messages))
+        text = self.replies.pop(0)
+        for i in range(0, len(text), 4):
+            time.sleep(0.002)
+            yield Piece(text[i:i + 4])
+
+
+def run(replies: list[str], **over):
+    llm, tts = ScriptedLLM(replies), FakeTTS(s_per_char=0.001)
+    runner = TurnRunner(fake_stages(llm=llm, tts=tts), profile(**over))
+    history: list[Message] = []
+    result, _ = answer(runner, history)
+    return result, history, llm, tts
+
+
+def test_a_transfer_call_says_its_phrase_and_hands_the_action_to_the_call():
+    result, history, llm, tts = run([CALL])
+    assert result.action == ToolCall("transfer", {"target": "children"}, raw=CALL)
+    assert tts.texts == ["Transferring you to the children now."]
+    assert result.reply_text == "Transferring you to the children now."
+    # The prompt carried the tools; the history keeps the call, as the model's own words.
+    assert "# Tools" in llm.prompts[0][0].content
+    assert history[-1] == Message("assistant", CALL)
+
+
+def test_an_unknown_target_goes_back_to_the_model_which_answers_instead():
+    bad = '<tool_call>\n{"name": "transfer", "arguments": {"target": "zoo"}}\n</tool_call>'
+    result, history, llm, tts = run([bad, "We have no zoo, sorry."])
+    assert result.action is None
+    assert [(u.name, u.outcome) for u in result.tools] == [("transfer", "invalid")]
+    assert "<tool_response>" in llm.prompts[1][-1].content
+    assert "unknown target" in llm.prompts[1][-1].content
+    assert " ".join(tts.texts) == "We have no zoo, sorry."
+    assert history[-1] == Message("assistant", "We have no zoo, sorry.")
+
+
+def test_a_spoken_goodbye_ends_the_call():
+    result, _, _, _ = run(["Thank you for calling, goodbye!"])
+    assert result.action is not None and result.action.name == "end_call"
+    assert result.action.implicit
+    result, _, _, _ = run(["Thank you for calling, goodbye!"], tools=["transfer"])
+    assert result.action is None  # a profile without end_call never hangs up by itself
+
+
+def test_collect_digits_says_the_model_prompt():
+    ask = ('<tool_call>\n{"name": "collect_digits", "arguments": {"prompt": "Please type your '
+           'card number, then hash."}}\n</tool_call>')
+    result, _, _, tts = run([ask])
+    assert result.action.name == "collect_digits"
+    assert tts.texts == ["Please type your card number, then hash."]
