@@ -64,6 +64,15 @@ class Held:
 
 
 @dataclass(frozen=True, slots=True)
+class TransferProgress:
+    """The REFER the call sent: its response, then each NOTIFY's status (``final`` last)."""
+
+    code: int
+    reason: str
+    final: bool
+
+
+@dataclass(frozen=True, slots=True)
 class Shutdown:
     """The process is stopping: hang up and close the records."""
 
@@ -111,4 +120,4 @@ class TurnDone:
 
 
 Message = (Frame | MediaActive | Dtmf | Disconnected | LineDead | Held | Shutdown | JobDone | Tick
-           | EndOfTurnScored | Transcribed | ReplyAudio | TurnDone)
+           | EndOfTurnScored | Transcribed | ReplyAudio | TurnDone | TransferProgress)

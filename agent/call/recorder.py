@@ -14,7 +14,15 @@ from agent.call.playout import PlayoutMetrics
 from agent.call.turn import Turn
 from agent.turn.result import TurnResult
 from agent.turn.runner import Stages, turn_record
-from db.records import CallEnded, CallLog, CallStarted, EventRecord, TurnRecord
+from db.records import (
+    CallEnded,
+    CallLog,
+    CallStarted,
+    EventRecord,
+    MessageRecord,
+    ToolCallRecord,
+    TurnRecord,
+)
 from dialplan.options import Profile
 
 
@@ -31,6 +39,8 @@ class CallInfo:
     """The cluster worker answering the call (None outside a cluster)."""
     host: str | None = None
     """The machine answering it."""
+    direction: str = "inbound"
+    """inbound, or outbound for a call the agent placed (``callagent dial``)."""
 
 
 class CallRecorder:
@@ -49,13 +59,25 @@ class CallRecorder:
             caller_uri=info.caller_uri, called_extension=info.extension, profile=profile.name,
             asr_backend=stages.asr.backend, asr_model=stages.asr.model_name,
             llm_model=stages.llm.model_name, tts_voice=profile.tts.voice, source=info.source,
-            worker=info.worker, host=info.host))
+            worker=info.worker, host=info.host, direction=info.direction))
         log.event("call-answered", self.call_id, extension=info.extension,
                   caller=info.caller_uri, sip_call_id=info.sip_call_id, profile=profile.name)
 
     def event(self, kind: str, detail: str) -> None:
         """An EventRecord (dtmf, barge-in, error, state...)."""
         self._log.put(EventRecord(self.call_id, datetime.now(UTC), kind, detail))
+
+    def tool(self, name: str, arguments: str, source: str, outcome: str, detail: str = "",
+             latency_s: float | None = None, turn_index: int | None = None) -> None:
+        """A ToolCallRecord: an action taken or tried, and how it ended."""
+        self._log.put(ToolCallRecord(self.call_id, datetime.now(UTC), name, arguments, source,
+                                     outcome, detail, latency_s, turn_index))
+
+    def message(self, text: str, caller: str, audio_path: str | None,
+                duration_s: float) -> None:
+        """A MessageRecord: what a caller asked to be passed on."""
+        self._log.put(MessageRecord(self.call_id, datetime.now(UTC), text, caller, audio_path,
+                                    duration_s))
 
     def flush(self, playout_busy: bool, call_t0: float, end_reason: str = "",
               final: bool = False) -> None:
@@ -81,6 +103,11 @@ class CallRecorder:
         rec = turn_record(self.call_id, index, turn.timeline, result, call_t0,
                           barge_in=turn.barge_in, unanswered=why)
         self._log.put(rec)
+        for use in result.tools:
+            self.tool(use.name, use.arguments, "llm", use.outcome, use.detail, use.latency_s,
+                      index)
+        if result.tool_error:
+            self.event("error", f"turn {index}: tool {result.tool_error}")
         if result.asked_to_repeat:
             self.event("asked-to-repeat", f"turn {index}: {result.asked_to_repeat}")
         if turn.under_load:
@@ -109,6 +136,8 @@ def unanswered_reason(turn: Turn, end_reason: str = "") -> str:
         return "error"
     if turn.timeline.first_frame_out_at is not None:
         return ""
+    if turn.result is not None and turn.result.kept:
+        return turn.result.kept
     if turn.result is not None and turn.result.no_words:
         return "no-words"
     if turn.barge_in:

@@ -24,6 +24,7 @@ from concurrent.futures import Future
 import numpy as np
 
 from agent import log
+from agent.call.actions import CallActions, Line
 from agent.call.bargein import BargeInGate
 from agent.call.clock import REAL_TIME, Clock
 from agent.call.jobs import CallJobs
@@ -41,6 +42,7 @@ from agent.call.messages import (
     Shutdown,
     Tick,
     Transcribed,
+    TransferProgress,
     TurnDone,
 )
 from agent.call.playout import Playout
@@ -88,13 +90,16 @@ class CallSession:
         load: the process's rules under load, shared by its calls; its scheduler runs the
             call's model work (by default a policy of the call's own, on the scheduler its
             models were loaded with).
+        transfer: sends REFER to a URI on this call's line (None: the line cannot).
+        media_dir: where callers' messages are written.
     """
 
     def __init__(self, profile: Profile, stages: Stages, call_log: CallLog,
                  hangup: Callable[[], None], phrase: Callable[[str], np.ndarray],
                  info: CallInfo | None = None, rate: int = 8000, clock: Clock = REAL_TIME,
                  under_load: tuple[Profile, Stages] | None = None,
-                 load: LoadPolicy | None = None):
+                 load: LoadPolicy | None = None,
+                 transfer: Callable[[str], None] | None = None, media_dir: str = "recordings"):
         self.call_id = uuid.uuid4().hex[:16]
         self.profile = profile
         self.info = info or CallInfo()
@@ -119,6 +124,11 @@ class CallSession:
         worker = TurnWorker(self.runner, self.history, self.playout, self._inbox.put, self.jobs,
                             clock.now, self.load, under_load=under_load)
         self.turntaking = TurnTaking(self.call_id, profile.audio, worker, self._rec, self._call)
+        self.actions = CallActions(
+            profile, self._rec, Line(say=self._say, hangup=self._end_by, typed=self._typed,
+                                     transfer=transfer),
+            self.history, media_dir, caller=self.info.caller_uri)
+        worker.keep = self.actions.keep
         self.barge_ins = 0
         self.codec = ""
         self.end_reason = ""
@@ -182,6 +192,10 @@ class CallSession:
         """The line is dead without a BYE (``rtp-timeout``...): hang up, no goodbye."""
         self._inbox.put(LineDead(reason))
 
+    def transfer_status(self, code: int, reason: str, final: bool) -> None:
+        """Progress of the REFER this call sent (its response, then the NOTIFYs)."""
+        self._inbox.put(TransferProgress(code, reason, final))
+
     def hold(self, held: bool) -> None:
         """The caller put the call on hold, or resumed it: no silence limit while held."""
         self._inbox.put(Held(held))
@@ -233,6 +247,9 @@ class CallSession:
             case Dtmf(digit):
                 self._rec.event("dtmf", digit)
                 log.event("dtmf", self.call_id, digit=digit, state=self.state)
+                self.actions.dtmf(digit, self.clock.now())
+            case TransferProgress(code, reason, final):
+                self.actions.transfer_status(code, reason, final, self.clock.now())
             case Disconnected(by_local):
                 self.end_reason = self.end_reason or ("agent-hangup" if by_local
                                                       else "caller-bye")
@@ -319,6 +336,8 @@ class CallSession:
 
     def _turn_done(self, turn) -> None:
         error = self.turntaking.turn_done(turn)
+        if not turn.merged and turn.endpointed:
+            self.actions.after_turn(turn)
         if error:
             self._rec.event("error", error)
             log.event("turn-error", self.call_id, error=error, level=40)
@@ -329,6 +348,7 @@ class CallSession:
         self._filler(now)
         if self._rec.pending:
             self._rec.flush(self.playout.busy, self._t0)
+        self._act(now)
         if self.state == "speaking" and not self.playout.busy and not self.turntaking.reply_pending:
             self.turntaking.turn = None
             if self._closing:
@@ -353,6 +373,29 @@ class CallSession:
             self._goodbye("silence")
 
     # ---- actions -----------------------------------------------------------------------------
+
+    def _act(self, now: float) -> None:
+        """The call's actions: deadlines, and the one announced once the agent fell silent."""
+        if self._closing or self.state in ("ringing", "ended"):
+            return
+        self.actions.tick(now, self._segmenter.in_speech, self.turntaking.in_flight)
+        if (self.actions.pending is not None and not self.playout.busy
+                and self.state in ("listening", "speaking")
+                and not self.turntaking.reply_pending):
+            self.actions.heard(now)
+
+    def _say(self, text: str) -> None:
+        """A fixed phrase of the profile, now (what an action announces or reports)."""
+        self._play(self._phrase(text))
+        self._set_state("speaking")
+
+    def _typed(self, words: str) -> bool:
+        return self.turntaking.typed(words, self.clock.now())
+
+    def _end_by(self, reason: str) -> None:
+        """The agent ends the call (after its goodbye or a transfer): BYE, end reason."""
+        self.end_reason = self._closing = reason
+        self._request_hangup()
 
     def _filler(self, now: float) -> None:
         """Say "one moment" once to a caller still waiting for an answer (a loaded agent)."""
@@ -445,6 +488,7 @@ class CallSession:
             if not self.jobs.busy or left <= 0:
                 break
             self.jobs.wait(left)
+        self.actions.finish()
         self._rec.flush(self.playout.busy, self._t0, self.end_reason, final=True)
         self._set_state("ended")
         with self._progress:

@@ -70,6 +70,8 @@ class Turn:
     """Its answer, once transcribed."""
     failed_at: float | None = None
     """When its work failed; it then waits for its gate to apologise."""
+    typed: str | None = None
+    """Keypad digits the caller typed ("keypad: 4729#"): the turn's words, with no audio."""
 
     @property
     def cancelled(self) -> bool:

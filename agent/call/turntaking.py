@@ -19,6 +19,8 @@ decisions through a :class:`~agent.call.session.CallSession`, never through a co
 
 from __future__ import annotations
 
+import numpy as np
+
 from agent import log
 from agent.call.endpointing import hold_s, merge, sounds_finished, sounds_unfinished
 from agent.call.recorder import CallRecorder
@@ -243,6 +245,19 @@ class TurnTaking:
         if turn.done:  # its worker finished before the endpoint (no words, an error)
             self._finished(turn)
 
+    def typed(self, words: str, now: float) -> bool:
+        """Keypad digits as the caller's turn; False while the agent speaks or thinks."""
+        if self._call.state != "listening" or self.in_flight or self.held is not None:
+            return False
+        empty = Utterance(audio=np.zeros(0, np.float32), start_s=0.0, end_s=0.0,
+                          endpoint_s=0.0, vad=None)
+        timeline = TurnTimeline(speech_start_at=now, speech_end_at=now, endpoint_at=now)
+        turn = self._new_turn(empty, timeline, typed=words)
+        turn.endpointed = True
+        self._call.set("thinking")
+        self._open_gate(turn, now)
+        return True
+
     # ---- worker messages -------------------------------------------------------------------
 
     def transcribed(self, turn: Turn, now: float) -> None:
@@ -328,7 +343,8 @@ class TurnTaking:
         quiet = self._agent_quiet_at
         return quiet is not None and end_at - quiet >= ECHO_TAIL_S
 
-    def _new_turn(self, utt: Utterance | SpeechPaused, timeline: TurnTimeline) -> Turn:
+    def _new_turn(self, utt: Utterance | SpeechPaused, timeline: TurnTimeline,
+                  typed: str | None = None) -> Turn:
         old = self.turn
         if old is not None and not old.done and not old.audible and not old.cancelled:
             # Superseded before it was heard (e.g. ended early by the model, then its segment
@@ -343,7 +359,7 @@ class TurnTaking:
             timeline.speech_start_at = held.timeline.speech_start_at
         turn = Turn(index=self.started, utterance=utt, timeline=timeline,
                     history_len=len(self.worker.history), after=held or self.last,
-                    merged_from=held)
+                    merged_from=held, typed=typed)
         self.started += 1
         self.turn = self.last = turn
         self.worker.start(turn, self.call_id)

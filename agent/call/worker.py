@@ -28,6 +28,7 @@ from agent.turn.reply import Reply
 from agent.turn.result import TurnResult
 from agent.turn.runner import Stages, TurnRunner
 from dialplan.options import Profile
+from models.asr.base import Transcript
 from models.llm.base import Message as ChatMessage
 from models.priority import JobCancelled, Priority
 from models.vad.segmenter import SpeechPaused
@@ -65,6 +66,9 @@ class TurnWorker:
             under_load[1], under_load[0], out_rate=runner.out_rate, clock=runner.now,
             phrases=runner.speak)
         self.load = load
+        self.keep: Callable[[Turn, str, float], str] | None = None
+        """Why a transcribed turn is not for the LLM ("" if it is): the call's actions
+        (a message being left, a transfer running)."""
         self.backlog = load.backlog
         self.call_id = "-"
         self._waiting: list[Turn] = []  # turns whose previous turn has not finished yet
@@ -150,6 +154,11 @@ class TurnWorker:
             self._done(turn)
             return
         runner = self._runner(turn)
+        if turn.typed is not None:  # keypad digits: the words are known, nothing to hear
+            typed: Future = Future()
+            typed.set_result(Transcript(turn.typed, None))
+            self._transcribed(turn, runner, typed)
+            return
         eot = runner.stages.eot
         if eot is not None and isinstance(turn.utterance, SpeechPaused):
             if turn.ahead:
@@ -197,6 +206,13 @@ class TurnWorker:
             self._failed(turn, e)
             return
         turn.transcript = transcript.text
+        kept = self.keep(turn, transcript.text, self.now()) if self.keep is not None else ""
+        if kept:
+            turn.result = TurnResult(transcript=transcript.text, asr=transcript.metrics,
+                                     audio_in_s=turn.utterance.duration_s, kept=kept)
+            self.post(Transcribed(turn))
+            self._done(turn)
+            return
         self.post(Transcribed(turn))
         turn.reply = Reply(runner, turn.timeline, self.history, self.jobs.submit,
                            emit=lambda pcm: self._emit(turn, pcm), cancel=turn.cancel,

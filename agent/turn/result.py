@@ -41,6 +41,9 @@ class TurnResult:
     (end, transfer, take a message, collect digits)."""
     tools: list[ToolUse] = field(default_factory=list)
     """Tools run (or refused) in this turn."""
+    kept: str = ""
+    """Not for the LLM: ``message`` (part of a message the caller left) or ``transferring``
+    (said while a transfer ran)."""
     tool_error: str = ""
     """The tool that failed and why; the caller heard the profile's ``tool_error``."""
 

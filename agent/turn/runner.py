@@ -16,7 +16,7 @@ import numpy as np
 from agent.turn.result import TurnResult
 from agent.turn.textsplit import speakable
 from agent.turn.timeline import TurnTimeline
-from agent.turn.tools import Toolbox
+from agent.turn.tools import Toolbox, spoken_name
 from db.records import TurnRecord
 from dialplan.options import Profile
 from models.asr.base import ASR, Transcript
@@ -122,11 +122,8 @@ class TurnRunner:
         there, the phrase waited for the CPU slot that the late answer held, and the answer's
         first audio could win that race: the caller heard no filler (seen in CI runs).
         """
-        profile = self.profile
-        for text in (profile.greeting, profile.goodbye, profile.filler, profile.apology,
-                     profile.repeat):
-            if text.strip():
-                self.speak(text)
+        for text in fixed_phrases(self.profile):
+            self.speak(text)
         return self.speak
 
     def speak(self, text: str) -> np.ndarray:
@@ -155,6 +152,23 @@ class TurnRunner:
         tr = self.stages.asr.transcribe(utterance.audio)
         timeline.asr_done_at = self.now()
         return tr
+
+
+def fixed_phrases(profile: Profile) -> list[str]:
+    """Everything a call of ``profile`` says word for word, synthesised before any call.
+
+    The greeting, the limits' goodbye, what its actions announce (per directory entry), and
+    the keypad's ``say:`` texts.
+    """
+    names = [spoken_name(n) for n in profile.directory]
+    texts = [profile.greeting, profile.goodbye, profile.filler, profile.apology, profile.repeat]
+    if profile.tools or profile.keypad:
+        texts += [profile.message_prompt, profile.message_taken, profile.digits_prompt,
+                  profile.tool_error]
+        texts += [t.format(name=n) for n in names
+                  for t in (profile.transferring, profile.transfer_failed)]
+    texts += [a.removeprefix("say:") for a in profile.keypad.values() if a.startswith("say:")]
+    return list(dict.fromkeys(t for t in texts if t.strip()))
 
 
 def turn_record(

@@ -1,0 +1,288 @@
+"""What the agent does on a call besides talking: hang up, transfer, take a message, keypad.
+
+An action comes from the LLM (a tool call in a turn's result, see :mod:`agent.turn.tools`) or
+from the caller's keypad (``[profiles.X.keypad]``). Either way the caller first hears what is
+about to happen ("Transferring you to the front desk now."), and the action runs once that
+phrase has played: a speculative turn's action never runs (its turn must be heard first), and
+the call never hangs up or transfers over its own words. Every action, and how it ended, is a
+``tool_calls`` row in the call log; a transfer's outcome comes later, from the REFER's
+NOTIFYs, and a failed one is said to the caller (and told to the model) and the call goes on.
+
+:class:`CallActions` runs on the call's loop only; the session gives it what it may do to the
+line (say a cached phrase, hang up, send REFER, start a turn from typed digits).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+
+from agent import log
+from agent.call.recorder import CallRecorder
+from agent.call.turn import Turn
+from agent.turn.tools import ToolCall, spoken_name, target_of, tool_response
+from dialplan.options import Profile
+from models.audio import ASR_RATE
+from models.llm.base import Message
+
+DIGIT_PAUSE_S = 3.0
+"""Typed digits without ``#`` become the caller's words after this long without another."""
+MESSAGE_PAUSE_S = 2.5
+"""A message ends after the caller has been silent this long (they may pause mid-message)."""
+TRANSFER_WAIT_S = 30.0
+"""A transfer with no final NOTIFY by then has failed."""
+
+
+@dataclass
+class _Pending:
+    call: ToolCall
+    source: str
+    turn_index: int | None
+
+
+@dataclass
+class _Message:
+    started_at: float
+    parts: dict[int, tuple[str, np.ndarray]] = field(default_factory=dict)
+    """Turn index -> its words and audio (a speculative part is replaced by its final turn)."""
+    last_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class Line:
+    """What the call's actions may do to the line (each returns at once)."""
+
+    say: Callable[[str], None]
+    """Play a fixed phrase of the profile (from its cache) now."""
+    hangup: Callable[[str], None]
+    """End the call with this end reason (BYE)."""
+    typed: Callable[[str], bool]
+    """Start a turn from the caller's typed digits; False while it cannot start yet."""
+    transfer: Callable[[str], None] | None = None
+    """Send REFER to this URI (None: a line that cannot transfer, e.g. a simulation)."""
+
+
+class CallActions:
+    """A call's actions; see the module docstring.
+
+    Args:
+        profile: tools, directory, keypad and phrases.
+        rec: the call's records.
+        line: what the actions may do to the line.
+        history: the call's chat history (a failed transfer is told to the model).
+        media_dir: where callers' messages are written.
+        caller: the caller's URI (kept with their message).
+    """
+
+    def __init__(self, profile: Profile, rec: CallRecorder, line: Line,
+                 history: list[Message], media_dir: str | Path = "recordings",
+                 caller: str = ""):
+        self.profile = profile
+        self._rec = rec
+        self._line = line
+        self._history = history
+        self._media = Path(media_dir)
+        self._caller = caller
+        self.pending: _Pending | None = None
+        """An action waiting for its phrase to be heard."""
+        self._transfer: tuple[str, float, _Pending] | None = None  # target, sent at, action
+        self._message: _Message | None = None
+        self._messages = 0
+        self._digits = ""
+        self._digit_at = 0.0
+        self._collecting = False
+        self._typed: str | None = None  # typed words waiting for the caller's turn
+
+    @property
+    def call_id(self) -> str:
+        return self._rec.call_id
+
+    @property
+    def busy(self) -> bool:
+        """Caller speech is not for the LLM now: a message is being left, or a transfer runs."""
+        return self._message is not None or self._transfer is not None
+
+    # ---- from turns ----------------------------------------------------------------------------
+
+    def after_turn(self, turn: Turn) -> None:
+        """A turn is done: its action waits for its phrase to be heard (if it was heard)."""
+        r = turn.result
+        if r is None or r.action is None or turn.cancelled or not turn.gate_open or turn.error:
+            return
+        self.pending = _Pending(r.action, "llm", turn.index)
+
+    def keep(self, turn: Turn, text: str, now: float) -> str:
+        """Why a transcribed turn is not for the LLM ("" if it is).
+
+        While a message is left its words and audio are kept as part of it (``message``);
+        words said while a transfer runs go unanswered (``transferring``).
+        """
+        if self._transfer is not None:
+            return "transferring"
+        if self._message is None:
+            return ""
+        if text.strip():
+            self._message.parts[turn.index] = (text.strip(), turn.utterance.audio)
+            self._message.last_at = now
+        return "message"
+
+    # ---- the keypad ------------------------------------------------------------------------
+
+    def dtmf(self, digit: str, now: float) -> None:
+        """A keypad digit: a mapped action, or part of the number the caller is typing."""
+        action = self.profile.keypad.get(digit)
+        if action and not self._digits and not self._collecting:
+            self._keypad(digit, action)
+            return
+        self._digit_at = now
+        self._digits += digit
+        if digit == "#":
+            self._words(now)
+
+    def _keypad(self, digit: str, action: str) -> None:
+        kind, _, arg = action.partition(":")
+        log.event("keypad", self.call_id, digit=digit, action=action)
+        if kind == "say":
+            self._record(ToolCall("say", {"text": arg}), "keypad", "ok")
+            self._line.say(arg)
+        elif kind == "transfer":
+            call = ToolCall("transfer", {"target": arg})
+            self.pending = _Pending(call, "keypad", None)
+            self._line.say(self._transferring(arg))
+        elif action == "message":
+            self.pending = _Pending(ToolCall("take_message"), "keypad", None)
+            self._line.say(self.profile.message_prompt)
+        elif action == "end":
+            self.pending = _Pending(ToolCall("end_call"), "keypad", None)
+            self._line.say(self.profile.goodbye)
+
+    def _words(self, now: float) -> None:
+        """The typed digits become the caller's words ("keypad: 4729#")."""
+        words, self._digits = f"keypad: {self._digits}", ""
+        self._collecting = False
+        log.event("keypad-typed", self.call_id, digits=words.removeprefix("keypad: "))
+        self._rec.event("dtmf-typed", words)
+        self._typed = words
+        self._start_typed()
+
+    def _start_typed(self) -> None:
+        if self._typed is not None and self._line.typed(self._typed):
+            self._typed = None
+
+    # ---- running an action -----------------------------------------------------------------
+
+    def heard(self, now: float) -> None:
+        """The agent has finished speaking: run the action its words announced."""
+        pending, self.pending = self.pending, None
+        if pending is None:
+            return
+        call = pending.call
+        if call.name == "end_call":
+            self._record(call, pending.source, "ok", turn=pending.turn_index,
+                         detail="implicit" if call.implicit else "")
+            self._line.hangup("agent")
+        elif call.name == "transfer":
+            self._start_transfer(pending, now)
+        elif call.name == "take_message":
+            self._record(call, pending.source, "ok", turn=pending.turn_index)
+            self._message = _Message(started_at=now, last_at=now)
+        elif call.name == "collect_digits":
+            self._record(call, pending.source, "ok", turn=pending.turn_index)
+            self._collecting = True
+            self._digit_at = now
+
+    def _start_transfer(self, pending: _Pending, now: float) -> None:
+        target = target_of(pending.call, self.profile)
+        entry = self.profile.directory.get(target or "")
+        if entry is None or self._line.transfer is None:
+            why = "unknown-target" if entry is None else "no-transfer-on-this-line"
+            self._record(pending.call, pending.source, why, turn=pending.turn_index)
+            self._failed(target or "staff", why)
+            return
+        self._transfer = (target, now, pending)
+        log.event("transfer", self.call_id, target=target, uri=entry.uri,
+                  attended=entry.attended)
+        self._line.transfer(entry.uri)
+
+    def transfer_status(self, code: int, reason: str, final: bool, now: float) -> None:
+        """The REFER's progress (its response, then the NOTIFYs' sipfrag status)."""
+        if self._transfer is None:
+            return
+        target, sent_at, pending = self._transfer
+        log.event("transfer-status", self.call_id, code=code, reason=reason, final=final,
+                  level=logging.INFO if final else logging.DEBUG)
+        if not final:
+            return
+        self._transfer = None
+        entry = self.profile.directory[target]
+        detail = f"{code} {reason}".strip() + (" (attended asked; made blind)"
+                                                if entry.attended else "")
+        ok = 200 <= code < 300
+        self._record(pending.call, pending.source, "ok" if ok else f"sip-{code}", detail,
+                     now - sent_at, pending.turn_index)
+        if ok:
+            self._line.hangup("transferred")
+        else:
+            self._failed(target, f"sip-{code}")
+
+    def _failed(self, target: str, why: str) -> None:
+        self._history.append(Message("user", tool_response(json.dumps(
+            {"transfer": "failed", "target": target, "reason": why}))))
+        self._line.say(self.profile.transfer_failed.format(name=spoken_name(target)))
+
+    def _transferring(self, target: str) -> str:
+        return self.profile.transferring.format(name=spoken_name(target))
+
+    # ---- deadlines ---------------------------------------------------------------------------
+
+    def tick(self, now: float, caller_speaking: bool, turn_in_flight: bool) -> None:
+        """Typed digits that stopped, a message that ended, a transfer that never answered."""
+        if self._digits and now - self._digit_at >= DIGIT_PAUSE_S:
+            self._words(now)
+        elif self._collecting and not self._digits and now - self._digit_at >= 4 * DIGIT_PAUSE_S:
+            self._collecting = False  # they never typed: their words go to the LLM again
+        self._start_typed()
+        m = self._message
+        if (m is not None and m.parts and not caller_speaking and not turn_in_flight
+                and now - m.last_at >= MESSAGE_PAUSE_S):
+            self._save_message()
+            self._line.say(self.profile.message_taken)
+        if self._transfer is not None and now - self._transfer[1] >= TRANSFER_WAIT_S:
+            self.transfer_status(408, "no final NOTIFY", True, now)
+
+    def finish(self) -> None:
+        """The call ends: a message being left is kept with what was said."""
+        if self._message is not None and self._message.parts:
+            self._save_message()
+
+    def _save_message(self) -> None:
+        m, self._message = self._message, None
+        parts = [m.parts[i] for i in sorted(m.parts)]
+        text = " ".join(t for t, _ in parts)
+        audio = np.concatenate([a for _, a in parts]) if parts else np.zeros(0, np.float32)
+        self._messages += 1
+        path: str | None = None
+        try:
+            day = self._media / "messages" / datetime.now(UTC).strftime("%Y-%m-%d")
+            day.mkdir(parents=True, exist_ok=True)
+            out = day / f"{self.call_id}-{self._messages}.wav"
+            sf.write(str(out), audio, ASR_RATE, subtype="PCM_16")
+            path = str(out)
+        except OSError as e:  # a full disk keeps the words, and says why there is no audio
+            self._rec.event("error", f"message audio not written: {e!r}")
+        self._rec.message(text, self._caller, path, len(audio) / ASR_RATE)
+        log.event("message", self.call_id, chars=len(text), audio=path,
+                  duration_s=round(len(audio) / ASR_RATE, 1))
+
+    def _record(self, call: ToolCall, source: str, outcome: str, detail: str = "",
+                latency_s: float | None = None, turn: int | None = None) -> None:
+        self._rec.tool(call.name, call.arguments_json, source, outcome, detail, latency_s, turn)
+        log.event("tool", self.call_id, tool=call.name, source=source, outcome=outcome,
+                  arguments=call.arguments_json)

@@ -1,0 +1,165 @@
+"""A call's actions on fake stages in real time: hang up, transfer (and its failure), the
+keypad map, typed digits, a message. The line is :class:`fakes.FakeCall`; transfers go to a
+recording stand-in for the SIP side (the real REFER is tested in test_sip_transfer.py and
+end to end in test_sip_actions.py)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from fakes import FakeASR, FakeCall, FakeLLM, FakeTTS, ListLog, fake_stages, tone
+from test_tools import CALL, ScriptedLLM
+
+from agent.call.session import CallSession
+from agent.turn.runner import TurnRunner
+from db.records import CallEnded, MessageRecord, ToolCallRecord, TurnRecord
+from dialplan import parse_config
+from tests.waiting import wait_until
+
+pytestmark = pytest.mark.unit
+
+AUDIO = {"endpoint_silence_s": 0.3, "pause_tolerance_s": 0.7, "max_endpoint_wait_s": 1.0,
+         "min_speech_s": 0.1, "end_of_turn_words": False}
+PROFILE = {
+    "greeting": "Hi.", "goodbye": "Bye now.", "audio": AUDIO,
+    "tools": ["end_call", "transfer", "take_message", "collect_digits"],
+    "directory": {
+        "front-desk": {"uri": "sip:desk@127.0.0.1:5999", "description": "general"},
+        "children": {"uri": "sip:kids@127.0.0.1:5999", "description": "children's books"},
+    },
+    "keypad": {"0": "transfer:front-desk", "9": "end", "5": "say:We open at nine."},
+}
+
+
+class Call:
+    """A session on a fake line, with the SIP side's hang-ups and REFERs recorded."""
+
+    def __init__(self, tmp_path, stages, **over):
+        self.profile = parse_config({"profiles": {"p": {**PROFILE, **over}},
+                                     "dialplan": {"1": "p"}}).profiles["p"]
+        self.log = ListLog()
+        self.hangups: list[float] = []
+        self.refers: list[str] = []
+        self.tts = stages.tts
+        self.session = CallSession(
+            self.profile, stages, self.log, hangup=lambda: self.hangups.append(time.time()),
+            phrase=TurnRunner(stages, self.profile).prepare_phrases(),
+            transfer=self.refers.append, media_dir=str(tmp_path))
+        self.line = FakeCall(self.session.link)
+        self.session.start()
+        self.line.start()
+        self.session.media_active("PCMU")
+        assert wait_until(lambda: self.session.state == "listening")
+
+    def tools(self) -> list[tuple[str, str, str]]:
+        return [(r.name, r.source, r.outcome) for r in self.log.of(ToolCallRecord)]
+
+    def close(self):
+        self.session.disconnected(by_local=bool(self.hangups))
+        assert self.session.join(5.0)
+        self.line.stop()
+        return self.log.of(CallEnded)[0]
+
+
+def stages_saying(*replies: str, heard=("caller words",)):
+    return fake_stages(llm=ScriptedLLM(list(replies)), asr=FakeASR(list(heard)),
+                       tts=FakeTTS(s_per_char=0.01))
+
+
+def test_end_call_says_goodbye_then_hangs_up_with_reason_agent(tmp_path):
+    end = '<tool_call>\n{"name": "end_call", "arguments": {}}\n</tool_call>'
+    call = Call(tmp_path, stages_saying(end))
+    call.line.say(tone(0.8))
+    assert wait_until(lambda: call.hangups, timeout=10)
+    assert call.session.end_reason == "agent"
+    assert "Bye now." in call.tts.texts  # the goodbye was said before the BYE
+    ended = call.close()
+    assert ended.end_reason == "agent"
+    assert call.tools() == [("end_call", "llm", "ok")]
+
+
+def test_transfer_sends_refer_after_its_phrase_and_hangs_up_on_200(tmp_path):
+    call = Call(tmp_path, stages_saying(CALL))
+    call.line.say(tone(0.8))
+    assert wait_until(lambda: call.refers, timeout=10)
+    assert call.refers == ["sip:kids@127.0.0.1:5999"]
+    assert not call.session.playout.busy  # the phrase had played out first
+    call.session.transfer_status(100, "Trying", final=False)
+    call.session.transfer_status(200, "OK", final=True)
+    assert wait_until(lambda: call.hangups)
+    assert call.close().end_reason == "transferred"
+    ((name, args, outcome, detail),) = [(r.name, r.arguments, r.outcome, r.detail)
+                                       for r in call.log.of(ToolCallRecord)]
+    assert (name, args, outcome, detail) == ("transfer", '{"target": "children"}', "ok",
+                                             "200 OK")
+
+
+def test_a_failed_transfer_is_said_and_the_call_goes_on(tmp_path):
+    call = Call(tmp_path, stages_saying(CALL, "We open at nine.",
+                                        heard=("put me through", "when do you open")))
+    call.line.say(tone(0.8))
+    assert wait_until(lambda: call.refers, timeout=10)
+    said = len(call.line.speech_spans())
+    call.session.transfer_status(486, "Busy Here", final=True)
+    assert wait_until(lambda: len(call.line.speech_spans()) > said and
+                      call.session.state == "listening", timeout=10)
+    assert not call.hangups
+    assert call.tools() == [("transfer", "llm", "sip-486")]
+    # The model is told, and the caller's next question is answered as usual.
+    call.line.say(tone(0.8))
+    assert wait_until(lambda: len(call.log.of(TurnRecord)) >= 2, timeout=10)
+    prompt = call.session.runner.stages.llm.prompts[-1]
+    assert any("failed" in m.content and "<tool_response>" in m.content for m in prompt)
+    assert call.close().end_reason == "caller-bye"
+
+
+def test_keypad_zero_transfers_and_nine_ends_and_five_speaks(tmp_path):
+    call = Call(tmp_path, stages_saying())
+    call.session.dtmf("5")
+    assert wait_until(lambda: call.session.state == "speaking")
+    assert wait_until(lambda: call.session.state == "listening", timeout=10)
+    call.session.dtmf("0")
+    assert wait_until(lambda: call.refers == ["sip:desk@127.0.0.1:5999"], timeout=10)
+    call.session.transfer_status(503, "Service Unavailable", final=True)
+    assert wait_until(lambda: call.session.state == "listening", timeout=10)
+    call.session.dtmf("9")
+    assert wait_until(lambda: call.hangups, timeout=10)
+    assert call.close().end_reason == "agent"
+    assert call.tools() == [("say", "keypad", "ok"), ("transfer", "keypad", "sip-503"),
+                            ("end_call", "keypad", "ok")]
+
+
+def test_typed_digits_reach_the_llm_as_the_callers_words(tmp_path):
+    stages = fake_stages(llm=FakeLLM("Thank you, account 4729 found."),
+                         tts=FakeTTS(s_per_char=0.01))
+    call = Call(tmp_path, stages)
+    for d in "4729#":
+        call.session.dtmf(d)
+    assert wait_until(lambda: call.log.of(TurnRecord), timeout=10)
+    turn = call.log.of(TurnRecord)[0]
+    assert turn.transcript == "keypad: 4729#"
+    assert turn.reply_text == "Thank you, account 4729 found."
+    assert stages.llm.prompts[-1][-1].content == "keypad: 4729#"
+    call.close()
+
+
+def test_a_message_keeps_the_callers_next_words_and_audio(tmp_path):
+    take = '<tool_call>\n{"name": "take_message", "arguments": {}}\n</tool_call>'
+    call = Call(tmp_path, stages_saying(take, heard=("I want to leave a message",
+                                                     "please call me back about my card")))
+    call.line.say(tone(0.8))
+    assert wait_until(lambda: call.tools() == [("take_message", "llm", "ok")], timeout=10)
+    assert wait_until(lambda: call.session.state == "listening", timeout=10)
+    call.line.say(tone(1.0))
+    assert wait_until(lambda: call.log.of(MessageRecord), timeout=15)
+    (msg,) = call.log.of(MessageRecord)
+    assert msg.text == "please call me back about my card"
+    assert 1.0 <= msg.duration_s <= 1.7  # the utterance with its pre-roll and tail
+    assert msg.audio_path and (tmp_path / "messages").exists()
+    # The words of the message were not answered, and their turn says why.
+    turns = call.log.of(TurnRecord)
+    assert turns[-1].unanswered == "message"
+    assert wait_until(lambda: "Thank you, I have passed your message on. Anything else?"
+                      in call.tts.texts or call.session.state == "speaking")
+    call.close()
