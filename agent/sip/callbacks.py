@@ -25,8 +25,11 @@ from agent.sip.events import (
     CallConnected,
     DtmfReceived,
     MediaActive,
+    MediaHold,
     RegistrationChanged,
+    RtpTimeout,
     SipEvent,
+    TransferStatus,
 )
 
 
@@ -40,8 +43,6 @@ class AgentHooks:
     """A callback failed: report it for the call's key (-1: not a call's)."""
     make_port: Callable[[AudioLink, str], _Port]
     """A bridge port attached to the link (made once, reused by later calls)."""
-    media_direction: Callable[[_Call, bool], None]
-    """Media (re)negotiated: the call receives audio now, or not (held)."""
     disconnected: Callable[[_Call, int, str], None]
     """The call ended, with its last status code and reason."""
     incoming: Callable[[_Account, Any], None]
@@ -85,11 +86,14 @@ class _Port(pj.AudioMediaPort):
     the next call; all of them go at shutdown, before ``libDestroy``.
     """
 
-    def __init__(self, frame_bytes: int):
+    def __init__(self, name: str, clock_rate: int, frame_ms: int):
         super().__init__()
         self._link: AudioLink | None = None
-        self._silence = bytes(frame_bytes)
-        self._frame_bytes = frame_bytes
+        self._frame_bytes = clock_rate * frame_ms // 1000 * 2  # 16-bit mono
+        self._silence = bytes(self._frame_bytes)
+        fmt = pj.MediaFormatAudio()
+        fmt.init(pj.PJMEDIA_FORMAT_PCM, clock_rate, 1, frame_ms * 1000, 16)
+        self.createPort(name, fmt)
 
     def attach(self, link: AudioLink | None) -> None:
         self._link = link  # one reference swap: atomic for the clock thread
@@ -174,9 +178,49 @@ class _Call(pj.Call):
                     self.media_announced = True
                     codec = self.getStreamInfo(mi.index).codecName
                     self.hooks.emit(MediaActive(self.key, codec, time.monotonic()))
-            self.hooks.media_direction(self, receiving)
+            self.media_direction(receiving)
         except Exception as e:
             self.hooks.error(self.key, e)
+
+    def media_direction(self, receiving: bool) -> None:
+        """Media (re)negotiated: restart the call's RTP watch, or suspend it while held."""
+        if receiving:
+            self.rx_count = None  # a re-INVITE may have made a new stream (counts from 0)
+            self.rx_at = time.monotonic()
+        else:
+            self.rx_at = None
+        if self.receiving is not None and receiving != self.receiving:
+            self.hooks.emit(MediaHold(self.key, not receiving, time.monotonic()))
+        self.receiving = receiving
+
+    def watch_rtp(self, now: float) -> None:
+        """One poll of the RTP watch (the agent's ``sip`` loop, every ``RTP_POLL_S``)."""
+        if self.rtp_timeout_s <= 0 or self.rx_at is None or self.rtp_timed_out:
+            return
+        count = self.rx_packets()
+        if count is None:
+            return
+        if count != self.rx_count:
+            # A packet arrived since the last poll: the newest came at most one poll ago,
+            # so stamping it now can only make the timeout late, never early.
+            self.rx_count = count
+            self.rx_at = now
+        elif now - self.rx_at >= self.rtp_timeout_s:
+            self.rtp_timed_out = True  # reported once; a hang-up follows from the consumer
+            self.hooks.emit(RtpTimeout(self.key, now - self.rx_at, now))
+
+    def unbridge(self) -> None:
+        """Detach the call's port and disconnect it from the stream (before freeing both)."""
+        port = self.port
+        if port is None or self.audio_index < 0:
+            return
+        port.attach(None)
+        try:
+            media = self.getAudioMedia(self.audio_index)
+            media.stopTransmit(port)
+            port.stopTransmit(media)
+        except pj.Error:
+            pass  # the stream is already gone: nothing is bridged to the port
 
     def rx_packets(self) -> int | None:
         """RTP packets the audio stream has received; None while there is no stream.
@@ -199,6 +243,36 @@ class _Call(pj.Call):
         except Exception as e:
             self.hooks.error(self.key, e)
 
+    def refer(self, uri: str) -> None:
+        """Start a blind transfer to ``uri`` (REFER); see :meth:`SipAgent.transfer`.
+
+        A REFER that cannot be sent (``uri`` not a URI, ``xfer`` raising) ends the transfer here,
+        with a final 500: pjsua2 calls :meth:`onCallTransferStatus` only once it was sent. It
+        does not check the URI itself: ``not a uri`` went out as the Refer-To.
+        """
+        try:
+            if pj.Endpoint.instance().utilVerifyUri(uri) != pj.PJ_SUCCESS:
+                reason = f"not a URI: {uri!r}"
+            else:
+                self.xfer(uri, pj.CallOpParam())
+                return
+        except pj.Error as e:
+            reason = error_text(e)
+        self.hooks.emit(TransferStatus(self.key, 500, reason, True, time.monotonic()))
+
+    def onCallTransferStatus(self, prm):  # noqa: N802
+        # pjsua (2.15) calls this with 100 "Accepted" on the 202, then once per NOTIFY with the
+        # code of its sipfrag body, or once with a refusal's code (4xx-6xx) or 500 for a REFER
+        # that timed out; the last has finalNotify. It never hangs the call up itself.
+        try:
+            final = bool(prm.finalNotify)
+            if not final:
+                prm.cont = True  # keep reporting NOTIFYs until the subscription ends
+            self.hooks.emit(TransferStatus(self.key, int(prm.statusCode), str(prm.reason), final,
+                                           time.monotonic()))
+        except Exception as e:
+            self.hooks.error(self.key, e)
+
 
 class _Account(pj.Account):
     def __init__(self, hooks: AgentHooks):
@@ -218,6 +292,13 @@ class _Account(pj.Account):
                 int(prm.code), str(prm.reason), bool(info.regIsActive), time.monotonic()))
         except Exception as e:
             self.hooks.error(-1, e)
+
+
+def error_text(e: BaseException) -> str:
+    """What went wrong, readably: a ``pj.Error``'s reason and title (its repr says nothing)."""
+    if isinstance(e, pj.Error):
+        return f"{e.title}: {e.reason} (status {e.status})"
+    return repr(e)
 
 
 def request_user(whole_msg: str) -> str:

@@ -76,6 +76,28 @@ class DtmfReceived:
 
 
 @dataclass(frozen=True)
+class TransferStatus:
+    """Progress of a blind transfer (:meth:`SipAgent.transfer`), one per REFER response or NOTIFY.
+
+    The first, 100 Accepted, comes with the 202 to the REFER; then one per NOTIFY from the
+    transferee, carrying the status line of its call to the target (``SIP/2.0 180 Ringing``,
+    ``SIP/2.0 200 OK``). A REFER that could not be sent, was refused (4xx-6xx) or got no answer
+    ends with a final one carrying that code (500 when there is none). The call itself stays up
+    whatever the code: hanging it up after a 2xx is the consumer's. A 2xx NOTIFY that leaves
+    the subscription active comes with ``final`` False; pjsua then unsubscribes, and the
+    transferee's last NOTIFY brings the final one.
+    """
+
+    key: int
+    code: int
+    """SIP status: of the REFER's response, or of the target's call as the NOTIFY reports it."""
+    reason: str
+    final: bool
+    """The last one for this transfer: the subscription ended (or never began)."""
+    at: float
+
+
+@dataclass(frozen=True)
 class CallDisconnected:
     """The call is over; its key is no longer valid."""
 
@@ -108,4 +130,4 @@ class SipError:
 
 
 SipEvent = (IncomingCall | MediaActive | MediaHold | RtpTimeout | CallConnected | DtmfReceived
-            | CallDisconnected | RegistrationChanged | SipError)
+            | TransferStatus | CallDisconnected | RegistrationChanged | SipError)

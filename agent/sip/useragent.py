@@ -9,8 +9,9 @@ after ``libDestroy`` aborts the process; see /work/shared/SIP.md).
 
 Threads:
   * one Python thread (``sip``) creates the library, polls it with ``libHandleEvents`` and runs
-    every pj API call; other threads send it commands (answer, hangup, dial) through a queue;
-  * the ``sip`` thread also watches each answered call's inbound RTP (:meth:`SipAgent._watch_rtp`):
+    every pj API call; other threads send it commands (answer, hangup, dial, transfer, DTMF)
+    through a queue;
+  * the ``sip`` thread also watches each answered call's inbound RTP (``_Call.watch_rtp``):
     a call that receives no packet for its ``rtp_timeout_s`` while its media is active (not on
     hold) gets one :class:`~agent.sip.events.RtpTimeout`; what to do about it is the consumer's;
   * pjmedia's native clock thread calls the port's ``onFrameReceived``/``onFrameRequested``:
@@ -37,6 +38,7 @@ from agent.sip.callbacks import (
     _Account,
     _Call,
     _Port,
+    error_text,
     request_user,
     set_codecs,
     stop_clock,
@@ -44,10 +46,9 @@ from agent.sip.callbacks import (
 from agent.sip.events import (
     CallDisconnected,
     IncomingCall,
-    MediaHold,
-    RtpTimeout,
     SipError,
     SipEvent,
+    TransferStatus,
 )
 from dialplan.options import SIPOptions
 
@@ -78,7 +79,6 @@ class SipAgent:
         self.events = events
         self.user = user
         self.clock_rate = clock_rate
-        self.frame_bytes = clock_rate * FRAME_MS // 1000 * 2
         self._log_level = pj_log_level
         self._cmds: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
         self._calls: dict[int, _Call] = {}
@@ -95,8 +95,7 @@ class SipAgent:
         # All the pjsua2 callbacks (agent.sip.callbacks) may call of this agent.
         self._hooks = AgentHooks(
             emit=self._emit, error=self._error, make_port=self._make_port,
-            media_direction=self._media_direction, disconnected=self._disconnected,
-            incoming=self._incoming)
+            disconnected=self._disconnected, incoming=self._incoming)
 
     # ---- public API (any thread) -------------------------------------------------------------
 
@@ -176,6 +175,37 @@ class SipAgent:
                 self._emit(CallDisconnected(key, 500, e.info(), True, time.monotonic()))
         self._cmds.put(do)
         return key
+
+    def transfer(self, key: int, uri: str) -> None:
+        """Blind-transfer an answered call to ``uri``: a REFER with ``Refer-To: <uri>``.
+
+        Progress comes as :class:`~agent.sip.events.TransferStatus` events, the last ``final``.
+        The call stays up whatever the outcome: pjsua2 (2.15) does not hang up after a 2xx
+        NOTIFY (its sample app does, in its own callback), so the consumer hangs up after a 2xx
+        and carries on with the caller after a failure.
+        """
+        def do() -> None:
+            call = self._calls.get(key)
+            if call is None:
+                self._emit(TransferStatus(key, 500, "no such call", True, time.monotonic()))
+            else:
+                call.refer(uri)
+        self._cmds.put(do)
+
+    def send_dtmf(self, key: int, digits: str) -> None:
+        """Send ``digits`` (0-9, *, #, A-D) as RFC 2833 telephone-events on an answered call.
+
+        A failure (unknown call, no telephone-event in the SDP, a bad digit) is a SipError.
+        """
+        def do() -> None:
+            call = self._calls.get(key)
+            try:
+                if call is None:
+                    raise LookupError(f"send_dtmf: no call {key}")
+                call.dialDtmf(digits)
+            except (pj.Error, LookupError) as e:
+                self._error(key, e)
+        self._cmds.put(do)
 
     @property
     def uri(self) -> str:
@@ -327,16 +357,7 @@ class SipAgent:
 
     def _unbridge_all(self) -> None:
         for call in list(self._calls.values()):
-            port = call.port
-            if port is None or call.audio_index < 0:
-                continue
-            port.attach(None)
-            try:
-                media = call.getAudioMedia(call.audio_index)
-                media.stopTransmit(port)
-                port.stopTransmit(media)
-            except pj.Error:
-                pass  # the stream is already gone: nothing is bridged to the port
+            call.unbridge()
 
     # ---- helpers called from pj callbacks (sip thread) ---------------------------------------
 
@@ -344,17 +365,14 @@ class SipAgent:
         self.events.put(event)
 
     def _error(self, key: int, exc: BaseException) -> None:
-        self.events.put(SipError(key, repr(exc), time.monotonic()))
+        self.events.put(SipError(key, error_text(exc), time.monotonic()))
 
     def _make_port(self, link: AudioLink, name: str) -> _Port:
         """An idle bridge port attached to ``link`` (created once, reused, freed at shutdown)."""
         if self._idle_ports:
             port = self._idle_ports.pop()
         else:
-            port = _Port(self.frame_bytes)
-            fmt = pj.MediaFormatAudio()
-            fmt.init(pj.PJMEDIA_FORMAT_PCM, self.clock_rate, 1, FRAME_MS * 1000, 16)
-            port.createPort(f"port{len(self._ports)}", fmt)
+            port = _Port(f"port{len(self._ports)}", self.clock_rate, FRAME_MS)
             self._ports.append(port)
         port.attach(link)
         return port
@@ -368,33 +386,10 @@ class SipAgent:
         self._emit(IncomingCall(key=key, extension=request_user(msg), remote_uri=ci.remoteUri,
                                 sip_call_id=ci.callIdString, at=time.monotonic()))
 
-    def _media_direction(self, call: _Call, receiving: bool) -> None:
-        """Media (re)negotiated: restart the call's RTP watch, or suspend it while held."""
-        if receiving:
-            call.rx_count = None  # a re-INVITE may have made a new stream (counts from 0)
-            call.rx_at = time.monotonic()
-        else:
-            call.rx_at = None
-        if call.receiving is not None and receiving != call.receiving:
-            self._emit(MediaHold(call.key, not receiving, time.monotonic()))
-        call.receiving = receiving
-
     def _watch_rtp(self, now: float) -> None:
         # Its own method, so no loop variable keeps a Call alive (see _hangup_all).
         for call in self._calls.values():
-            if call.rtp_timeout_s <= 0 or call.rx_at is None or call.rtp_timed_out:
-                continue
-            count = call.rx_packets()
-            if count is None:
-                continue
-            if count != call.rx_count:
-                # A packet arrived since the last poll: the newest came at most one poll ago,
-                # so stamping it now can only make the timeout late, never early.
-                call.rx_count = count
-                call.rx_at = now
-            elif now - call.rx_at >= call.rtp_timeout_s:
-                call.rtp_timed_out = True  # reported once; a hang-up follows from the consumer
-                self._emit(RtpTimeout(call.key, now - call.rx_at, now))
+            call.watch_rtp(now)
 
     def _disconnected(self, call: _Call, code: int, reason: str) -> None:
         self._calls.pop(call.key, None)
