@@ -35,6 +35,7 @@ from agent.sip.events import (
     RegistrationChanged,
     RtpTimeout,
     SipError,
+    TransferStatus,
 )
 from agent.sip.useragent import SipAgent
 from agent.turn.load import LoadPolicy
@@ -143,6 +144,9 @@ class Server:
             if (s := self.sessions.get(ev.key)) is not None:
                 log.event("hold" if ev.held else "resume", s.call_id)
                 s.hold(ev.held)
+        elif isinstance(ev, TransferStatus):
+            if (s := self.sessions.get(ev.key)) is not None:
+                s.transfer_status(ev.code, ev.reason, ev.final)
         elif isinstance(ev, RtpTimeout):
             if (s := self.sessions.get(ev.key)) is not None:
                 log.event("rtp-timeout", s.call_id, silent_s=round(ev.silent_s, 2))
@@ -201,5 +205,7 @@ class Server:
         key = ev.key
         return CallSession(profile, stages, self.call_log, hangup=lambda: self.sip.hangup(key),
                            phrase=phrase, info=info, rate=CLOCK_RATE, under_load=cheap,
-                           load=self.load_policy)
+                           load=self.load_policy,
+                           transfer=lambda uri: self.sip.transfer(key, uri),
+                           media_dir=self.config.db.media_dir)
 

@@ -51,6 +51,7 @@ CALL = '<tool_call>\n{"name": "transfer", "arguments": {"target": "children"}}\n
     '```json\n{"name": "transfer", "arguments": {"target": "children"}}\n```',
     '<tools>\n{"name": "transfer", "arguments": {"target": "children"}}\n</tools>',
     '{"name": "transfer", "arguments": "{\\"target\\": \\"children\\"}"}',
+    '<tools><transfer target="children"/></tools>',
 ])
 def test_every_format_the_small_models_use_is_a_call_and_none_of_it_is_spoken(text):
     # Streamed a few characters at a time, as tokens come.
@@ -87,9 +88,16 @@ def test_an_unfinished_or_nameless_call_is_malformed_and_never_spoken():
     ("You're welcome, have a nice day. Bye!", True), ("Okay, bye bye.", True),
     ("You're welcome! If you have any other questions, feel free to ask.", False),
     ("Before you go, goodbye is not the word I would use.", False), ("", False),
+    ("Thank you for using the library. Goodbye!", True), ("Goodbye? Is that all?", False),
 ])
-def test_farewell_only_when_the_reply_only_takes_leave(reply, bye):
+def test_farewell_when_the_reply_ends_on_a_goodbye_and_asks_nothing(reply, bye):
     assert farewell(reply) is bye
+
+
+def test_farewell_when_the_caller_only_took_leave_and_the_reply_asks_nothing():
+    assert farewell("Thank you! I'll be here if you need anything else.", "Okay thanks bye.")
+    assert not farewell("Anything else I can help with?", "Okay thanks bye.")
+    assert not farewell("We open at nine.", "Bye the way, when do you open?")
 
 
 def test_toolbox_prompt_lists_the_profile_tools_and_directory_in_qwen_format():
@@ -172,3 +180,11 @@ def test_collect_digits_says_the_model_prompt():
     result, _, _, tts = run([ask])
     assert result.action.name == "collect_digits"
     assert tts.texts == ["Please type your card number, then hash."]
+
+
+def test_neither_words_nor_a_call_asks_the_model_again_so_the_caller_hears_an_answer():
+    result, history, llm, tts = run(["<tools></tools>", "We have many dinosaur books."])
+    assert [(u.name, u.outcome) for u in result.tools] == [("?", "malformed")]
+    assert "answer the caller in words" in llm.prompts[1][-1].content
+    assert " ".join(tts.texts) == "We have many dinosaur books."
+    assert result.action is None

@@ -227,7 +227,17 @@ class Reply:
             self._tool(call)
             return True
         if text is None and self._scanner is not None and self._scanner.malformed:
-            self._used(ToolCall("?", raw=self._scanner.malformed[:200]), "malformed", 0.0)
+            # Neither words nor a call: the caller would hear nothing. Told so, the model
+            # answers in words (or calls properly) in a second round.
+            bad = ToolCall("?", raw=self._scanner.malformed[:200])
+            self._used(bad, "malformed", 0.0, bad.raw)
+            if not self._said and len(self._rounds) // 2 < MAX_TOOL_ROUNDS:
+                self._close_stream()
+                self._rounds += [Message("assistant", bad.raw), Message("user", tool_response(
+                    json_error("no tool call in that; answer the caller in words")))]
+                self._scanner = ToolCallScanner()
+                self._ask(self.result.transcript)
+                return True
         return False
 
     # ---- tools -------------------------------------------------------------------------------
@@ -418,7 +428,8 @@ class Reply:
             r.reply_text = self._stream.text.strip() if plain else " ".join(self._said)
         r.cancelled = self.cancelled
         if (r.action is None and not failed and self._scanner is not None
-                and "end_call" in self.runner.tools.names and farewell(r.reply_text)):
+                and "end_call" in self.runner.tools.names
+                and farewell(r.reply_text, r.transcript)):
             r.action = ToolCall("end_call", implicit=True)  # it said goodbye: it hangs up
         if self.gate_open and not (self._repeat or self._empty or failed):
             self.history.append(Message("user", r.transcript))

@@ -187,7 +187,11 @@ class ToolCallScanner:
     def _take_call(self) -> str:
         obj = _json_object(self._held)
         if obj is None:
-            return ""
+            tag = _TAG.search(self._held)  # <tools><transfer target="children"/></tools>
+            if tag is None:
+                return ""
+            obj = ({"name": tag.group(1), "arguments": dict(_ATTR.findall(tag.group(2)))},
+                   tag.end())
         data, _ = obj
         name = data.get("name") if isinstance(data, dict) else None
         args = data.get("arguments", data.get("parameters", {})) if isinstance(data, dict) else {}
@@ -212,6 +216,10 @@ class ToolCallScanner:
             self.malformed = held
             return "", None
         return held, None
+
+
+_TAG = re.compile(r"<(?!tools\b|tool_call\b|/)([A-Za-z_]\w*)((?:\s+\w+\s*=\s*\"[^\"]*\")*)\s*/?>")
+_ATTR = re.compile(r'(\w+)\s*=\s*"([^"]*)"')
 
 
 def _first_trigger(text: str) -> int:
@@ -270,8 +278,20 @@ _FAREWELL = re.compile(
     r"see you)[\s,.!]*)+$", re.IGNORECASE)
 
 
-def farewell(reply: str) -> bool:
-    """``reply`` only takes leave ("Goodbye!", "Thank you, have a nice day. Bye!")."""
+_LAST_WORD_BYE = re.compile(r"\b(?:good ?bye|bye(?:[- ]bye)?)(?: for now)?[\s.!]*$", re.IGNORECASE)
+
+
+def farewell(reply: str, words: str = "") -> bool:
+    """The agent takes leave, so the call ends once the reply is heard.
+
+    Its reply ends on a goodbye and asks nothing, or the caller's ``words`` only took leave
+    ("Thanks, bye!") and the reply asks nothing back.
+    """
     text = reply.strip()
-    return bool(text) and bool(re.search(r"\bbye\b|goodbye|good bye", text, re.IGNORECASE)) \
-        and bool(_FAREWELL.match(text))
+    if not text or "?" in text:
+        return False
+    if _LAST_WORD_BYE.search(text):
+        return True
+    said = words.strip()
+    return bool(said) and bool(re.search(r"\bbye\b|goodbye|good bye", said, re.IGNORECASE)) \
+        and bool(_FAREWELL.match(said))
