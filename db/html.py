@@ -5,7 +5,8 @@ in ms here. No scripts, fonts, styles or
 images are fetched: the page must open from a file on an offline machine (and a call transcript
 can never inject markup: every text goes through :func:`html.escape`). Charts: voice-to-voice
 histogram per ASR backend (answered turns; the unanswered ones are counted beside it and in a
-table with their reasons), stacked stage breakdown per turn, RTF over time, one call's timeline.
+table with their reasons), stacked stage breakdown per turn, RTF over time, one call's timeline;
+tables of the tool calls per outcome and of the charted call's tool calls and messages.
 """
 
 from __future__ import annotations
@@ -276,6 +277,28 @@ def _reasons(reasons: dict[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in reasons.items()) or "-"
 
 
+def actions_section(report: Report, tl: CallTimeline | None) -> str:
+    """Tool calls per name and outcome in the window; the shown call's tool calls and messages."""
+    counts = [(o.name, o.outcome or "-", o.count, _fmt_ms(o.latency.p50), _fmt_ms(o.latency.p95))
+              for o in report.tool_outcomes]
+    parts = [_table(("tool", "outcome", "calls", "p50 ms", "p95 ms"), counts) if counts
+             else "<p>No tool calls in this window.</p>"]
+    if tl is not None:
+        c = tl.call
+        rec = "not recorded" if not c.recording_path else (
+            f"recording {c.recording_path}" + ("" if c.recording_s is None
+                                               else f" ({c.recording_s:.1f} s)"))
+        parts.append(f"<p>Call {_e(c.id)} ({_e(c.direction)}): {_e(rec)}.</p>")
+        tools = [(a.name, "-" if a.turn_index is None else a.turn_index, _fmt_ms(a.latency_s),
+                  a.outcome or "-", a.source) for a in tl.tool_calls]
+        if tools:
+            parts.append(_table(("tool", "turn", "latency ms", "outcome", "source"), tools))
+        msgs = [(f"{m.at:%H:%M:%S}", m.text, m.audio_path or "-") for m in tl.messages]
+        if msgs:
+            parts.append(_table(("message at (UTC)", "text", "audio"), msgs))
+    return "".join(parts)
+
+
 def unanswered_table(report: Report) -> str:
     """Unanswered turns per report group and in all, with their reasons."""
     t = report.totals
@@ -328,6 +351,7 @@ def render_html(report: Report, turns: Sequence[TurnRow], timeline: CallTimeline
         _table((report.by, "stage", "n", "p50 ms", "p95 ms", "p99 ms"), stage_rows),
         "<h2>Real-time factor</h2>", rtf_over_time(turns),
         "<h2>One call</h2>", call_timeline_chart(timeline),
+        "<h2>Tool calls and messages</h2>", actions_section(report, timeline),
         "<h2>Slowest turns</h2>",
         _table(("call", "turn", "voice-to-voice ms", "asr backend", "caller said"), slow),
         "</body></html>",

@@ -8,12 +8,12 @@ for a reply the caller heard, so a turn with an ``unanswered`` reason is counted
 instead, whatever got stamped. Other stages keep every turn that measured them: a slow ASR that
 made the caller hang up belongs in the ASR tail. Time filters apply to ``calls.started_at``.
 Every duration here is in seconds, as stored; the CLI (:mod:`agent.cli.report`) and the HTML
-page (:mod:`db.html`) only format these, and show ms.
+page (:mod:`db.html`) only format these, and show ms. Tool calls and callers' messages are
+queried in :mod:`db.actions`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -24,6 +24,7 @@ from typing import Literal
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
+from db import actions
 from db.schema import Call, Event, Turn
 from db.stages import METRICS, STAGES, column
 from db.stats import Percentiles
@@ -144,6 +145,11 @@ class CallSummary:
     """Over the call's answered turns."""
     unanswered: int = 0
     """Turns of the call that got no reply the caller heard."""
+    answered_at: datetime | None = None
+    direction: str = "inbound"
+    recording_path: str | None = None
+    """The call's stereo WAV (caller left, agent right), if it was recorded (and not purged)."""
+    recording_s: float | None = None
 
 
 @dataclass
@@ -160,6 +166,8 @@ class CallTimeline:
     call: CallSummary
     turns: list[TurnRow]
     events: list[EventRow]
+    tool_calls: list[actions.ToolCallRow] = field(default_factory=list)
+    messages: list[actions.MessageRow] = field(default_factory=list)
 
 
 @dataclass
@@ -174,6 +182,7 @@ class Report:
     rtf: list[RTFRow]
     slowest: list[TurnRow]
     recent_calls: list[CallSummary]
+    tool_outcomes: list[actions.ToolOutcome] = field(default_factory=list)
 
 
 def parse_since(text: str | None) -> timedelta | None:
@@ -333,12 +342,14 @@ def _summary(c: Call, v2v: Iterable[float | None], unanswered: int) -> CallSumma
         id=c.id, started_at=c.started_at, ended_at=c.ended_at, profile=c.profile,
         asr_backend=c.asr_backend, asr_model=c.asr_model, llm_model=c.llm_model,
         caller_uri=c.caller_uri, end_reason=c.end_reason, turns=c.turns, barge_ins=c.barge_ins,
-        voice_to_voice=Percentiles.of(v2v), unanswered=unanswered,
+        voice_to_voice=Percentiles.of(v2v), unanswered=unanswered, answered_at=c.answered_at,
+        direction=c.direction or "inbound", recording_path=c.recording_path,
+        recording_s=c.recording_s,
     )
 
 
 def call_timeline(engine: Engine, call_id: str) -> CallTimeline | None:
-    """One call turn by turn, with its events.
+    """One call turn by turn, with its events, tool calls and messages.
 
     Args:
         engine: Call-log engine.
@@ -355,7 +366,10 @@ def call_timeline(engine: Engine, call_id: str) -> CallTimeline | None:
         events = [EventRow(at=e.at, kind=e.kind, detail=e.detail) for e in s.scalars(
             select(Event).where(Event.call_id == call_id).order_by(Event.at, Event.id))]
         summary = _summary(call, answered_v2v(turns), sum(not t.answered for t in turns))
-        return CallTimeline(call=summary, turns=turns, events=events)
+        t0 = call.answered_at or call.started_at
+        return CallTimeline(call=summary, turns=turns, events=events,
+                            tool_calls=actions.call_tool_calls(s, call_id, t0),
+                            messages=actions.call_messages(s, call_id, t0))
 
 
 def build_report(engine: Engine, since: timedelta | None = None, by: GroupBy = "backend",
@@ -380,17 +394,6 @@ def build_report(engine: Engine, since: timedelta | None = None, by: GroupBy = "
         totals=totals(engine, since, now), groups=stage_groups(turns, by),
         rtf=rtf_by_backend(turns), slowest=slowest_turns(turns, slowest),
         recent_calls=recent_calls(engine, calls, since, now),
+        tool_outcomes=actions.tool_outcomes(engine, since, now),
     )
 
-
-def to_jsonable(obj: object) -> object:
-    """Dataclasses, dicts and lists with datetimes as ISO strings, for ``--format json``."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-    if isinstance(obj, dict):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [to_jsonable(v) for v in obj]
-    if isinstance(obj, datetime):
-        return obj.isoformat()
-    return obj

@@ -14,6 +14,7 @@ from db_fixtures import (
     sqlite_url_fixture,  # noqa: F401 (fixtures)
     write_records,
 )
+from test_report_queries import with_actions
 
 from agent.cli import db as cmd_db
 from agent.cli import report as cmd_report
@@ -36,7 +37,7 @@ def db(sqlite_url, tmp_path, monkeypatch):
     # No config.toml in cwd and no env override: --db alone decides.
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("CALLAGENT_DB_URL", raising=False)
-    write_records(sqlite_url, known_records(datetime.now(UTC)), tmp_path / "spool")
+    write_records(sqlite_url, with_actions(known_records(datetime.now(UTC))), tmp_path / "spool")
     return sqlite_url
 
 
@@ -115,6 +116,52 @@ def test_one_call(db, capsys):
     assert [t["voice_to_voice_s"] for t in turns] == ["0.3", "0.1", "0.2", ""]
     assert [t["unanswered"] for t in turns] == ["", "", "", "barge-in"]
     assert _main(["report", "--db", db, "--call", "nope"]) == 1
+
+
+def test_one_call_shows_recording_tool_calls_and_messages(db, capsys):
+    assert _main(["report", "--db", db, "--call", "vx-1"]) == 0
+    out = capsys.readouterr().out
+    assert "Call vx-1 (outbound)" in out
+    assert "Recording: /media/2026/vx-1.wav (120.0 s)" in out
+    lines = out[out.index("In time order"):].splitlines()[1:]
+    # Turns, tool calls and the message in the order they happened, seconds into the call.
+    assert [x.split()[0] for x in lines] == ["0.0", "4.0", "8.0", "9.0", "12.0", "13.0", "20.0",
+                                             "59.0"]
+    assert 'tool transfer {"to": "sales"} (llm, turn 2): ok in 320 ms - to sip:200@pbx' \
+        in lines[3]
+    assert "turn 3:" in lines[4] and "not heard: barge-in" in lines[4]
+    assert 'tool transfer {"to": "support"} (keypad): busy in 2,500 ms' in lines[5]
+    assert ('message "Please call me back about the invoice" (/media/2026/vx-1-msg.wav, 4.2 s)'
+            in lines[6])
+    assert "barge-in  turn 1" in lines[7]
+    assert _main(["report", "--db", db, "--call", "fw-1"]) == 0
+    assert "Recording: none" in (out := capsys.readouterr().out) and "(inbound)" in out
+    assert _main(["report", "--db", db, "--call", "vx-1", "--format", "json"]) == 0
+    tl = json.loads(capsys.readouterr().out)
+    assert (tl["call"]["direction"], tl["call"]["recording_path"], tl["call"]["recording_s"]) \
+        == ("outbound", "/media/2026/vx-1.wav", 120.0)
+    assert [(a["name"], a["source"], a["outcome"], a["latency_s"], a["arguments"])
+            for a in tl["tool_calls"]] == [
+        ("transfer", "llm", "ok", 0.32, '{"to": "sales"}'),
+        ("transfer", "keypad", "busy", 2.5, '{"to": "support"}')]
+    assert [(m["text"], m["audio_path"]) for m in tl["messages"]] == [
+        ("Please call me back about the invoice", "/media/2026/vx-1-msg.wav")]
+
+
+def test_report_counts_tool_calls_by_outcome(db, capsys):
+    for by in ("backend", "worker"):
+        assert _main(["report", "--db", db, "--since", "24h", "--by", by]) == 0
+        out = capsys.readouterr().out
+        table = out[out.index("Tool calls and keypad actions"):]
+        rows = [x.split("│")[1:-1] for x in table.splitlines() if x.startswith("│")]
+        assert [[c.strip() for c in r] for r in rows] == [
+            ["lookup_order", "timeout", "1", "3,000", "3,000"],
+            ["transfer", "busy", "1", "2,500", "2,500"],
+            ["transfer", "ok", "1", "320", "320"]]
+    assert _main(["report", "--db", db, "--format", "json"]) == 0
+    outcomes = json.loads(capsys.readouterr().out)["tool_outcomes"]
+    assert [(o["name"], o["outcome"], o["count"]) for o in outcomes] == [
+        ("lookup_order", "timeout", 1), ("transfer", "busy", 1), ("transfer", "ok", 2)]
 
 
 def test_errors(tmp_path, monkeypatch, capsys):

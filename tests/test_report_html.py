@@ -18,6 +18,7 @@ from db_fixtures import (
     sqlite_url_fixture,  # noqa: F401 (fixtures)
     write_records,
 )
+from test_report_queries import with_actions
 
 from db import html as report_html
 from db import reports
@@ -52,7 +53,7 @@ class _SVGCounter(HTMLParser):
 
 @pytest.fixture
 def page(sqlite_url, tmp_path):
-    write_records(sqlite_url, known_records(datetime.now(UTC)), tmp_path / "spool")
+    write_records(sqlite_url, with_actions(known_records(datetime.now(UTC))), tmp_path / "spool")
     import argparse
 
     from agent.cli import report as cmd_report
@@ -106,19 +107,54 @@ def test_unanswered_turns_shown_per_group_with_reasons(page):
 
 
 @pytest.mark.unit
+def test_tool_calls_and_messages(page, sqlite_url):
+    text = page.read_text(encoding="utf-8")
+    section = text[text.index("<h2>Tool calls and messages</h2>"):]
+    # The window's tool calls per name and outcome (transfers included), with latencies.
+    assert ("<tr><td>lookup_order</td><td>timeout</td><td>1</td><td>3,000</td><td>3,000</td>"
+            "</tr><tr><td>transfer</td><td>busy</td><td>1</td><td>2,500</td><td>2,500</td></tr>"
+            "<tr><td>transfer</td><td>ok</td><td>1</td><td>320</td><td>320</td></tr>") in section
+    # The charted call (fw-2, with the slowest turn): its tool call, no recording.
+    assert "Call fw-2 (inbound): not recorded." in section
+    assert ("<tr><td>lookup_order</td><td>0</td><td>3,000</td><td>timeout</td><td>llm</td>"
+            "</tr>") in section
+    engine = make_engine(sqlite_url)
+    report = reports.build_report(engine, None)
+    vx = reports.call_timeline(engine, "vx-1")
+    engine.dispose()
+    section = report_html.actions_section(report, vx)
+    assert "Call vx-1 (outbound): recording /media/2026/vx-1.wav (120.0 s)." in section
+    assert ("<tr><td>transfer</td><td>2</td><td>320</td><td>ok</td><td>llm</td></tr>"
+            "<tr><td>transfer</td><td>-</td><td>2,500</td><td>busy</td><td>keypad</td></tr>"
+            ) in section
+    assert ("<td>Please call me back about the invoice</td><td>/media/2026/vx-1-msg.wav</td>"
+            in section)
+    empty = reports.Report(generated_at=datetime.now(UTC), since=None, by="backend",
+                           totals=reports.Totals(0, 0, 0, 0), groups=[], rtf=[], slowest=[],
+                           recent_calls=[])
+    assert report_html.actions_section(empty, None) == "<p>No tool calls in this window.</p>"
+
+
+@pytest.mark.unit
 def test_text_is_escaped(sqlite_url, tmp_path):
     records = known_records(datetime.now(UTC))
     records[1].transcript = "<script>alert('x')</script>"
     no_words = next(r for r in records if getattr(r, "unanswered", "") == "no-words")
     no_words.unanswered = "<b>odd</b>"  # a reason is text too: it is shown escaped
+    records = with_actions(records)
+    next(r for r in records if getattr(r, "name", "") == "lookup_order").name = "<i>x</i>"
+    next(r for r in records if hasattr(r, "audio_path")).text = "<u>call me</u>"
     write_records(sqlite_url, records, tmp_path / "spool")
     engine = make_engine(sqlite_url)
     report = reports.build_report(engine, None)
     turns = reports.load_turns(engine)
     text = report_html.render_html(report, turns, reports.call_timeline(engine, "fw-1"))
+    actions = report_html.actions_section(report, reports.call_timeline(engine, "vx-1"))
     engine.dispose()
     assert "<script>" not in text and "&lt;script&gt;" in text
     assert "<b>" not in text and text.count("&lt;b&gt;odd&lt;/b&gt;") >= 3  # tables, timeline
+    assert "<i>" not in text and "&lt;i&gt;x&lt;/i&gt;" in text  # a tool's name
+    assert "<u>" not in actions and "&lt;u&gt;call me&lt;/u&gt;" in actions  # a message
 
 
 @pytest.mark.unit

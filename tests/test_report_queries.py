@@ -14,6 +14,7 @@ from db_fixtures import (
 
 from db import reports
 from db.migrate import make_engine
+from db.records import CallEnded, CallStarted, MessageRecord, ToolCallRecord
 from db.stages import METRICS
 from db.stats import Percentiles, percentile, percentile_interval
 
@@ -21,9 +22,40 @@ pytestmark = pytest.mark.unit
 NOW = T0 + timedelta(days=10)
 
 
+def with_actions(records: list) -> list:
+    """:func:`known_records` plus what vx-1 did besides talking, and its recording.
+
+    vx-1 (answered 1 s after it started; turns start 0, 4, 8 and 12 s in) was placed by the
+    agent; a transfer at 9 s went through, one from the keypad at 13 s found the line busy, and
+    the caller left a message at 20 s. fw-2 has a lookup that timed out; the old call a transfer
+    that is outside ``--since 24h``.
+    """
+    started = {r.call_id: r for r in records if isinstance(r, CallStarted)}
+    vx = started["vx-1"]
+    vx.direction = "outbound"
+    t0 = vx.answered_at
+    fw2 = started["fw-2"].answered_at
+    return records + [
+        ToolCallRecord("vx-1", t0 + timedelta(seconds=9), "transfer", '{"to": "sales"}',
+                       source="llm", outcome="ok", detail="to sip:200@pbx", latency_s=0.32,
+                       turn_index=2),
+        ToolCallRecord("vx-1", t0 + timedelta(seconds=13), "transfer", '{"to": "support"}',
+                       source="keypad", outcome="busy", latency_s=2.5),
+        MessageRecord("vx-1", t0 + timedelta(seconds=20), "Please call me back about the invoice",
+                      caller_uri="sip:vx-1@test", audio_path="/media/2026/vx-1-msg.wav",
+                      duration_s=4.2),
+        CallEnded("vx-1", vx.started_at + timedelta(minutes=2), "caller-bye", turns=4,
+                  recording_path="/media/2026/vx-1.wav", recording_s=120.0),
+        ToolCallRecord("fw-2", fw2 + timedelta(seconds=2), "lookup_order", '{"order": "A17"}',
+                       outcome="timeout", latency_s=3.0, turn_index=0),
+        ToolCallRecord("old-1", started["old-1"].answered_at, "transfer", "{}", outcome="ok",
+                       latency_s=0.1),
+    ]
+
+
 @pytest.fixture
 def engine(sqlite_url, tmp_path):
-    write_records(sqlite_url, known_records(NOW), tmp_path / "spool")
+    write_records(sqlite_url, with_actions(known_records(NOW)), tmp_path / "spool")
     engine = make_engine(sqlite_url)
     yield engine
     engine.dispose()
@@ -122,6 +154,33 @@ def test_call_timeline(engine):
     assert [(e.kind, e.detail) for e in tl.events] == [("barge-in", "turn 1")]
     assert tl.call.profile == "support" and tl.call.end_reason == "caller-bye"
     assert reports.call_timeline(engine, "nope") is None
+
+
+def test_call_timeline_has_its_actions_and_recording(engine):
+    tl = reports.call_timeline(engine, "vx-1")
+    c = tl.call
+    assert (c.direction, c.recording_path, c.recording_s) == (
+        "outbound", "/media/2026/vx-1.wav", 120.0)
+    assert [(a.name, a.arguments, a.source, a.outcome, a.latency_s, a.turn_index, a.offset_s)
+            for a in tl.tool_calls] == [
+        ("transfer", '{"to": "sales"}', "llm", "ok", 0.32, 2, 9.0),
+        ("transfer", '{"to": "support"}', "keypad", "busy", 2.5, None, 13.0)]
+    assert tl.tool_calls[0].detail == "to sip:200@pbx"
+    assert [(m.text, m.audio_path, m.duration_s, m.offset_s) for m in tl.messages] == [
+        ("Please call me back about the invoice", "/media/2026/vx-1-msg.wav", 4.2, 20.0)]
+    plain = reports.call_timeline(engine, "fw-1")
+    assert (plain.call.direction, plain.call.recording_path, plain.tool_calls,
+            plain.messages) == ("inbound", None, [], [])
+
+
+def test_tool_outcomes_in_the_window(engine):
+    r = reports.build_report(engine, timedelta(hours=24), now=NOW)
+    assert [(o.name, o.outcome, o.count, o.latency.p50) for o in r.tool_outcomes] == [
+        ("lookup_order", "timeout", 1, 3.0), ("transfer", "busy", 1, 2.5),
+        ("transfer", "ok", 1, 0.32)]
+    everything = reports.build_report(engine, None, now=NOW)
+    ok = next(o for o in everything.tool_outcomes if o.outcome == "ok")
+    assert (ok.count, ok.latency.max) == (2, 0.32)  # the old call's transfer too
 
 
 def test_unanswered_counts_and_rates(engine):

@@ -16,6 +16,7 @@ import csv
 import json
 import os
 import sys
+from datetime import timedelta
 
 from agent.cli import options as cliopts
 
@@ -52,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     """Print the report; returns the exit code (1: no such database or call)."""
     from sqlalchemy.engine import make_url
 
-    from db import html, placement, reports
+    from db import actions, html, placement, reports
     from db.migrate import current_revision, make_engine
 
     url = cliopts.load(args).db.url
@@ -75,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
         if args.by in placement.PLACES:
             report = placement.build_place_report(engine, args.since, args.by, args.calls,
                                                   args.slowest)
+            report.tool_outcomes = actions.tool_outcomes(engine, args.since, report.generated_at)
         else:
             report = reports.build_report(engine, args.since, args.by, args.calls, args.slowest)
         if args.html:
@@ -89,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         engine.dispose()
     if args.format == "json":
-        payload = reports.to_jsonable(timeline if args.call else report)
+        payload = _jsonable(timeline if args.call else report)
         json.dump(payload, sys.stdout, indent=2)
         print()
     elif args.format == "csv":
@@ -101,6 +103,22 @@ def run(args: argparse.Namespace) -> int:
     if args.html:
         print(f"wrote {args.html}", file=sys.stderr)
     return 0
+
+
+def _jsonable(obj: object) -> object:
+    """Dataclasses, dicts and lists with datetimes as ISO strings, for ``--format json``."""
+    import dataclasses
+    from datetime import datetime
+
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: _jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, datetime):
+        return obj.isoformat()
+    return obj
 
 
 def _csv(report, timeline) -> None:
@@ -246,6 +264,16 @@ def _print_report(report) -> None:
                           _ms(c.voice_to_voice.max), c.end_reason or "(open)")
         con.print(calls)
 
+    if report.tool_outcomes:
+        tools = Table(title="Tool calls and keypad actions (transfers included)",
+                      title_justify="left")
+        for col in ("tool", "outcome", "calls", "p50 ms", "p95 ms"):
+            tools.add_column(col, justify="left" if col in ("tool", "outcome") else "right")
+        for o in report.tool_outcomes:
+            tools.add_row(_escape(o.name), _escape(o.outcome or "-"), str(o.count),
+                          _ms(o.latency.p50), _ms(o.latency.p95))
+        con.print(tools)
+
 
 def _print_timeline(tl) -> None:
     from rich.table import Table
@@ -254,9 +282,15 @@ def _print_timeline(tl) -> None:
 
     con = _console()
     c = tl.call
-    con.print(f"[bold]Call {c.id}[/bold] from {c.caller_uri or '?'}, profile {c.profile or '-'}, "
-              f"asr {c.asr_backend or '-'} {c.asr_model}, llm {c.llm_model or '-'}; "
+    con.print(f"[bold]Call {c.id}[/bold] ({_escape(c.direction)}) from {c.caller_uri or '?'}, "
+              f"profile {c.profile or '-'}, asr {c.asr_backend or '-'} {c.asr_model}, "
+              f"llm {c.llm_model or '-'}; "
               f"{_when(c.started_at)} -> {_when(c.ended_at)} UTC ({c.end_reason or 'open'})")
+    if c.recording_path:
+        length = "" if c.recording_s is None else f" ({c.recording_s:.1f} s)"
+        con.print(f"Recording: {_escape(c.recording_path)}{length}  (caller left, agent right)")
+    else:
+        con.print("Recording: none")
     table = Table(title="Turns (ms)", title_justify="left")
     table.add_column("#", justify="right")
     table.add_column("speech s", justify="right")
@@ -274,8 +308,44 @@ def _print_timeline(tl) -> None:
                       *[_ms(t.stages[m]) for m in METRICS], _rtf(t.asr_rtf),
                       _escape(t.unanswered) or "-", said)
     con.print(table)
+    con.print("[bold]In time order[/bold] (s since answered, about the recording's time)")
+    for offset, at, line in _moments(tl):
+        where = "      -" if offset is None else f"{offset:7.1f}"
+        con.print(f"  {where}  {_when(at)}  {line}")
+
+
+def _moments(tl) -> list[tuple[float | None, object, str]]:
+    """The call's turns, tool calls, messages and events on one line of time, as text."""
+    t0 = tl.call.answered_at or tl.call.started_at
+    found = []  # (sort key, offset s, wall clock, line)
+    for t in tl.turns:
+        offset = t.speech_start_s if t.speech_start_s is not None else t.speech_end_s
+        at = t.recorded_at if offset is None else t0 + timedelta(seconds=offset)
+        if offset is None and at is not None:
+            offset = (at - t0).total_seconds()
+        tags = ([f"not heard: {t.unanswered}"] if t.unanswered else []) + (
+            ["barge-in"] if t.barge_in else [])
+        found.append((offset, at, f'[bold]turn {t.index}[/bold]: "{_clip(t.transcript, 60)}"'
+                      f' -> "{_clip(t.reply_text, 60)}"'
+                      + (f" ({_escape(', '.join(tags))})" if tags else "")))
+    for a in tl.tool_calls:
+        turn = f", turn {a.turn_index}" if a.turn_index is not None else ""
+        detail = f" - {_clip(a.detail, 60)}" if a.detail else ""
+        found.append((a.offset_s, a.at,
+                      f"[bold]tool {_escape(a.name)}[/bold] {_clip(a.arguments, 80)} "
+                      f"({_escape(a.source)}{turn}): {_escape(a.outcome or '?')} in "
+                      f"{_ms(a.latency_s)} ms{detail}"))
+    for m in tl.messages:
+        audio = _escape(m.audio_path) if m.audio_path else "no audio"
+        if m.audio_path and m.duration_s is not None:
+            audio += f", {m.duration_s:.1f} s"
+        found.append((m.offset_s, m.at, f'[bold]message[/bold] "{_clip(m.text, 100)}" ({audio})'))
     for e in tl.events:
-        con.print(f"  {_when(e.at)}  {e.kind}  {e.detail}")
+        found.append(((e.at - t0).total_seconds(), e.at,
+                      f"{_escape(e.kind)}  {_escape(e.detail)}"))
+    # Python's sort is stable: at one time, turns come before what they led to.
+    found.sort(key=lambda m: float("inf") if m[0] is None else m[0])
+    return found
 
 
 def _escape(text: str) -> str:
