@@ -163,3 +163,28 @@ def test_a_message_keeps_the_callers_next_words_and_audio(tmp_path):
     assert wait_until(lambda: "Thank you, I have passed your message on. Anything else?"
                       in call.tts.texts or call.session.state == "speaking")
     call.close()
+
+
+def test_a_recorded_call_has_the_caller_left_and_the_agent_right(tmp_path):
+    import numpy as np
+    import soundfile as sf
+
+    call = Call(tmp_path, stages_saying("We open at nine."), recording="stereo")
+    call.line.say(tone(0.8))
+    assert wait_until(lambda: call.log.of(TurnRecord), timeout=10)
+    assert wait_until(lambda: call.session.state == "listening", timeout=10)
+    ended = call.close()
+    audio, rate = sf.read(ended.recording_path, dtype="int16")
+    assert rate == 8000 and audio.shape[1] == 2
+    assert ended.recording_s == pytest.approx(len(audio) / rate)
+
+    def loud(channel):  # 20 ms frames louder than silence
+        frames = channel[: len(channel) // 160 * 160].reshape(-1, 160).astype(np.float64)
+        return np.sqrt((frames ** 2).mean(axis=1)) > 500
+
+    left, right = loud(audio[:, 0]), loud(audio[:, 1])
+    # The greeting is on the right before the caller speaks on the left, then the reply.
+    first_left, first_right = np.argmax(left), np.argmax(right)
+    assert left.any() and right.any() and first_right < first_left
+    assert right[first_left + 40:].any()  # the reply, after the caller's 0.8 s
+    assert not (left & right)[:first_left].any()

@@ -120,11 +120,12 @@ class CallRecorder:
         return rec
 
     def ended(self, reason: str, barge_ins: int, codec: str, playout: PlayoutMetrics,
-              duration_s: float) -> None:
+              duration_s: float, recording: tuple[str, float] | None = None) -> None:
         turns = self.turns
+        path, seconds = recording or (None, None)
         self._log.put(CallEnded(call_id=self.call_id, ended_at=datetime.now(UTC),
                                 end_reason=reason, turns=turns, barge_ins=barge_ins,
-                                codec=codec))
+                                codec=codec, recording_path=path, recording_s=seconds))
         log.event("call-ended", self.call_id, reason=reason, turns=turns, barge_ins=barge_ins,
                   gap_p50_ms=log.ms(playout.gap_p50_s), gap_p99_ms=log.ms(playout.gap_p99_s),
                   underruns=playout.underruns, duration_s=round(duration_s, 1))

@@ -47,6 +47,7 @@ from agent.call.messages import (
 )
 from agent.call.playout import Playout
 from agent.call.recorder import CallInfo, CallRecorder
+from agent.call.recording import recording_for
 from agent.call.state import CallState, State, StateChanged
 from agent.call.timers import TIMERS
 from agent.call.turntaking import RESUMED_GRACE_S, TurnTaking
@@ -115,6 +116,10 @@ class CallSession:
         self._gate = BargeInGate(profile.audio)
         self.playout = Playout(rate, clock=clock.now)
         self.link = AudioLink(sink=self._on_frame, source=self.playout.next_frame)
+        self.recording = recording_for(profile.recording, media_dir, self.call_id, rate,
+                                       clock=clock.now, started_at=self.info.offered_at)
+        if self.recording is not None:
+            self.link = self.recording.tap(self.link)
         self._inbox: queue.SimpleQueue[Message] = queue.SimpleQueue()
         self._closed = False
         self._call = CallState(clock.now, self._on_state)
@@ -239,6 +244,8 @@ class CallSession:
         match msg:
             case Frame(at, data):
                 self._on_audio(at, data)
+                if self.recording is not None and (why := self.recording.write_pending()):
+                    self._rec.event("recording-stopped", why)
                 with self._progress:
                     self._frames_done += 1
                     self._progress.notify_all()
@@ -493,5 +500,10 @@ class CallSession:
         self._set_state("ended")
         with self._progress:
             self._progress.notify_all()
+        saved = None
+        if self.recording is not None:
+            saved = self.recording.close()
+            if why := self.recording.take_stop_reason():
+                self._rec.event("recording-stopped", why)
         self._rec.ended(self.end_reason or "error", self.barge_ins, self.codec,
-                        self.playout.metrics(), self.clock.now() - self._t0)
+                        self.playout.metrics(), self.clock.now() - self._t0, saved)
