@@ -102,3 +102,16 @@ def tool_outcomes(engine: Engine, since: timedelta | None = None,
     return [ToolOutcome(name=n, outcome=o, count=len(v), latency=Percentiles.of(v))
             for (n, o), v in sorted(buckets.items())]
 
+
+
+def recent_messages(engine: Engine, since: timedelta | None = None,
+                    now: datetime | None = None) -> list[tuple[str, MessageRow]]:
+    """Messages callers left in the window, newest first, each with its call id."""
+    q = select(CallerMessage).order_by(CallerMessage.at.desc(), CallerMessage.id.desc())
+    if since is not None:
+        q = q.where(CallerMessage.at >= (now or datetime.now(UTC)) - since)
+    with Session(engine) as s:
+        return [(m.call_id, MessageRow(at=m.at, offset_s=None, text=m.text or "",
+                                       audio_path=m.audio_path, duration_s=m.duration_s,
+                                       caller_uri=m.caller_uri or ""))
+                for m in s.scalars(q)]

@@ -177,3 +177,19 @@ def test_through_agent_cli(db, capsys):
 
     assert cli.main(["report", "--db", db, "--format", "json", "--since", "24h"]) == 0
     assert json.loads(capsys.readouterr().out)["totals"]["turns"] == 16
+
+
+def test_messages_lists_what_callers_left_newest_first(db, capsys):
+    from agent.cli import messages as cmd_messages
+
+    parser = argparse.ArgumentParser(prog="callagent")
+    cmd_messages.add_parser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["messages", "--db", db, "--format", "json"])
+    assert args.func(args) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows and all({"call_id", "at", "caller", "text", "audio_path"} <= set(r) for r in rows)
+    assert [r["at"] for r in rows] == sorted((r["at"] for r in rows), reverse=True)
+    args = parser.parse_args(["messages", "--db", db])
+    assert args.func(args) == 0
+    out = capsys.readouterr().out
+    assert rows[0]["text"] in out and f"call {rows[0]['call_id']}" in out

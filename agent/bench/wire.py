@@ -238,6 +238,21 @@ def scenario(name: str | Path, out: Path, **tokens: object) -> Path:
     return out
 
 
+DTMF_PCAPS = Path("/usr/share/sip-tester")
+"""sip-tester's RFC 2833 captures: ``dtmf_2833_<digit|pound|star>.pcap``."""
+
+
+def keys_xml(keys: str, gap_ms: int = 400) -> str:
+    """The sipp actions that type ``keys`` (0-9, *, #) with sip-tester's DTMF pcaps."""
+    names = {"#": "pound", "*": "star"}
+    out = []
+    for k in keys:
+        pcap = DTMF_PCAPS / f"dtmf_2833_{names.get(k, k)}.pcap"
+        out.append(f'  <nop><action><exec play_pcap_audio="{pcap}"/></action></nop>\n'
+                   f'  <pause milliseconds="{gap_ms}"/>')
+    return "\n".join(out)
+
+
 def sipp_argv(scenario_path: Path, extension: str, port: int, local_port: int, media_port: int,
               calls: int = 1, concurrent: int = 1, timeout_s: float = 60) -> list[str]:
     """The sipp command of a UAC: ``calls`` calls, ``concurrent`` at once, to 127.0.0.1:port."""

@@ -393,6 +393,7 @@ class CallSession:
 
     def _say(self, text: str) -> None:
         """A fixed phrase of the profile, now (what an action announces or reports)."""
+        log.event("say", self.call_id, text=text)
         self._play(self._phrase(text))
         self._set_state("speaking")
 

@@ -23,6 +23,7 @@ COMMANDS = (
     "agent.cli.cluster",
     "agent.cli.call",
     "agent.cli.report",
+    "agent.cli.messages",
     "agent.cli.db",
     "agent.cli.bench",
 )
