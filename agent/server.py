@@ -18,6 +18,7 @@ Imports no pjsua2 (only :mod:`agent.sip.useragent` does).
 
 from __future__ import annotations
 
+import dataclasses
 import queue
 import threading
 import time
@@ -128,6 +129,35 @@ class Server:
         self.sessions.clear()
         self.sip.stop()
         log.event("stopped", calls=self.calls_total)
+
+    def dial(self, uri: str, profile: Profile, say_first: str = "") -> CallSession:
+        """Place a call to ``uri`` answered by ``profile``'s agent (direction ``outbound``).
+
+        ``say_first`` replaces the profile's greeting: what the agent says once the callee
+        answers. The session runs as an answered call's does; its events arrive through
+        :meth:`step` like any call's.
+        """
+        if say_first:
+            profile = dataclasses.replace(profile, greeting=say_first)
+            self.profiles.prepare(profile)
+            self.profiles.runner(profile).speak(say_first)  # synthesised before dialling
+        info = CallInfo(caller_uri=uri, offered_at=datetime.now(UTC), source="sip",
+                        worker=self.worker, host=self.host, direction="outbound")
+        stages, phrase, cheap = self.profiles.for_call(profile)
+        keys: list[int] = []
+        session = CallSession(profile, stages, self.call_log,
+                              hangup=lambda: self.sip.hangup(keys[0]), phrase=phrase,
+                              info=info, rate=CLOCK_RATE, under_load=cheap,
+                              load=self.load_policy,
+                              transfer=lambda target: self.sip.transfer(keys[0], target),
+                              media_dir=self.config.db.media_dir)
+        key = self.sip.dial(uri, session.link)
+        keys.append(key)
+        self.sessions[key] = session
+        self.calls_total += 1
+        session.start()
+        log.event("dialing", session.call_id, uri=uri, profile=profile.name)
+        return session
 
     # ---- events ------------------------------------------------------------------------------
 

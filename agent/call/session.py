@@ -27,6 +27,7 @@ from agent import log
 from agent.call.actions import CallActions, Line
 from agent.call.bargein import BargeInGate
 from agent.call.clock import REAL_TIME, Clock
+from agent.call.inputs import CallInputs
 from agent.call.jobs import CallJobs
 from agent.call.messages import (
     Disconnected,
@@ -74,7 +75,7 @@ FINISH_WAIT_S = 5.0
 """How long an ended call waits for its model work in flight, to record its last turn."""
 
 
-class CallSession:
+class CallSession(CallInputs):
     """Conversation logic for one call; see the module docstring.
 
     Args:
@@ -176,54 +177,12 @@ class CallSession:
         return (self.state == "listening" and not self.computing and not self.playout.busy
                 and not self._segmenter.in_speech and not self._rec.pending)
 
-    # ---- inputs (any thread) -----------------------------------------------------------------
+    # ---- inputs (any thread): see CallInputs ---------------------------------------------
 
     def start(self) -> None:
         """Record the call and start the call's loop."""
         self._rec.started(self.info, self.profile, self.runner.stages)
         self._thread.start()
-
-    def media_active(self, codec: str) -> None:
-        self._inbox.put(MediaActive(codec))
-
-    def dtmf(self, digit: str) -> None:
-        self._inbox.put(Dtmf(digit))
-
-    def disconnected(self, by_local: bool, code: int = 200) -> None:
-        """The SIP call is gone (BYE either way, or a failure)."""
-        self._inbox.put(Disconnected(by_local, code))
-
-    def line_dead(self, reason: str) -> None:
-        """The line is dead without a BYE (``rtp-timeout``...): hang up, no goodbye."""
-        self._inbox.put(LineDead(reason))
-
-    def transfer_status(self, code: int, reason: str, final: bool) -> None:
-        """Progress of the REFER this call sent (its response, then the NOTIFYs)."""
-        self._inbox.put(TransferProgress(code, reason, final))
-
-    def hold(self, held: bool) -> None:
-        """The caller put the call on hold, or resumed it: no silence limit while held."""
-        self._inbox.put(Held(held))
-
-    def shutdown(self) -> None:
-        """The process is stopping: hang up and close the records."""
-        self._inbox.put(Shutdown())
-
-    def join(self, timeout: float | None = None) -> bool:
-        """Wait for the session thread; True once it has ended."""
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
-
-    def wait_frames(self, n: int, timeout: float = 5.0) -> bool:
-        """Block until the session thread has handled ``n`` inbound frames (or has ended)."""
-        with self._progress:
-            return self._progress.wait_for(
-                lambda: self._frames_done >= n or not self._thread.is_alive(), timeout)
-
-    def _on_frame(self, data: bytes) -> None:
-        # The line's clock thread: stamp and queue, nothing else.
-        if not self._closed:
-            self._inbox.put(Frame(self.clock.now(), data))
 
     # ---- the session thread ------------------------------------------------------------------
 
@@ -257,9 +216,11 @@ class CallSession:
                 self.actions.dtmf(digit, self.clock.now())
             case TransferProgress(code, reason, final):
                 self.actions.transfer_status(code, reason, final, self.clock.now())
-            case Disconnected(by_local):
-                self.end_reason = self.end_reason or ("agent-hangup" if by_local
-                                                      else "caller-bye")
+            case Disconnected(by_local, code):
+                unanswered = self.info.direction == "outbound" and self._answered_at is None
+                self.end_reason = self.end_reason or (
+                    "agent-hangup" if by_local else f"unanswered-{code}" if unanswered
+                    else "caller-bye")
                 self._cancel_turns()
                 self._set_state("ended")
             case LineDead(reason):

@@ -22,6 +22,7 @@ COMMANDS = (
     "agent.cli.serve",
     "agent.cli.cluster",
     "agent.cli.call",
+    "agent.cli.dial",
     "agent.cli.report",
     "agent.cli.messages",
     "agent.cli.db",

@@ -40,9 +40,8 @@ from agent.turn.tools import (
     CALL_CONTROL,
     ToolCall,
     ToolCallScanner,
+    announcement,
     farewell,
-    spoken_name,
-    target_of,
     tool_response,
 )
 from agent.turn.urgency import Urgency
@@ -254,23 +253,12 @@ class Reply:
             return
         if call.name in CALL_CONTROL:
             self.result.action = call
-            self._put(self._phrase(call))
+            self._put(announcement(call, self.runner.profile))
             self._llm_end()
             return
         self._tool_call = call
         if self.gate_open:
             self._run_tool()
-
-    def _phrase(self, call: ToolCall) -> str:
-        """What the agent says as it acts."""
-        p = self.runner.profile
-        if call.name == "transfer":
-            return p.transferring.format(name=spoken_name(target_of(call, p) or "staff"))
-        if call.name == "take_message":
-            return p.message_prompt
-        if call.name == "collect_digits":
-            return str(call.arguments.get("prompt") or p.digits_prompt)
-        return p.goodbye
 
     def _run_tool(self) -> None:
         call, self._tool_call = self._tool_call, None

@@ -124,6 +124,17 @@ class Toolbox:
         return ""
 
 
+def announcement(call: ToolCall, profile: Profile) -> str:
+    """What the agent says as it carries out a call-control tool."""
+    if call.name == "transfer":
+        return profile.transferring.format(name=spoken_name(target_of(call, profile) or "staff"))
+    if call.name == "take_message":
+        return profile.message_prompt
+    if call.name == "collect_digits":
+        return str(call.arguments.get("prompt") or profile.digits_prompt)
+    return profile.goodbye
+
+
 def target_of(call: ToolCall, profile: Profile) -> str | None:
     """The directory entry a transfer names (forgiving case, spaces and "the")."""
     want = str(call.arguments.get("target", "")).strip().lower()

@@ -1,0 +1,82 @@
+"""``callagent dial``: place a call that the agent runs, as it runs an answered one.
+
+    callagent dial URI --profile NAME [--say-first TEXT] [--port PORT] [--rtp-port PORT]
+
+Loads one profile's models, opens a SIP port of its own (so a ``serve`` on the configured
+port can go on answering), calls ``URI`` and runs the same session a caller gets: turns,
+tools, keypad, recording, the call log (direction ``outbound``). ``--say-first`` is what the
+agent says once the callee answers (default: the profile's greeting). Exits 0 once the call
+has ended after being answered, 1 if it was never answered.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import signal
+import threading
+import time
+
+from agent import log
+from agent.cli import options as cliopts
+from agent.cli import runtime
+from dialplan import ConfigError
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("dial", help="place a call that the agent runs (outbound)",
+                              description=__doc__.splitlines()[0])
+    cliopts.add_common(p)
+    p.add_argument("uri", help="who to call: sip:user@host[:port]")
+    p.add_argument("--profile", default="default", help="the agent's profile (default: default)")
+    p.add_argument("--say-first", default="", metavar="TEXT",
+                   help="said when the call is answered (default: the profile's greeting)")
+    p.add_argument("--port", type=int, default=None,
+                   help="local SIP port (default: [sip].port + 2, beside a running serve)")
+    p.add_argument("--rtp-port", type=int, default=None,
+                   help="first local RTP port (default: [sip].rtp_port + 200)")
+    p.add_argument("--timeout", type=float, default=3600.0, metavar="S",
+                   help="hang up after this long whatever happens (default: an hour)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from agent.server import Server  # imports pjsua2: only when dialling
+    from agent.turn.runner import StageCache
+    from db.writer import CallLogWriter
+    from models.registry import ModelCache
+
+    config = cliopts.load(args)
+    if args.profile not in config.profiles:
+        raise ConfigError(f"--profile: unknown profile '{args.profile}' "
+                          f"(defined: {', '.join(config.profiles)})")
+    if not args.uri.startswith(("sip:", "sips:")):
+        raise ConfigError(f"uri: {args.uri!r} is not a SIP URI (sip:user@host[:port])")
+    sip = dataclasses.replace(config.sip, port=args.port or config.sip.port + 2,
+                              rtp_port=args.rtp_port or config.sip.rtp_port + 200,
+                              registrar=dataclasses.replace(config.sip.registrar, uri=""))
+    config = dataclasses.replace(config, sip=sip, dialplan={})
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    profile = config.profiles[args.profile]
+    writer = CallLogWriter(config.db, on_event=log.event)
+    server = Server(config, writer, stage_cache=StageCache(ModelCache(runtime.scheduler(config))))
+    answered = False
+    try:
+        server.profiles.prepare(profile)
+        server.sip.start()
+        session = server.dial(args.uri, profile, args.say_first)
+        deadline = time.monotonic() + args.timeout
+        while not session.join(0) and not stop.is_set():
+            server.step(0.1)
+            if time.monotonic() > deadline:
+                session.shutdown()
+                deadline = float("inf")
+        answered = session.codec != ""
+        print(f"call {session.call_id}: {session.end_reason or 'ended'}, "
+              f"{session.turns} turns" + ("" if answered else " (never answered)"))
+    finally:
+        server.stop()
+        writer.close()
+    return 0 if answered else 1
