@@ -14,6 +14,8 @@ BENCHES = {
     "llm": ("agent.bench.llm", "GGUF models or quantizations: prompt and decode speed, agreement "
                                "with the first (KL divergence, same top token)"),
     "tts": ("agent.bench.tts", "TTS voices: time to first audio, RTF, round-trip WER on the line"),
+    "tools": ("agent.bench.tools", "tool-call accuracy on spoken requests through the line: "
+                                   "right tool and target, false claims, added latency"),
     "call": ("agent.bench.call", "voice-to-voice on the wire with sipp, 1 and 4 calls"),
     "soak": ("agent.bench.soak", "N unruly sipp calls against a supervised serve: crashes, "
                                  "open records, RSS"),
