@@ -128,7 +128,8 @@ def test_keypad_zero_to_a_busy_front_desk_is_told_to_the_caller(agent, tmp_path)
     assert res.returncode == 0, res.stdout[-1500:] + res.stderr[-1500:]
     assert uas.wait(30) == 0
     assert logged(log, "refer-to") == [FRONT_DESK]
-    assert logged(log, "target") == [] and logged(uas_log, "request-uri") == [FRONT_DESK]
+    assert logged(log, "target") == ["486 Busy Here"]
+    assert logged(uas_log, "request-uri") == [FRONT_DESK]
     call_id = last_call(agent)
     assert ended(agent, call_id) == "caller-bye"  # the call went on after the refusal
     assert [t[:3] for t in tools_of(agent, call_id)] == [("transfer", "keypad", "sip-486")]
