@@ -63,7 +63,8 @@ def test_dial_calls_out_says_its_opening_and_answers_the_callee(tmp_path):
     assert caller == f"sip:alice@127.0.0.1:{callee_port}"
     assert turns >= 1 and reply and reply[0][0]
     (call,) = split_calls(cap.packets(), range(rtp_port, rtp_port + RTP_PORT_RANGE)).values()
-    spoken = speech_runs(levels(call.agent))
+    t0 = min(call.agent[0].at, call.caller[0].at)  # the call's media began
+    spoken = [(a - t0, b - t0) for a, b in speech_runs(levels(call.agent))]
     # The opening, before the callee spoke (6 s in), then the answer after.
     assert spoken and spoken[0][0] < 6.0 and any(a > 6.0 for a, _ in spoken), spoken
     assert "call " in res.stdout and "outbound" not in res.stderr
