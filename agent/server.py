@@ -150,6 +150,7 @@ class Server:
                               info=info, rate=CLOCK_RATE, under_load=cheap,
                               load=self.load_policy,
                               transfer=lambda target: self.sip.transfer(keys[0], target),
+                              send_dtmf=lambda digits: self.sip.send_dtmf(keys[0], digits),
                               media_dir=self.config.db.media_dir)
         key = self.sip.dial(uri, session.link)
         keys.append(key)
@@ -237,5 +238,6 @@ class Server:
                            phrase=phrase, info=info, rate=CLOCK_RATE, under_load=cheap,
                            load=self.load_policy,
                            transfer=lambda uri: self.sip.transfer(key, uri),
+                           send_dtmf=lambda digits: self.sip.send_dtmf(key, digits),
                            media_dir=self.config.db.media_dir)
 

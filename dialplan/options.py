@@ -313,7 +313,7 @@ class HttpTool:
             raise ValueError("parameters: expected a JSON schema with a properties table")
 
 
-BUILTIN_TOOLS = ("end_call", "transfer", "take_message", "collect_digits")
+BUILTIN_TOOLS = ("end_call", "transfer", "take_message", "collect_digits", "send_digits")
 """Tools the agent implements itself; a profile lists the ones it may use in ``tools``."""
 
 
@@ -347,8 +347,9 @@ class Profile:
     the end of their turn (a loaded agent), so the line is never dead air."""
     tools: tuple[str, ...] = ()
     """What the LLM may do besides talk: built-in ``end_call``, ``transfer`` (to the
-    ``directory``), ``take_message``, ``collect_digits``, and the names of ``[tools.NAME]``
-    HTTP tools. Empty = it can only talk."""
+    ``directory``), ``take_message``, ``collect_digits``, ``send_digits`` (keypad tones down
+    the line: an outbound call through a menu), and the names of ``[tools.NAME]`` HTTP tools.
+    Empty = it can only talk."""
     directory: dict[str, DirectoryEntry] = field(default_factory=dict)
     """Transfer targets by name (``front-desk = { uri = "sip:...", description = "..." }``)."""
     keypad: dict[str, str] = field(default_factory=dict)

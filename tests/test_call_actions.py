@@ -35,7 +35,7 @@ PROFILE = {
 class Call:
     """A session on a fake line, with the SIP side's hang-ups and REFERs recorded."""
 
-    def __init__(self, tmp_path, stages, **over):
+    def __init__(self, tmp_path, stages, send_dtmf=None, **over):
         self.profile = parse_config({"profiles": {"p": {**PROFILE, **over}},
                                      "dialplan": {"1": "p"}}).profiles["p"]
         self.log = ListLog()
@@ -45,7 +45,7 @@ class Call:
         self.session = CallSession(
             self.profile, stages, self.log, hangup=lambda: self.hangups.append(time.time()),
             phrase=TurnRunner(stages, self.profile).prepare_phrases(),
-            transfer=self.refers.append, media_dir=str(tmp_path))
+            transfer=self.refers.append, send_dtmf=send_dtmf, media_dir=str(tmp_path))
         self.line = FakeCall(self.session.link)
         self.session.start()
         self.line.start()
@@ -188,3 +188,15 @@ def test_a_recorded_call_has_the_caller_left_and_the_agent_right(tmp_path):
     assert left.any() and right.any() and first_right < first_left
     assert right[first_left + 40:].any()  # the reply, after the caller's 0.8 s
     assert not (left & right)[:first_left].any()
+
+
+def test_send_digits_presses_keys_down_the_line_and_says_nothing(tmp_path):
+    press = '<tool_call>\n{"name": "send_digits", "arguments": {"digits": "2#"}}\n</tool_call>'
+    sent: list[str] = []  # a line that can send DTMF (an outbound call through a menu)
+    call = Call(tmp_path, stages_saying(press), send_dtmf=sent.append, tools=["send_digits"])
+    spoken = len(call.tts.texts)
+    call.line.say(tone(0.8))
+    assert wait_until(lambda: sent == ["2#"], timeout=10)
+    assert call.tools() == [("send_digits", "llm", "ok")]
+    assert call.tts.texts[spoken:] == []  # the tones are what the other side hears
+    call.close()

@@ -1,5 +1,7 @@
-"""The agent acts on real calls (issue 45): ``callagent serve`` with the default models, sipp
-callers and a sipp transfer target on 127.0.0.1.
+"""The agent acts on real calls (issue 45).
+
+``callagent serve`` with the default models, sipp callers and a sipp transfer target, all on
+127.0.0.1:
 
 * A caller asks to be transferred: the LLM calls ``transfer``, the agent says so, sends REFER
   with the directory's Refer-To, follows 202 + NOTIFY, and the caller's INVITE reaches the
@@ -17,10 +19,20 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import soundfile as sf
 from sipp.harness import start_agent
 
 from agent.bench.agentproc import free_port
-from agent.bench.wire import keys_xml, scenario, sipp_argv, spoken_ulaw
+from agent.bench.wire import (
+    Capture,
+    keys_xml,
+    levels,
+    scenario,
+    sipp_argv,
+    split_calls,
+    spoken_ulaw,
+)
+from models.audio import FRAME_MS, PHONE_RATE, frame_samples, rms, speech_runs
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.sip, pytest.mark.model, pytest.mark.tool, pytest.mark.slow]
@@ -39,6 +51,7 @@ and closes at 6 pm on weekdays. Answer in one or two short spoken sentences, wit
 symbols. When the caller types a number on the keypad, read the number back to confirm it."""
 asr = {{ initial_prompt = "A caller phones the public library." }}
 limits = {{ rtp_timeout_s = 30 }}
+recording = "stereo"
 [profiles.library.directory]
 front-desk = {{ uri = "{FRONT_DESK}", description = "memberships and general questions" }}
 children = {{ uri = "{CHILDREN}", description = "the children's section and story time" }}
@@ -143,13 +156,32 @@ def test_goodbye_is_said_then_the_agent_hangs_up(agent, tmp_path):
     audio = spoken_ulaw("That's all, thank you. Goodbye!", tmp_path / "bye.ulaw", lead_s=3.0,
                         tail_s=30.0)
     xml = scenario("uac_bye", tmp_path / "caller.xml", audio=audio, bye_wait_ms=30000)
-    res, _ = caller(tmp_path, agent, xml)
+    with Capture(tmp_path / "call.pcap", agent.rtp_ports) as cap:
+        res, _ = caller(tmp_path, agent, xml)
     assert res.returncode == 0, res.stdout[-1500:] + res.stderr[-1500:]  # the agent's BYE came
     call_id = last_call(agent)
     assert ended(agent, call_id) == "agent"
     assert [t[:3] for t in tools_of(agent, call_id)] == [("end_call", "llm", "ok")]
     reply = agent.query("SELECT reply_text FROM turns WHERE call_id = ?", call_id)[-1][0]
     assert reply, "the agent said nothing before hanging up"
+    # The recording: the caller left, the agent right, as far apart as on the wire.
+    path, seconds = agent.query("SELECT recording_path, recording_s FROM calls WHERE id = ?",
+                                call_id)[0]
+    rec, rate = sf.read(path, dtype="int16")
+    assert rate == PHONE_RATE and rec.shape[1] == 2 and seconds > 3
+    (wire,) = split_calls(cap.packets(), agent.rtp_ports).values()
+    # From the caller's question to the agent's goodbye, on the wire and in the file: the two
+    # channels are aligned when these agree.
+    on_wire = speech_runs(levels(wire.agent))[-1][0] - speech_runs(levels(wire.caller))[0][0]
+    frame = frame_samples(PHONE_RATE)
+
+    def onsets(channel) -> list[float]:
+        n = len(channel) // frame
+        return [a for a, _ in speech_runs(
+            (i * FRAME_MS / 1000, rms(channel[i * frame:(i + 1) * frame])) for i in range(n))]
+    in_file = onsets(rec[:, 1])[-1] - onsets(rec[:, 0])[0]
+    print(f"question to goodbye: wire {on_wire:.3f} s, recording {in_file:.3f} s")
+    assert abs(in_file - on_wire) <= 0.04, (in_file, on_wire)
 
 
 @needs

@@ -67,6 +67,8 @@ class Line:
     """Start a turn from the caller's typed digits; False while it cannot start yet."""
     transfer: Callable[[str], None] | None = None
     """Send REFER to this URI (None: a line that cannot transfer, e.g. a simulation)."""
+    send_dtmf: Callable[[str], None] | None = None
+    """Send RFC 2833 digits down the line (None: a line that cannot)."""
 
 
 class CallActions:
@@ -197,6 +199,12 @@ class CallActions:
             self._record(call, pending.source, "ok", turn=pending.turn_index)
             self._collecting = True
             self._digit_at = now
+        elif call.name == "send_digits":
+            sent = self._line.send_dtmf is not None
+            self._record(call, pending.source, "ok" if sent else "no-dtmf-on-this-line",
+                         turn=pending.turn_index)
+            if sent:
+                self._line.send_dtmf(str(call.arguments.get("digits", "")))
 
     def _start_transfer(self, pending: _Pending, now: float) -> None:
         target = target_of(pending.call, self.profile)

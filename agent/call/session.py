@@ -93,6 +93,7 @@ class CallSession(CallInputs):
             call's model work (by default a policy of the call's own, on the scheduler its
             models were loaded with).
         transfer: sends REFER to a URI on this call's line (None: the line cannot).
+        send_dtmf: sends keypad digits down the line (None: the line cannot).
         media_dir: where callers' messages are written.
     """
 
@@ -101,7 +102,8 @@ class CallSession(CallInputs):
                  info: CallInfo | None = None, rate: int = 8000, clock: Clock = REAL_TIME,
                  under_load: tuple[Profile, Stages] | None = None,
                  load: LoadPolicy | None = None,
-                 transfer: Callable[[str], None] | None = None, media_dir: str = "recordings"):
+                 transfer: Callable[[str], None] | None = None,
+                 send_dtmf: Callable[[str], None] | None = None, media_dir: str = "recordings"):
         self.call_id = uuid.uuid4().hex[:16]
         self.profile = profile
         self.info = info or CallInfo()
@@ -132,7 +134,7 @@ class CallSession(CallInputs):
         self.turntaking = TurnTaking(self.call_id, profile.audio, worker, self._rec, self._call)
         self.actions = CallActions(
             profile, self._rec, Line(say=self._say, hangup=self._end_by, typed=self._typed,
-                                     transfer=transfer),
+                                     transfer=transfer, send_dtmf=send_dtmf),
             self.history, media_dir, caller=self.info.caller_uri)
         worker.keep = self.actions.keep
         self.barge_ins = 0

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from dialplan.options import BUILTIN_TOOLS, HttpTool, Profile
 
-CALL_CONTROL = ("end_call", "transfer", "take_message", "collect_digits")
+CALL_CONTROL = ("end_call", "transfer", "take_message", "collect_digits", "send_digits")
 """Tools the call itself carries out once their phrase is heard (the others run in the turn)."""
 
 
@@ -93,6 +93,12 @@ class Toolbox:
                              "card or order number); the digits come back as their next words.",
                        {"type": "object", "properties": {"prompt": {
                            "type": "string", "description": "what to ask them to type"}}})
+        if name == "send_digits":
+            return _fn(name, "Press keys on the phone's keypad (a menu of the called system, an "
+                             "extension number).",
+                       {"type": "object", "properties": {"digits": {
+                           "type": "string", "description": "the keys: 0-9, * and #"}},
+                        "required": ["digits"]})
         raise KeyError(name)
 
     def system_prompt(self, base: str) -> str:
@@ -116,6 +122,10 @@ class Toolbox:
             if target is None:
                 return (f"unknown target {call.arguments.get('target')!r}; the directory has: "
                         f"{', '.join(self.profile.directory)}")
+        if call.name == "send_digits":
+            digits = str(call.arguments.get("digits", ""))
+            if not digits or any(c not in "0123456789*#" for c in digits):
+                return f"digits {digits!r}: only 0-9, * and # can be pressed"
         if call.name in self.http:
             schema = self.http[call.name].parameters
             missing = [k for k in schema.get("required", []) if k not in call.arguments]
@@ -132,6 +142,8 @@ def announcement(call: ToolCall, profile: Profile) -> str:
         return profile.message_prompt
     if call.name == "collect_digits":
         return str(call.arguments.get("prompt") or profile.digits_prompt)
+    if call.name == "send_digits":
+        return ""  # the tones are what the other side hears
     return profile.goodbye
 
 

@@ -89,6 +89,7 @@ max_calls = {max_calls}
 [db]
 url = "sqlite:///{db}"
 spool_dir = "{tmp / 'spool'}"
+media_dir = "{tmp / 'media'}"
 {profiles}
 [dialplan]
 {dialplan}
