@@ -240,3 +240,31 @@ def test_unanswered_reason_is_written_and_spooled(sqlite_url, tmp_path):
     got = [(r.index, r.unanswered) for r in _turns(sqlite_url)]
     assert got == [(0, ""), (1, "hangup"), (2, "no-words"), (3, ""),
                    (4, ("error: " + "x" * 100)[:32]), (9, "")]
+
+
+def test_tool_calls_messages_and_recordings_are_written_and_survive_the_spool(sqlite_url,
+                                                                              tmp_path):
+    from db.records import CallEnded, MessageRecord, ToolCallRecord, to_json_dict
+    from db.schema import CallerMessage, ToolCall
+
+    tool = ToolCallRecord("c-act", T0, "transfer", '{"target": "accounts"}', "llm", "sip-486",
+                          "486 Busy Here", 1.25, 2)
+    msg = MessageRecord("c-act", T0, "call me back", "sip:bob@x", "/m/c-act-1.wav", 3.5)
+    end = CallEnded("c-act", T0 + timedelta(seconds=60), "transferred", 3, 0, "PCMU",
+                    "/r/c-act.wav", 59.8)
+    for rec in (tool, msg, end):  # what a spool written while the database was down holds
+        assert from_json_dict(json.loads(json.dumps(to_json_dict(rec)))) == rec
+    with CallLogWriter(DBOptions(url=sqlite_url, spool_dir=str(tmp_path / "s"))) as writer:
+        for rec in (call_started("c-act"), tool, msg, end):
+            writer.put(rec)
+    engine = make_engine(sqlite_url)
+    with engine.connect() as conn:
+        row = conn.execute(select(ToolCall.name, ToolCall.outcome, ToolCall.latency_s,
+                                  ToolCall.turn_index, ToolCall.source)).one()
+        assert tuple(row) == ("transfer", "sip-486", 1.25, 2, "llm")
+        assert conn.execute(select(CallerMessage.text, CallerMessage.duration_s)).one() == (
+            "call me back", 3.5)
+        call = conn.execute(select(Call.direction, Call.recording_path, Call.recording_s,
+                                   Call.end_reason)).one()
+        assert tuple(call) == ("inbound", "/r/c-act.wav", 59.8, "transferred")
+    engine.dispose()
