@@ -23,6 +23,7 @@ from agent.bench.tools import (
 from agent.bench.tools_report import (
     NONE,
     REPEAT,
+    SILENT,
     ModelRun,
     Turn,
     confusion_table,
@@ -83,20 +84,22 @@ def test_tables_count_a_false_claim_as_wrong_and_rows_add_up():
         Turn("Open?", NONE, "", "Open?", NONE, reply="Transferring you to the desk.",
              first_audio_s=1.2, decision_s=0.8, tts_s=0.4),
         Turn("Hmm", NONE, "", "Hmm", REPEAT, reply="Sorry?"),
+        Turn("Dinosaurs?", NONE, "", "Dinosaurs?", SILENT, refused=["malformed"],
+             refused_text=["<tools></tools>"]),
     ]
     run = ModelRun("default", "qwen", "base", turns)
-    assert [t.right_tool for t in turns] == [True, True, True, False, False]
-    assert [t.called for t in turns] == [True, True, False, False, False]
+    assert [t.right_tool for t in turns] == [True, True, True, False, False, False]
+    assert [t.called for t in turns] == [True, True, False, False, False, True]
     assert run.right_tool() == 3
     [row] = rows(summary_table([run]))
-    assert row[3:9] == ["3/5 (60 %)", "1/2 (50 %)", "1", "0", "1", "2.10 / 1.10 s"]
+    assert row[3:10] == ["3/6 (50 %)", "1/2 (50 %)", "1", "1", "1", "1", "2.10 / 1.10 s"]
     body = rows(confusion_table(run))
     head = [h.strip() for h in confusion_table(run).splitlines()[0].strip("|").split(" | ")]
     assert [r[0] for r in body] == ["transfer children", "transfer accounts", "end_call",
                                     "none"]
     for r in body:  # each row's chosen columns add up to its requests
         assert sum(int(c or 0) for c in r[2:-1]) == int(r[1])
-    assert head[-3:] == ["repeat", "transfer front-desk", "false claims"]
+    assert head[-4:] == ["repeat", "silent", "transfer front-desk", "false claims"]
     assert body[-1][-1] == "1"  # the plain question answered with a claim
 
 
@@ -120,8 +123,8 @@ def test_the_core_on_the_small_models_counts_every_request(stage_cache):
     for r in runs:
         for t in r.turns:
             assert t.chosen in ("transfer", "end_call", "take_message", "collect_digits", NONE,
-                                REPEAT)
-            assert t.heard and (t.chosen == REPEAT or t.first_audio_s > 0)
+                                REPEAT, SILENT)
+            assert t.heard and (t.chosen in (REPEAT, SILENT) or t.first_audio_s > 0)
             if t.first_audio_s is not None:
                 assert t.first_audio_s == pytest.approx(t.decision_s + t.tts_s)
     text = report(runs, requests, profiles[0], "Piper")
@@ -132,6 +135,8 @@ def test_the_core_on_the_small_models_counts_every_request(stage_cache):
         assert row[3].startswith(f"{r.right_tool()}/{len(requests)} ")
         assert row[4].startswith(f"{sum(t.right_target for t in r.turns)}/1 ")
         assert int(row[5]) == sum(bool(t.claim) for t in r.turns)
+        assert int(row[6]) == sum(t.chosen == SILENT for t in r.turns)
+        assert int(row[7]) == sum(len(t.refused) for t in r.turns)
     for r in runs:
         table = text.split(f"**Confusion: {r.name}** (rows expected, columns chosen)\n\n")[1]
         table = table.split("\n\n")[0]

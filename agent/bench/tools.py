@@ -34,6 +34,7 @@ from agent.bench.samples import spoken
 from agent.bench.tools_report import (
     NONE,
     REPEAT,
+    SILENT,
     ModelRun,
     Turn,
     confusion_table,
@@ -225,8 +226,10 @@ def turn_of(request: Request, runner: TurnRunner, tr: Transcript, audio_s: float
     reply, t = answer(runner, tr, audio_s)
     r = reply.result
     action = r.action
-    chosen = REPEAT if r.asked_to_repeat else action.name if action is not None else NONE
+    chosen = (REPEAT if r.asked_to_repeat else action.name if action is not None
+              else NONE if r.reply_text.strip() else SILENT)
     target = (target_of(action, runner.profile) or "") if chosen == "transfer" else ""
+    refused = [u for u in r.tools if u.outcome in ("invalid", "malformed")]
 
     def since(a: float | None, b: float | None) -> float | None:
         return None if a is None or b is None else b - a
@@ -235,7 +238,7 @@ def turn_of(request: Request, runner: TurnRunner, tr: Transcript, audio_s: float
         text=request.text, expected=request.tool, expected_target=request.target,
         heard=tr.text, chosen=chosen, target=target,
         implicit=bool(action is not None and action.implicit), reply=r.reply_text,
-        refused=[u.outcome for u in r.tools if u.outcome in ("invalid", "malformed")],
+        refused=[u.outcome for u in refused], refused_text=[u.detail for u in refused],
         decision_s=since(t.asr_done_at, t.first_chunk_text_at),
         tts_s=since(t.first_chunk_text_at, t.tts_first_audio_at),
         first_audio_s=since(t.asr_done_at, t.tts_first_audio_at))
@@ -284,9 +287,13 @@ def measure(profiles: Sequence[Profile], requests: Sequence[Request], cache: Sta
             progress(f"{profile.name} {i + 1}/{len(requests)} {'ok   ' if ok else 'WRONG'} "
                      f"expected {turn.label(True)}, chose {turn.label(False)}"
                      f"{' (said goodbye)' if turn.implicit else ''}; first audio "
-                     f"{turn.first_audio_s or 0:.2f} s; \"{' '.join(turn.reply.split())[:80]}\"")
+                     f"{_secs(turn.first_audio_s)}; \"{' '.join(turn.reply.split())[:80]}\"")
         runs.append(run)
     return runs
+
+
+def _secs(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f} s"
 
 
 def report(runs: list[ModelRun], requests: Sequence[Request], profile: Profile,
@@ -302,8 +309,9 @@ def report(runs: list[ModelRun], requests: Sequence[Request], profile: Profile,
         f"{', '.join(profile.tools)}, directory {', '.join(profile.directory)}.",
         summary_table(runs),
         "Right tool: the action the call would carry out (a spoken goodbye ends the call too) "
-        "is the one needed, and no false claim; refused calls: tool calls with an unknown "
-        "tool or target (sent back to the model) or not complete; first audio: from the "
+        "is the one needed, and no false claim; silent: the caller heard nothing and nothing "
+        "was done (wrong whatever was asked); refused calls: tool calls with an unknown tool "
+        "or target, or none could be read (each sent back to the model); first audio: from the "
         "transcript to the first audio of the reply (the announcement of a tool call; turns "
         "with a refused call or a repeat are left out). "
         "Ratios are against the first row, measured in the same run.",

@@ -60,6 +60,9 @@ CLAIM = re.compile(r"\b(?:" + "|".join(CLAIMS) + r")\b", re.IGNORECASE)
 NONE = "none"
 REPEAT = "repeat"
 """Chosen: the transcript was a guess and the agent asked the caller to say it again."""
+SILENT = "silent"
+"""Chosen: nothing said and nothing done (every round a call that could not be read): the
+caller hears silence. Wrong whatever was asked."""
 
 
 def false_claim(reply: str) -> str:
@@ -82,7 +85,7 @@ class Turn:
     """The ASR's transcript of it through the line."""
     chosen: str
     """The action the call would carry out (``end_call`` also when the reply only said
-    goodbye), ``none``, or ``repeat``."""
+    goodbye), ``none``, ``repeat`` or ``silent``."""
     target: str = ""
     """The directory entry of a chosen transfer."""
     implicit: bool = False
@@ -91,7 +94,9 @@ class Turn:
     """What the caller heard."""
     refused: list[str] = field(default_factory=list)
     """Tool calls the turn did not carry out: ``invalid`` (unknown tool or target, missing
-    arguments; the model was told and asked again) or ``malformed`` (not a complete call)."""
+    arguments) or ``malformed`` (no call could be read); the model was told and asked again."""
+    refused_text: list[str] = field(default_factory=list)
+    """What each refused call said (the model's text, or what was wrong with it)."""
     decision_s: float | None = None
     """Transcript to the first phrase's text: the LLM's time to its decision (a tool call's
     announcement) or to its first clause."""
@@ -103,12 +108,13 @@ class Turn:
     @property
     def called(self) -> bool:
         """The model made a tool call (carried out or not)."""
-        return bool(self.refused) or (self.chosen not in (NONE, REPEAT) and not self.implicit)
+        return bool(self.refused) or (self.chosen not in (NONE, REPEAT, SILENT)
+                                      and not self.implicit)
 
     @property
     def claim(self) -> str:
         """A false claim: the words of a reply with no tool call that says it acted."""
-        return "" if self.called or self.chosen == REPEAT else false_claim(self.reply)
+        return "" if self.called or self.chosen in (REPEAT, SILENT) else false_claim(self.reply)
 
     @property
     def right_tool(self) -> bool:
@@ -186,15 +192,17 @@ def summary_table(runs: list[ModelRun]) -> str:
         rows.append([
             r.model, r.profile, r.asr, _pct(r.right_tool(), len(r.turns)),
             _pct(sum(t.right_target for t in transfers), len(transfers)),
-            sum(bool(t.claim) for t in r.turns), sum(len(t.refused) for t in r.turns),
+            sum(bool(t.claim) for t in r.turns), sum(t.chosen == SILENT for t in r.turns),
+            sum(len(t.refused) for t in r.turns),
             sum(t.chosen == REPEAT for t in r.turns),
             f"{_fmt(tool)} / {_fmt(plain)} s", _ratio(tool, plain), _ratio(plain, base),
         ])
     return markdown_table(
         ["LLM", "profile", "ASR", "right tool (or none)", "right transfer target",
-         "false claims", "refused calls", "asked to repeat", "first audio p50 tool / plain",
-         "tool / plain", f"plain vs {runs[0].model if runs else '-'}"],
-        rows, right=range(3, 11))
+         "false claims", "silent turns", "refused calls", "asked to repeat",
+         "first audio p50 tool / plain", "tool / plain",
+         f"plain vs {runs[0].model if runs else '-'}"],
+        rows, right=range(3, 12))
 
 
 def confusion_table(run: ModelRun) -> str:
@@ -239,7 +247,10 @@ def failures(run: ModelRun) -> list[str]:
         if t.right_tool and (t.expected != "transfer" or t.right_target):
             continue
         why = f"false claim \"{t.claim}\"" if t.claim else f"chose {t.label(False)}"
-        extra = f"; refused {', '.join(t.refused)}" if t.refused else ""
+        extra = ""
+        if t.refused:
+            extra = (f"; refused {', '.join(t.refused)} (first: "
+                     f"`{' '.join(t.refused_text[0].split())[:100]}`)")
         out.append(f"- \"{t.text}\" (heard \"{t.heard}\"): expected {t.label(True)}, {why}"
                    f"{extra}; said \"{' '.join(t.reply.split())[:120]}\"")
     return out
