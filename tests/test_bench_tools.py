@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 
 from agent.bench import tools_report
@@ -16,6 +17,7 @@ from agent.bench.tools import (
     QUICK,
     REQUESTS,
     Request,
+    caller_audio,
     measure,
     profiles_for,
     report,
@@ -104,7 +106,7 @@ def test_tables_count_a_false_claim_as_wrong_and_rows_add_up():
 
 
 @pytest.mark.model
-def test_the_core_on_the_small_models_counts_every_request(stage_cache):
+def test_the_core_on_the_small_models_counts_every_request(stage_cache, tmp_path):
     # No tools in the config: the bench lends the profile the library's; under load it uses
     # another SmolLM2 profile, so there are two runs to compare.
     config = parse_config({"profiles": {
@@ -117,7 +119,10 @@ def test_the_core_on_the_small_models_counts_every_request(stage_cache):
     assert profiles[1].tools == profiles[0].tools == ("end_call", "transfer", "take_message")
     requests = [REQUESTS[0], REQUESTS[12], REQUESTS[18], Request("Are you open on Sunday?")]
     lines: list[str] = []
-    runs = measure(profiles, requests, stage_cache, progress=lines.append)
+    runs = measure(profiles, requests, stage_cache, clips=tmp_path, progress=lines.append)
+    assert len(list(tmp_path.glob("*.npz"))) == len(requests)  # kept for the next run
+    again = caller_audio(requests[:1], stage_cache, clips=tmp_path)
+    assert np.array_equal(again[0], caller_audio(requests[:1], stage_cache, clips=tmp_path)[0])
     assert len(runs) == 2 and all(len(r.turns) == len(requests) for r in runs)
     assert sum(line.startswith("heard") for line in lines) == len(requests)  # one shared ASR
     for r in runs:

@@ -18,6 +18,7 @@ Tables: :mod:`agent.bench.tools_report` (which also defines a false claim).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import queue
 import threading
@@ -146,6 +147,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--espeak", metavar="VOICE", default="",
                    help="callers speak with this espeak-ng voice (en-gb, en-us+f3) instead of "
                         "the bundled Piper voice")
+    p.add_argument("--fresh", action="store_true",
+                   help="say the requests anew instead of reusing the Piper clips kept by an "
+                        "earlier run")
     p.add_argument("--json", metavar="PATH", help="write every turn here too")
 
 
@@ -182,19 +186,40 @@ def profiles_for(config: Config, name: str, under: bool = True) -> list[Profile]
 
 
 def caller_audio(requests: Sequence[Request], cache: StageCache, espeak: str = "",
-                 progress: Callable[[str], None] = lambda s: None) -> list[np.ndarray]:
-    """Each request said by a caller and received through the μ-law line: 16 kHz float32."""
-    tts = None if espeak else cache.models.tts(TTSOptions(backend="piper"))
+                 clips: Path | None = None, progress: Callable[[str], None] = lambda s: None
+                 ) -> list[np.ndarray]:
+    """Each request said by a caller and received through the μ-law line: 16 kHz float32.
+
+    Piper's timbre noise is random, so the same text is heard differently from run to run
+    (some transcripts changed between two runs of this bench): its clips are kept in
+    ``clips`` (when given) and said once, so that runs compare the LLMs on the same words.
+    """
+    opts = TTSOptions(backend="piper")
     out = []
     for i, r in enumerate(requests):
-        if tts is None:
+        if espeak:
             audio, rate = spoken(r.text, voice=espeak)
         else:
-            speech = tts.synthesize(r.text)
-            audio, rate = speech.audio, speech.sample_rate
+            audio, rate = _piper_clip(cache, opts, r.text, clips)
         out.append(apply(CONDITIONS[REFERENCE], audio, rate, seed_for("bench tools", r.text)))
         progress(f"said {i + 1}/{len(requests)}: {r.text}")
     return out
+
+
+def _piper_clip(cache: StageCache, opts: TTSOptions, text: str,
+                clips: Path | None) -> tuple[np.ndarray, int]:
+    key = hashlib.sha256(f"{opts.model}\0{opts.voice}\0{text}".encode()).hexdigest()[:24]
+    path = None if clips is None else clips / f"{key}.npz"
+    if path is not None and path.exists():
+        with np.load(path) as z:
+            return z["audio"], int(z["rate"])
+    speech = cache.models.tts(opts).synthesize(text)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp.npz")
+        np.savez(tmp, audio=speech.audio, rate=speech.sample_rate)
+        tmp.replace(path)
+    return speech.audio, speech.sample_rate
 
 
 def answer(runner: TurnRunner, tr: Transcript, audio_s: float) -> tuple[Reply, TurnTimeline]:
@@ -254,8 +279,8 @@ def llm_label(model: str) -> str:
 
 
 def measure(profiles: Sequence[Profile], requests: Sequence[Request], cache: StageCache,
-            espeak: str = "", progress: Callable[[str], None] = lambda s: None
-            ) -> list[ModelRun]:
+            espeak: str = "", clips: Path | None = None,
+            progress: Callable[[str], None] = lambda s: None) -> list[ModelRun]:
     """The whole measurement: say, transcribe and answer every request with each profile.
 
     Args:
@@ -263,9 +288,10 @@ def measure(profiles: Sequence[Profile], requests: Sequence[Request], cache: Sta
         requests: what the callers say.
         cache: loads each model once (the profiles may share some).
         espeak: an espeak-ng voice for the callers; empty = the bundled Piper voice.
+        clips: where the Piper clips are kept between runs (None: said afresh).
         progress: receives a line per step (the run is long).
     """
-    audio = caller_audio(requests, cache, espeak, progress)
+    audio = caller_audio(requests, cache, espeak, clips, progress)
     heard: dict = {}  # ASR options -> transcripts: profiles that share an ASR hear alike
     runs = []
     for profile in profiles:
@@ -341,7 +367,11 @@ def run(args: argparse.Namespace, config: Config) -> int:
         err.print(f"[{time.monotonic() - started:6.0f} s] {line}", markup=False,
                   highlight=False)
 
-    runs = measure(profiles, requests, StageCache(), args.espeak, progress)
+    clips = catalog.cache_dir() / "bench-tools"
+    if args.fresh and clips.exists():
+        for old in clips.glob("*.npz"):
+            old.unlink()
+    runs = measure(profiles, requests, StageCache(), args.espeak, clips, progress)
     voice = f"espeak-ng {args.espeak}" if args.espeak else f"Piper {TTSOptions().voice}"
     print(report(runs, requests, profiles[0], voice))
     print(f"\n{time.monotonic() - started:.0f} s in all.")
