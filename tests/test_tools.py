@@ -182,9 +182,28 @@ def test_collect_digits_says_the_model_prompt():
     assert tts.texts == ["Please type your card number, then hash."]
 
 
-def test_neither_words_nor_a_call_asks_the_model_again_so_the_caller_hears_an_answer():
+def test_neither_words_nor_a_call_is_asked_again_without_the_tools():
     result, history, llm, tts = run(["<tools></tools>", "We have many dinosaur books."])
     assert [(u.name, u.outcome) for u in result.tools] == [("?", "malformed")]
-    assert "answer the caller in words" in llm.prompts[1][-1].content
+    assert "# Tools" in llm.prompts[0][0].content
+    assert "# Tools" not in llm.prompts[1][0].content  # the persona alone
+    assert llm.prompts[1][-1] == Message("user", "hello there")
     assert " ".join(tts.texts) == "We have many dinosaur books."
-    assert result.action is None
+    assert result.action is None and not result.tool_error
+
+
+def test_a_model_that_never_answers_in_words_gets_the_caller_an_apology():
+    result, _, llm, tts = run(["<tools></tools>", "<tools></tools>"])
+    assert len(llm.prompts) == 2
+    assert tts.texts == ["Sorry, I'm having trouble answering right now. Please try again."]
+    assert result.tool_error  # recorded as an error event with the turn
+
+
+@pytest.mark.parametrize("text", [
+    '<tools><function name="transfer" arguments={"target": "children"}',  # never closed
+    '{"name": "transfer", "arguments": {"target": "children", "type": "obj',  # cut short
+])
+def test_a_call_cut_short_still_counts_when_it_named_its_tool(text):
+    said, call, _ = scan([text])
+    assert said == "" and call is not None
+    assert (call.name, call.arguments) == ("transfer", {"target": "children"})

@@ -100,6 +100,8 @@ class Reply:
         self._said: list[str] = []
         self._tool_call: ToolCall | None = None  # an HTTP tool waiting for the gate
         self._tooling: float | None = None  # an HTTP tool in flight since
+        self._plain = False  # asked again without the tools: it answered neither way
+        self._fallback = False  # the apology, for a reply that would otherwise be silent
         self._resampler = StreamResampler(runner.stages.tts.sample_rate, runner.out_rate)
         self._chunks: deque[str] = deque()
         self._held: list[np.ndarray] = []
@@ -144,7 +146,7 @@ class Reply:
         # speculation the caller talked past no longer holds a sequence, or gets its prefill.
         with cancel_on(self._cancel):
             self._stream = self.runner.stages.llm.stream(
-                self.runner.prompt(self.history, words, self._rounds))
+                self.runner.prompt(self.history, words, self._rounds, tools=not self._plain))
         self._step()
 
     def _ask_again(self, why: str) -> None:
@@ -226,20 +228,41 @@ class Reply:
             self._tool(call)
             return True
         if text is None and self._scanner is not None and self._scanner.malformed:
-            # Neither words nor a call: the caller would hear nothing. Told so, the model
-            # answers in words (or calls properly) in a second round.
+            # Neither words nor a call (``<tools></tools>``): the caller would hear nothing.
+            # Told so, the small models write the same again (bench tools); asked without
+            # the tools, they answer in words.
             bad = ToolCall("?", raw=self._scanner.malformed[:200])
             self._used(bad, "malformed", 0.0, bad.raw)
-            if not self._said and len(self._rounds) // 2 < MAX_TOOL_ROUNDS:
+            if not self._said and not self._plain:
                 self._close_stream()
-                self._rounds += [Message("assistant", bad.raw), Message("user", tool_response(
-                    json_error("no tool call in that; answer the caller in words")))]
-                self._scanner = ToolCallScanner()
+                self._plain, self._scanner = True, ToolCallScanner()
                 self._ask(self.result.transcript)
                 return True
         return False
 
     # ---- tools -------------------------------------------------------------------------------
+
+    def _announce(self, text: str) -> None:
+        """Say a call-control tool's phrase from the profile's cache (synthesised at start)."""
+        if not text:
+            return
+        if self.t.first_chunk_text_at is None:
+            self.t.first_chunk_text_at = self._now()
+        self._said.append(text)
+        self._speaking = True
+        self._submit(self._timed(self.runner.speak), text, stage="tts",
+                     priority=self.urgency.tts, cancel=self._cancel, then=self._announced)
+
+    def _announced(self, f: Future) -> None:
+        self._speaking = False
+        out = self._outcome(f, self._finish)
+        if out is None:
+            return
+        pcm, at = out
+        if self.t.tts_first_audio_at is None and len(pcm):
+            self.t.tts_first_audio_at = at
+        self._out(pcm)
+        self._finish()
 
     def _tool(self, call: ToolCall) -> None:
         self._close_stream()
@@ -253,7 +276,7 @@ class Reply:
             return
         if call.name in CALL_CONTROL:
             self.result.action = call
-            self._put(announcement(call, self.runner.profile))
+            self._announce(announcement(call, self.runner.profile))
             self._llm_end()
             return
         self._tool_call = call
@@ -403,6 +426,13 @@ class Reply:
                 return  # more clauses to speak (they wait for the gate)
             if not self.gate_open:
                 return  # a speculative turn waits for its verdict, even with nothing to say
+            if (not self._said and self.result.action is None and self._stream is not None
+                    and not self._repeat and not self._fallback):
+                # The model said nothing usable: never leave the caller in silence.
+                self._fallback = True
+                self.result.tool_error = "no words and no tool call: apologised"
+                self._put(self.runner.profile.apology)
+                return
         self.done = True
         r = self.result
         if not failed and not self.cancelled and not self._repeat:

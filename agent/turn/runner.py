@@ -137,15 +137,16 @@ class TurnRunner:
         return self._phrases[text]
 
     def prompt(self, history: list[Message], words: str,
-               after: list[Message] | tuple = ()) -> list[Message]:
+               after: list[Message] | tuple = (), tools: bool = True) -> list[Message]:
         """What the LLM is asked: the persona, the call so far, then the caller's words.
 
         One construction for the turn and for the prefill of the words so far, whose cached
         tokens the turn reuses only if the two prompts agree up to the words. ``after``: this
-        turn's tool calls and their answers, for the round after a tool.
+        turn's tool calls and their answers, for the round after a tool; ``tools=False``: the
+        persona alone, for a model that answered neither in words nor with a call.
         """
-        return [Message("system", self.system_prompt), *history, Message("user", words),
-                *after]
+        system = self.system_prompt if tools else self.profile.system_prompt
+        return [Message("system", system), *history, Message("user", words), *after]
 
     def transcribe(self, utterance: Utterance | SpeechPaused, timeline: TurnTimeline) -> Transcript:
         """ASR of the caller's speech; stamps ``asr_done_at``."""

@@ -209,13 +209,18 @@ class ToolCallScanner:
 
     def _take_call(self) -> str:
         obj = _json_object(self._held)
-        if obj is None:
+        named = _NAMED.search(self._held)  # <function name="transfer" arguments={...}
+        if obj is None and named is None:
             tag = _TAG.search(self._held)  # <tools><transfer target="children"/></tools>
             if tag is None:
                 return ""
             obj = ({"name": tag.group(1), "arguments": dict(_ATTR.findall(tag.group(2)))},
                    tag.end())
+        if obj is None:
+            return ""  # the arguments' object is still to come
         data, _ = obj
+        if named is not None and isinstance(data, dict) and "name" not in data:
+            data = {"name": named.group(1), "arguments": data}
         name = data.get("name") if isinstance(data, dict) else None
         args = data.get("arguments", data.get("parameters", {})) if isinstance(data, dict) else {}
         if isinstance(args, str):  # some models send the arguments as a JSON string
@@ -231,18 +236,31 @@ class ToolCallScanner:
         return ""
 
     def flush(self) -> tuple[str, ToolCall | None]:
-        """The end of the reply: held text that opened no call is speech after all."""
+        """The end of the reply: held text that opened no call is speech after all.
+
+        A call cut short (``max_tokens``, an unclosed tag) still counts if it named its tool:
+        the small models copy the schema into the arguments and run out of tokens.
+        """
         if self.call is not None or self.malformed:
             return "", self.call
         held, self._held = self._held, ""
         if self._in_call:
-            self.malformed = held
-            return "", None
+            named = _NAMED.search(held) or _JSON_NAME.search(held)
+            if named is None:
+                self.malformed = held
+                return "", None
+            args = dict(_JSON_STR.findall(held[named.end():]))
+            args.pop("type", None)
+            self.call = ToolCall(named.group(1), args, raw=_as_hermes(named.group(1), args))
+            return "", self.call
         return held, None
 
 
 _TAG = re.compile(r"<(?!tools\b|tool_call\b|/)([A-Za-z_]\w*)((?:\s+\w+\s*=\s*\"[^\"]*\")*)\s*/?>")
 _ATTR = re.compile(r'(\w+)\s*=\s*"([^"]*)"')
+_NAMED = re.compile(r'<function\s+name\s*=\s*"?([A-Za-z_]\w*)')
+_JSON_NAME = re.compile(r'"name"\s*:\s*"([A-Za-z_]\w*)"')
+_JSON_STR = re.compile(r'"(\w+)"\s*:\s*"([^"]*)"')
 
 
 def _first_trigger(text: str) -> int:
