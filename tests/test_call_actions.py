@@ -200,3 +200,25 @@ def test_send_digits_presses_keys_down_the_line_and_says_nothing(tmp_path):
     assert call.tools() == [("send_digits", "llm", "ok")]
     assert call.tts.texts[spoken:] == []  # the tones are what the other side hears
     call.close()
+
+
+def test_a_failed_tool_is_an_error_event_and_a_tool_calls_row_with_the_turn():
+    from agent.call.recorder import CallRecorder
+    from agent.call.turn import Turn
+    from agent.turn.result import ToolUse, TurnResult
+    from agent.turn.timeline import TurnTimeline
+    from db.records import EventRecord
+    from tests.replies import utterance
+
+    log = ListLog()
+    rec = CallRecorder(log, "c1")
+    turn = Turn(index=0, utterance=utterance(), timeline=TurnTimeline(), history_len=0)
+    turn.result = TurnResult(transcript="is moby dick in?", reply_text="Sorry.", tools=[
+        ToolUse("book_status", '{"title": "Moby Dick"}', "timeout", 0.3, "no answer in 0.3 s")],
+        tool_error="book_status: timeout")
+    rec.turn(turn, 0.0)
+    (row,) = log.of(ToolCallRecord)
+    assert (row.name, row.outcome, row.latency_s, row.turn_index, row.source) == (
+        "book_status", "timeout", 0.3, 0, "llm")
+    assert [(e.kind, e.detail) for e in log.of(EventRecord)] == [
+        ("error", "turn 0: tool book_status: timeout")]
