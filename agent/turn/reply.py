@@ -151,23 +151,11 @@ class Reply:
 
     def _ask_again(self, why: str) -> None:
         """Say the profile's ``repeat`` phrase instead of answering a guess; history untouched."""
-        self._repeat = True
-        self.t.llm_first_token_at = self.t.first_chunk_text_at = self._now()
+        self._repeat = self._llm_done = True
+        self.t.llm_first_token_at = self._now()
         self.result.asked_to_repeat, self.result.reply_text = why, self.runner.profile.repeat
-        self._speaking = True
-        self._submit(self._timed(self.runner.speak), self.runner.profile.repeat, stage="tts",
-                     priority=(Priority.FIRST_AUDIO, self.t.speech_end_at or 0.0),
-                     then=self._repeated)
-
-    def _repeated(self, f: Future) -> None:
-        self._speaking = False
-        self._llm_done = True
-        out = self._outcome(f, self._finish)
-        if out is None:
-            return
-        pcm, self.t.tts_first_audio_at = out
-        self._out(pcm)
-        self._finish()
+        self._announce(self.runner.profile.repeat,
+                       priority=(Priority.FIRST_AUDIO, self.t.speech_end_at or 0.0))
 
     # ---- the LLM -------------------------------------------------------------------------
 
@@ -242,8 +230,8 @@ class Reply:
 
     # ---- tools -------------------------------------------------------------------------------
 
-    def _announce(self, text: str) -> None:
-        """Say a call-control tool's phrase from the profile's cache (synthesised at start)."""
+    def _announce(self, text: str, priority=None) -> None:
+        """Say a fixed phrase (a tool's announcement, ``repeat``) from the profile's cache."""
         if not text:
             return
         if self.t.first_chunk_text_at is None:
@@ -251,7 +239,8 @@ class Reply:
         self._said.append(text)
         self._speaking = True
         self._submit(self._timed(self.runner.speak), text, stage="tts",
-                     priority=self.urgency.tts, cancel=self._cancel, then=self._announced)
+                     priority=priority or self.urgency.tts, cancel=self._cancel,
+                     then=self._announced)
 
     def _announced(self, f: Future) -> None:
         self._speaking = False
@@ -427,7 +416,7 @@ class Reply:
             if not self.gate_open:
                 return  # a speculative turn waits for its verdict, even with nothing to say
             if (not self._said and self.result.action is None and self._stream is not None
-                    and not self._repeat and not self._fallback):
+                    and self._scanner is not None and not self._repeat and not self._fallback):
                 # The model said nothing usable: never leave the caller in silence.
                 self._fallback = True
                 self.result.tool_error = "no words and no tool call: apologised"
