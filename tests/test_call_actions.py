@@ -69,7 +69,7 @@ def stages_saying(*replies: str, heard=("caller words",)):
 
 def test_end_call_says_goodbye_then_hangs_up_with_reason_agent(tmp_path):
     end = '<tool_call>\n{"name": "end_call", "arguments": {}}\n</tool_call>'
-    call = Call(tmp_path, stages_saying(end))
+    call = Call(tmp_path, stages_saying(end, heard=("that's all, thanks",)))
     call.line.say(tone(0.8))
     assert wait_until(lambda: call.hangups, timeout=10)
     assert call.session.end_reason == "agent"

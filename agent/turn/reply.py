@@ -255,7 +255,7 @@ class Reply:
 
     def _tool(self, call: ToolCall) -> None:
         self._close_stream()
-        problem = self.runner.tools.problem(call)
+        problem = self.runner.tools.problem(call, self.result.transcript)
         if problem:
             self._used(call, "invalid", 0.0, problem)
             if len(self._rounds) // 2 < MAX_TOOL_ROUNDS:

@@ -113,10 +113,15 @@ class Toolbox:
                 "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, "
                 "\"arguments\": <args-json-object>}\n</tool_call>")
 
-    def problem(self, call: ToolCall) -> str:
-        """Why ``call`` cannot be carried out ("" if it can), said back to the model."""
+    def problem(self, call: ToolCall, words: str = "") -> str:
+        """Why ``call`` cannot be carried out ("" if it can), said back to the model.
+
+        ``words``: what the caller said this turn.
+        """
         if call.name not in self.names:
             return f"unknown tool {call.name!r}; the tools are: {', '.join(self.names)}"
+        if call.name == "end_call" and not took_leave(words):
+            return "the caller did not take leave: answer them instead of hanging up"
         if call.name == "transfer":
             target = target_of(call, self.profile)
             if target is None:
@@ -313,13 +318,27 @@ def tool_response(content: str) -> str:
 
 
 _FAREWELL = re.compile(
-    r"^(?:(?:ok(?:ay)?|alright|great|thanks?(?: you)?(?: (?:so much|very much))?(?: for "
-    r"calling)?|you'?re (?:very )?welcome|my pleasure|have a (?:great|nice|good|lovely) "
+    r"^(?:(?:ok(?:ay)?|alright|great|perfect|thanks?(?: you)?(?: (?:so much|very much))?(?: for "
+    r"(?:calling|your help|the help|everything|that))?|that'?s (?:all|it|everything)|"
+    r"you'?re (?:very )?welcome|my pleasure|have a (?:great|nice|good|lovely) "
     r"(?:day|evening|afternoon|weekend)|take care|bye(?:[- ]bye)?|good ?bye|goodbye for now|"
     r"see you)[\s,.!]*)+$", re.IGNORECASE)
 
 
 _LAST_WORD_BYE = re.compile(r"\b(?:good ?bye|bye(?:[- ]bye)?)(?: for now)?[\s.!]*$", re.IGNORECASE)
+
+
+_LEAVE = re.compile(r"\b(?:bye|goodbye|good bye|that'?s (?:all|it|everything)|nothing (?:else|"
+                    r"more)|no,? thanks?|thanks?|thank you|hang up|end (?:the|this) call)\b",
+                    re.IGNORECASE)
+
+
+def took_leave(words: str) -> bool:
+    """The caller's words could end a call (a goodbye, thanks, "that's all").
+
+    ``end_call`` is refused without them, so the agent never hangs up on a question.
+    """
+    return bool(_LEAVE.search(words))
 
 
 def farewell(reply: str, words: str = "") -> bool:
