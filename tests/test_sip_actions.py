@@ -36,7 +36,7 @@ from models.audio import FRAME_MS, PHONE_RATE, frame_samples, rms, speech_runs
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.sip, pytest.mark.model, pytest.mark.tool, pytest.mark.slow]
-needs = pytest.mark.needs("sipp", "espeak-ng", "sox")
+needs = pytest.mark.needs("sipp", "tshark", "espeak-ng", "sox")
 
 OK_PORT, BUSY_PORT = free_port(), free_port()
 """Where the transfer targets answer: 200 on one, 486 on the other."""
