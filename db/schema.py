@@ -1,5 +1,6 @@
-"""Call-log tables as SQLAlchemy 2 typed mappings: ``calls``, ``turns``, ``events``,
-``tool_calls`` and ``messages``.
+"""Call-log tables as SQLAlchemy 2 typed mappings.
+
+``calls``, ``turns``, ``events``, ``tool_calls`` and ``messages``.
 
 Owns the schema only: no engine, no sessions, no queries (see :mod:`db.migrate`,
 :mod:`db.writer`, :mod:`db.reports`). A change here needs a new revision in

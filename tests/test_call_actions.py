@@ -1,7 +1,9 @@
-"""A call's actions on fake stages in real time: hang up, transfer (and its failure), the
-keypad map, typed digits, a message. The line is :class:`fakes.FakeCall`; transfers go to a
-recording stand-in for the SIP side (the real REFER is tested in test_sip_transfer.py and
-end to end in test_sip_actions.py)."""
+"""A call's actions on fake stages in real time.
+
+Hang up, transfer (and its failure), the keypad map, typed digits, a message, a recording.
+The line is :class:`fakes.FakeCall`; transfers go to a recording stand-in for the SIP side
+(the real REFER is tested in test_sip_transfer.py and end to end in test_sip_actions.py).
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""Tools: the scanner that keeps tool calls out of speech, the toolbox's prompt and checks, and
-a reply that calls a tool (fake models, a real scheduler; HTTP tools in test_http_tools.py)."""
+"""Tools: the scanner, the toolbox's prompt and checks, and a reply that calls a tool.
+
+Fake models and a real scheduler; HTTP tools are in test_http_tools.py.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from fakes import FakeLLM, FakeTTS, fake_stages
 from replies import answer
 
 from agent.turn.runner import TurnRunner
-from agent.turn.tools import ToolCall, ToolCallScanner, Toolbox, farewell, target_of
+from agent.turn.tools import Toolbox, ToolCall, ToolCallScanner, farewell, target_of
 from dialplan.config import parse_config
 from models.llm.base import Message, Piece
 
@@ -218,3 +220,14 @@ def test_end_call_is_refused_when_the_caller_did_not_take_leave():
     assert " ".join(tts.texts) == "We open at nine."
     assert farewell("Thank you! I'm here if you need anything else.",
                     "Okay, thanks for your help. Bye.")
+
+
+@pytest.mark.parametrize(("words", "leave"), [
+    ("That's all, thank you. Goodbye!", True), ("Okay, thanks for your help. Bye.", True),
+    ("No thanks, that's it.", True), ("Thanks, and when do you close?", False),
+    ("Is the library open on Sunday.", False), ("Do you have books about dinosaurs?", False),
+])
+def test_took_leave(words, leave):
+    from agent.turn.tools import took_leave
+
+    assert took_leave(words) is leave

@@ -336,9 +336,10 @@ _LEAVE = re.compile(r"\b(?:bye|goodbye|good bye|that'?s (?:all|it|everything)|no
 def took_leave(words: str) -> bool:
     """The caller's words could end a call (a goodbye, thanks, "that's all").
 
-    ``end_call`` is refused without them, so the agent never hangs up on a question.
+    ``end_call`` is refused without them, so the agent never hangs up on a question (nor
+    on one that opens with thanks: "Thanks, and when do you close?").
     """
-    return bool(_LEAVE.search(words))
+    return bool(_LEAVE.search(words)) and "?" not in words
 
 
 def farewell(reply: str, words: str = "") -> bool:
