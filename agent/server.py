@@ -193,6 +193,11 @@ class Server:
             log.event("sip-error", str(ev.key), detail=ev.detail, level=40)
 
     def _incoming(self, ev: IncomingCall) -> None:
+        if not self.config.sip.allows(ev.source):
+            log.event("call-rejected", ev.sip_call_id, code=403, reason="not-allowed",
+                      source=ev.source, caller=ev.remote_uri, extension=ev.extension, level=30)
+            self.sip.reject(ev.key, 403)
+            return
         profile = self.dialplan.resolve(ev.extension)
         if profile is None:
             log.event("call-rejected", ev.sip_call_id, code=404, extension=ev.extension,

@@ -7,6 +7,7 @@ config reference; the README's table is generated from the same text.
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -417,6 +418,10 @@ class SIPOptions:
     into silence. 0 = off (only ``max_calls`` limits)."""
     admit_window_s: float = 30.0
     """How far back the scheduler's waits count for admission."""
+    allow: tuple[str, ...] = ()
+    """Networks allowed to call (CIDR, e.g. ``10.0.0.0/8``, or single addresses), checked
+    against the address an INVITE's packet came from; any other caller is refused 403 and
+    logged. Empty = anyone who reaches the port."""
     overload_code: int = 503
     """SIP status for a call refused because the agent is overloaded (503 or 486)."""
     metrics_port: int = 0
@@ -425,6 +430,23 @@ class SIPOptions:
     0 = off. Under ``callagent cluster`` this port serves every worker's metrics with a
     ``worker`` label, and worker N gets this port + N."""
     registrar: RegistrarOptions = field(default_factory=RegistrarOptions)
+
+    def __post_init__(self) -> None:
+        for net in self.allow:
+            try:
+                ipaddress.ip_network(net, strict=False)
+            except ValueError as e:
+                raise ValueError(f"allow = {net!r}: not a network or address ({e})") from None
+
+    def allows(self, source: str) -> bool:
+        """Whether a caller at ``source`` (an IP address) may call."""
+        if not self.allow:
+            return True
+        try:
+            addr = ipaddress.ip_address(source)
+        except ValueError:
+            return False
+        return any(addr in ipaddress.ip_network(n, strict=False) for n in self.allow)
 
 
 @dataclass(frozen=True)

@@ -114,3 +114,12 @@ def test_scheduler_pairs_is_read_and_on_by_default():
     assert parse_config({}).scheduler.pairs is True
     assert parse_config({"scheduler": {"pairs": False}}).scheduler.pairs is False
     assert load_config("config.toml").scheduler.pairs is True
+
+
+def test_sip_allow_names_the_bad_network_and_checks_callers():
+    with pytest.raises(ConfigError, match=r"sip\.allow = '10\.0\.0\.0/33'"):
+        parse_config({"sip": {"allow": ["10.0.0.0/33"]}})
+    sip = parse_config({"sip": {"allow": ["127.0.0.1", "10.0.0.0/8"]}}).sip
+    assert sip.allows("127.0.0.1") and sip.allows("10.9.8.7")
+    assert not sip.allows("127.0.0.2") and not sip.allows("")
+    assert parse_config({}).sip.allows("203.0.113.9")  # empty: anyone

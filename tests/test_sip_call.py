@@ -21,7 +21,15 @@ from sipp.harness import ROOT, start_agent
 from agent.bench.agentproc import free_port
 from agent.bench.samples import QUESTION
 from agent.bench.scoring import wer
-from agent.bench.wire import Capture, levels, scenario, sipp, split_calls, spoken_ulaw
+from agent.bench.wire import (
+    Capture,
+    levels,
+    scenario,
+    sipp,
+    sipp_argv,
+    split_calls,
+    spoken_ulaw,
+)
 from models.audio import FRAME_MS, PHONE_RATE, SPEECH_RMS, frame_samples, rms, speech_runs
 from tests.waiting import wait_until
 
@@ -54,7 +62,10 @@ needs_tools = pytest.mark.needs("sipp", "tshark", "espeak-ng", "sox")
 @pytest.fixture(scope="module")
 def agent(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("agent")
-    proc = start_agent(tmp, PROFILES, DIALPLAN, max_calls=1)
+    # Only this machine's 127.0.0.1 may call (issue 47): 127.0.0.2 is loopback too, but not
+    # allowed.
+    proc = start_agent(tmp, PROFILES, DIALPLAN, max_calls=1,
+                       sip_extra='allow = ["127.0.0.1/32", "10.0.0.0/8"]')
     yield proc
     rc = proc.stop()
     assert rc == 0, proc.log_text()[-2000:]
@@ -143,6 +154,22 @@ def test_unknown_extension_gets_404(agent, tmp_path):
     res = sipp(xml, "999", agent.port, *sipp_ports(), timeout_s=15)
     assert res.returncode == 0, res.stdout[-1500:]
     assert agent.events("call-rejected")[-1]["code"] == "404"
+
+
+@needs_tools
+def test_a_caller_outside_sip_allow_gets_403_and_a_log_line(agent, tmp_path):
+    xml = scenario("uac_reject", tmp_path / "r.xml", code=403)
+    local, media = sipp_ports()
+    argv = sipp_argv(xml, "101", agent.port, local, media, timeout_s=15)
+    argv[argv.index("-i") + 1] = "127.0.0.2"  # another address of this machine
+    argv[argv.index("-mi") + 1] = "127.0.0.2"
+    res = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    assert res.returncode == 0, res.stdout[-1500:] + res.stderr[-1500:]
+    (refused,) = [e for e in agent.events("call-rejected") if e.get("code") == "403"]
+    assert (refused["reason"], refused["source"]) == ("not-allowed", "127.0.0.2")
+    # The refused call never reached a session: no call row.
+    assert not [e for e in agent.events("call-answered") if e.get("caller", "").find(
+        "127.0.0.2") >= 0]
 
 
 @needs_tools

@@ -301,6 +301,13 @@ def error_text(e: BaseException) -> str:
     return repr(e)
 
 
+def source_host(address: str) -> str:
+    """The host of pjsip's ``srcAddress`` (``127.0.0.1:5080``, ``[::1]:5080``)."""
+    if address.startswith("["):
+        return address[1:].split("]", 1)[0]
+    return address.rsplit(":", 1)[0] if address.count(":") == 1 else address
+
+
 def request_user(whole_msg: str) -> str:
     """The user part of a SIP request line: ``INVITE sip:101@host SIP/2.0`` -> ``101``."""
     line = whole_msg.split("\r\n", 1)[0].split("\n", 1)[0]

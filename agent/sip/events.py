@@ -19,6 +19,9 @@ class IncomingCall:
     remote_uri: str
     sip_call_id: str
     at: float
+    source: str = ""
+    """The address the INVITE came from (the packet's, not its headers'): what ``sip.allow``
+    is checked against."""
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ from agent.sip.callbacks import (
     error_text,
     request_user,
     set_codecs,
+    source_host,
     stop_clock,
 )
 from agent.sip.events import (
@@ -384,7 +385,8 @@ class SipAgent:
         msg = prm.rdata.wholeMsg
         ci = call.getInfo()
         self._emit(IncomingCall(key=key, extension=request_user(msg), remote_uri=ci.remoteUri,
-                                sip_call_id=ci.callIdString, at=time.monotonic()))
+                                sip_call_id=ci.callIdString, at=time.monotonic(),
+                                source=source_host(str(prm.rdata.srcAddress))))
 
     def _watch_rtp(self, now: float) -> None:
         # Its own method, so no loop variable keeps a Call alive (see _hangup_all).

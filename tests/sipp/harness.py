@@ -73,7 +73,8 @@ def parse_fields(line: str) -> dict[str, str]:
 
 
 def start_agent(tmp: Path, profiles: str, dialplan: str, max_calls: int = 4,
-                rtp_port: int | None = None, startup_s: float = 180) -> AgentProcess:
+                rtp_port: int | None = None, startup_s: float = 180,
+                sip_extra: str = "") -> AgentProcess:
     """Write a config and start the agent; returns once it logged ``event=ready``."""
     port = free_port()
     rtp_port = rtp_port or 20000 + (port % 400) * 100
@@ -86,6 +87,7 @@ system_prompt = "You are the phone assistant of a public library. The library op
 port = {port}
 rtp_port = {rtp_port}
 max_calls = {max_calls}
+{sip_extra}
 [db]
 url = "sqlite:///{db}"
 spool_dir = "{tmp / 'spool'}"
