@@ -119,18 +119,28 @@ def of(events: list[dict], name: str) -> list[dict]:
     return [e for e in events if e["event"] == name]
 
 
-@pytest.mark.tool
-@pytest.mark.needs("sipp")
-def test_blind_transfer_reaches_the_target(tmp_path):
-    target, target_port, target_log = start_target(tmp_path, 200, "OK")
+def transfer_to_target(tmp: Path, code: int, reason: str
+                       ) -> tuple[str, list[dict], Path, Path]:
+    """A sipp caller transferred by the agent to a target answering ``code``.
+
+    Returns the Refer-To URI, the agent's events, and the caller's and the target's logs.
+    """
+    target, target_port, target_log = start_target(tmp, code, reason)
     uri = f"sip:front-desk@127.0.0.1:{target_port}"
     agent = start_agent("transfer", uri)
     try:
-        res, caller_log = call_agent(tmp_path, agent)
+        res, caller_log = call_agent(tmp, agent)
         assert res.returncode == 0, res.stdout[-1500:] + res.stderr[-1500:]
     finally:
         events = agent.finish()
         assert target.wait(20) == 0  # the INVITE's Request-URI passed its check_it
+    return uri, events, caller_log, target_log
+
+
+@pytest.mark.tool
+@pytest.mark.needs("sipp")
+def test_blind_transfer_reaches_the_target(tmp_path):
+    uri, events, caller_log, target_log = transfer_to_target(tmp_path, 200, "OK")
     assert logged(caller_log, "refer-to") == [uri]
     assert logged(target_log, "request-uri") == [uri]
     assert logged(caller_log, "target") == ["200 OK"]
@@ -148,15 +158,7 @@ def test_blind_transfer_reaches_the_target(tmp_path):
 @pytest.mark.tool
 @pytest.mark.needs("sipp")
 def test_refused_transfer_leaves_the_call_up(tmp_path):
-    target, target_port, target_log = start_target(tmp_path, 486, "Busy Here")
-    uri = f"sip:front-desk@127.0.0.1:{target_port}"
-    agent = start_agent("transfer", uri)
-    try:
-        res, caller_log = call_agent(tmp_path, agent)
-        assert res.returncode == 0, res.stdout[-1500:] + res.stderr[-1500:]
-    finally:
-        events = agent.finish()
-        assert target.wait(20) == 0
+    uri, events, caller_log, target_log = transfer_to_target(tmp_path, 486, "Busy Here")
     assert logged(target_log, "request-uri") == [uri]
     assert logged(caller_log, "target") == ["486 Busy Here"]
     statuses = of(events, "TransferStatus")
