@@ -139,7 +139,6 @@ class Server:
         """
         if say_first:
             profile = dataclasses.replace(profile, greeting=say_first)
-            self.profiles.prepare(profile)
             self.profiles.runner(profile).speak(say_first)  # synthesised before dialling
         info = CallInfo(caller_uri=uri, offered_at=datetime.now(UTC), source="sip",
                         worker=self.worker, host=self.host, direction="outbound")

@@ -49,7 +49,6 @@ class _Pending:
 
 @dataclass
 class _Message:
-    started_at: float
     parts: dict[int, tuple[str, np.ndarray]] = field(default_factory=dict)
     """Turn index -> its words and audio (a speculative part is replaced by its final turn)."""
     last_at: float = 0.0
@@ -105,11 +104,6 @@ class CallActions:
     @property
     def call_id(self) -> str:
         return self._rec.call_id
-
-    @property
-    def busy(self) -> bool:
-        """Caller speech is not for the LLM now: a message is being left, or a transfer runs."""
-        return self._message is not None or self._transfer is not None
 
     # ---- from turns ----------------------------------------------------------------------------
 
@@ -194,7 +188,7 @@ class CallActions:
             self._start_transfer(pending, now)
         elif call.name == "take_message":
             self._record(call, pending.source, "ok", turn=pending.turn_index)
-            self._message = _Message(started_at=now, last_at=now)
+            self._message = _Message(last_at=now)
         elif call.name == "collect_digits":
             self._record(call, pending.source, "ok", turn=pending.turn_index)
             self._collecting = True
@@ -292,5 +286,3 @@ class CallActions:
     def _record(self, call: ToolCall, source: str, outcome: str, detail: str = "",
                 latency_s: float | None = None, turn: int | None = None) -> None:
         self._rec.tool(call.name, call.arguments_json, source, outcome, detail, latency_s, turn)
-        log.event("tool", self.call_id, tool=call.name, source=source, outcome=outcome,
-                  arguments=call.arguments_json)

@@ -69,9 +69,11 @@ class CallRecorder:
 
     def tool(self, name: str, arguments: str, source: str, outcome: str, detail: str = "",
              latency_s: float | None = None, turn_index: int | None = None) -> None:
-        """A ToolCallRecord: an action taken or tried, and how it ended."""
+        """A ToolCallRecord and its log line: an action taken or tried, and how it ended."""
         self._log.put(ToolCallRecord(self.call_id, datetime.now(UTC), name, arguments, source,
                                      outcome, detail, latency_s, turn_index))
+        log.event("tool", self.call_id, tool=name, source=source, outcome=outcome,
+                  arguments=arguments)
 
     def message(self, text: str, caller: str, audio_path: str | None,
                 duration_s: float) -> None:

@@ -129,14 +129,14 @@ class CallSession(CallInputs):
         self.history: list[ChatMessage] = []
         self.load = load or LoadPolicy(stages.llm.scheduler)
         self.jobs = CallJobs(self.load.scheduler, self._inbox.put)
-        worker = TurnWorker(self.runner, self.history, self.playout, self._inbox.put, self.jobs,
-                            clock.now, self.load, under_load=under_load)
-        self.turntaking = TurnTaking(self.call_id, profile.audio, worker, self._rec, self._call)
         self.actions = CallActions(
             profile, self._rec, Line(say=self._say, hangup=self._end_by, typed=self._typed,
                                      transfer=transfer, send_dtmf=send_dtmf),
             self.history, media_dir, caller=self.info.caller_uri)
-        worker.keep = self.actions.keep
+        worker = TurnWorker(self.runner, self.history, self.playout, self._inbox.put, self.jobs,
+                            clock.now, self.load, under_load=under_load,
+                            keep=self.actions.keep)
+        self.turntaking = TurnTaking(self.call_id, profile.audio, worker, self._rec, self._call)
         self.barge_ins = 0
         self.codec = ""
         self.end_reason = ""

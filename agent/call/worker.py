@@ -49,11 +49,14 @@ class TurnWorker:
         now: the call's clock.
         load: the process's rules under load (every call's worker shares it).
         under_load: the profile's cheaper ``under_load`` profile and its models, if any.
+        keep: why a transcribed turn is not for the LLM ("" if it is): the call's actions
+            (a message being left, a transfer running).
     """
 
     def __init__(self, runner: TurnRunner, history: list[ChatMessage], playout: Playout,
                  post: Callable[[Message], None], jobs: CallJobs, now: Callable[[], float],
-                 load: LoadPolicy, under_load: tuple[Profile, Stages] | None = None):
+                 load: LoadPolicy, under_load: tuple[Profile, Stages] | None = None,
+                 keep: Callable[[Turn, str, float], str] | None = None):
         self.runner = runner
         self.history = history
         self.playout = playout
@@ -66,9 +69,7 @@ class TurnWorker:
             under_load[1], under_load[0], out_rate=runner.out_rate, clock=runner.now,
             phrases=runner.speak)
         self.load = load
-        self.keep: Callable[[Turn, str, float], str] | None = None
-        """Why a transcribed turn is not for the LLM ("" if it is): the call's actions
-        (a message being left, a transfer running)."""
+        self.keep = keep
         self.backlog = load.backlog
         self.call_id = "-"
         self._waiting: list[Turn] = []  # turns whose previous turn has not finished yet
