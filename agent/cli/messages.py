@@ -13,14 +13,13 @@ import json
 import sys
 
 from agent.cli import options as cliopts
-from agent.cli.report import _since
 
 
 def add_parser(subparsers) -> None:
     """Register ``messages``."""
     p = subparsers.add_parser("messages", help="list the messages callers left")
     cliopts.add_common(p)
-    p.add_argument("--since", type=_since, default=None, metavar="WINDOW",
+    p.add_argument("--since", type=cliopts.since, default=None, metavar="WINDOW",
                    help="only messages left in this window: 30m, 24h, 7d (default: all)")
     p.add_argument("--format", choices=("table", "json"), default="table")
     p.set_defaults(func=run)

@@ -69,3 +69,13 @@ def load(args: argparse.Namespace) -> Config:
             config, scheduler=dataclasses.replace(config.scheduler, pairs=pairs != "0"))
     runtime.for_config(config)
     return config
+
+
+def since(text: str):
+    """``--since``'s argument (30m, 24h, 7d) as a window, or argparse's error."""
+    from db.reports import parse_since
+
+    try:
+        return parse_since(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None

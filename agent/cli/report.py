@@ -21,20 +21,11 @@ from datetime import timedelta
 from agent.cli import options as cliopts
 
 
-def _since(text: str):
-    from db.reports import parse_since
-
-    try:
-        return parse_since(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
 def add_parser(subparsers) -> None:
     """Register ``report``."""
     p = subparsers.add_parser("report", help="latency percentiles, slowest turns, call timelines")
     cliopts.add_common(p)
-    p.add_argument("--since", type=_since, default=None, metavar="WINDOW",
+    p.add_argument("--since", type=cliopts.since, default=None, metavar="WINDOW",
                    help="only calls started in this window: 30m, 24h, 7d (default: all)")
     p.add_argument("--by", choices=("backend", "profile", "model", "worker", "host"),
                    default="backend", help="group stage percentiles by ASR backend, profile, "
