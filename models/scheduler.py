@@ -3,9 +3,9 @@
 The process makes one :class:`Scheduler` from its config and hands it to every model it loads
 (:class:`~models.registry.ModelCache`) and every call: there is no module-level instance.
 
-On 2 cores, two heavy stages running at once (ASR of one call, TTS of another, an LLM decode)
-each get half the machine and all of them finish late: with 4 calls, ASR of an ended
-utterance took several times as long as alone (bench call, 4 at once). Here each model call
+On a machine of few cores, two heavy stages running at once (ASR of one call, TTS of another,
+an LLM decode) each get part of it and all of them finish late, the ASR of an ended utterance
+too (bench call, 4 at once). Here each model call
 (an ASR pass, an LLM prefill or one decode step, a TTS chunk) first takes one of ``slots`` run
 slots (1 by default: each model already uses every core it is given), and waiting jobs get the
 slot in priority order, so the work a caller is waiting to hear goes first:
@@ -35,11 +35,10 @@ first (bench call, 4 at once). The
 job's level is read again as it ends (a speculative pass whose caller has stopped is now the
 real one), and a speculative turn keeps the slot from later speculative work too.
 Two urgent jobs of different turns may share the cores, one each (:data:`PAIR_LEVEL`, a job
-that says ``narrow=True``): on 2 cores a model gains well short of twice from its second
-thread (a Whisper base pass, Piper, a Qwen 0.5B prompt and first clause alike), so two callers'
-jobs side by side on one thread each get more done than the same jobs one after another on two
-(each pair of stages alone; bench call, 4 at once, with pairing on and off). A job reads what
-it got from :meth:`cores`.
+that says ``narrow=True``): a model gains far less than twice from a second thread (every
+stage alike), so two callers' jobs side by side on one thread each get more done than the
+same jobs one after another on two (each pair of stages alone; bench call, 4 at once, with
+pairing on and off). A job reads what it got from :meth:`cores`.
 A job that would rather have both cores (``patient``: a prompt) still takes one that a less
 urgent job left free rather than wait for that job's end.
 Imports only :mod:`models.priority`: models call it, the agent sets priorities.

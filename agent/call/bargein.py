@@ -20,9 +20,8 @@ class BargeInGate:
     """Accumulates qualifying caller speech frame by frame while the agent is speaking.
 
     Levels are compared over windows, not frame by frame: speech dips between syllables (an
-    espeak question over G.711 swings widely in level from one 100 ms to the next), and a
-    per-frame rule needed several times ``barge_in_min_s`` of real speech before it fired (the
-    sipp barge-in test).
+    espeak question over G.711 swings widely in level within a word), and a per-frame rule
+    fired only long after ``barge_in_min_s`` of real speech (the sipp barge-in test).
 
     Args:
         options: VAD thresholds, ``barge_in_min_s`` and ``barge_in_echo_ratio``.

@@ -3,16 +3,16 @@
 The scheduler's measured waits (:meth:`models.scheduler.Scheduler.recent_wait`) say how loaded
 the CPU *was*. Four callers who stop talking in the same second meet a quiet history, all four
 start on the profile's full models, and the last of them hears its answer after four turns'
-worth of compute, with the rest of the replies competing (bench call, 4 at once, Whisper base
-and Qwen 1.5B on 2 cores). A turn that starts behind others still
+worth of compute, with the rest of the replies competing (bench call, 4 at once). A turn
+that starts behind others still
 waiting for their first audio will wait for them: that is known the moment it starts, and is
 what ``limits.under_load_ahead`` compares against.
 
 A burst starts before any turn does: four callers asking at once are all still speaking when
 the first of them stops, so the first turn met an empty backlog, ran on the full models, and
-decoded apart from the three turns on the cheaper ones (bench call, 4 at once, Qwen 0.5B under
-load: the first turn of each round had the slowest first clauses). Calls whose caller is
-speaking now are counted too (:meth:`busy_others`).
+decoded apart from the three turns on the cheaper ones (bench call, 4 at once, with an
+under-load profile: the first turn of each round had the slowest first clauses). Calls whose
+caller is speaking now are counted too (:meth:`busy_others`).
 
 It also knows which calls are up: a call that is alone may speak a reply's opening word on its
 own (:mod:`agent.turn.textsplit`), since nothing else will want the CPU while the rest of the

@@ -122,8 +122,8 @@ class ClauseSplitter:
             a callable is asked when such a word ends (true: cut there).
         eager: the first chunk may end on the token that shows where (a whole word, a lone
             mark), not one token later; a callable is asked then. The runner says so while
-            the call is alone: 4 callers at once heard no sooner first chunk, and more silence
-            inside replies (bench call, 4 at once).
+            the call is alone: with other callers up it brought no sooner first chunk, and more
+            silence inside replies (bench call, 4 at once).
     """
 
     def __init__(self, first_words: int = 4, min_words: int = 2,
@@ -166,7 +166,7 @@ class ClauseSplitter:
         # or, in the first chunk, once it came as a token of its own right after a word of
         # letters ("Yes" ","): one decode step sooner, and the caller hears the first chunk
         # that much sooner. Not after one letter ("a" "." may go on to "a.m."). Later chunks
-        # wait as before: with them cut as soon too, 4 callers at once made more TTS jobs
+        # wait as before: with them cut as soon too, callers at once made more TTS jobs
         # (hurried replies) and the slowest turns came later (bench call, 4 at once).
         for i, ch in enumerate(buf):
             if i + 1 < len(buf):

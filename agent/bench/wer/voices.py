@@ -3,7 +3,7 @@
 No recordings ship, so synthetic voices stand in for callers; breadth is what keeps one
 small set from picking the model (issue 13). The voices are read from espeak-ng itself
 (``--voices=en``, ``--voices=variant``), so the set follows the installed espeak-ng. Kokoro
-clips are slow to make on 2 cores (a model run each) and are kept on disk, keyed by model, voice
+clips are slow to make (a model run each) and are kept on disk, keyed by model, voice
 and text; espeak-ng clips are cheap and made afresh.
 """
 
