@@ -1,6 +1,8 @@
 """Process wiring for ``callagent serve``: config, dialplan, models, call log, SIP and sessions.
 
-One :class:`Server` per process. Its thread (the caller of :meth:`Server.run`) consumes SIP
+One :class:`Server` per process. INVITEs the SIP gate refuses (``sip.invite_rate`` 503,
+``sip.allow`` 403, ``sip.auth`` 401/403; :mod:`agent.sip.gate`) never become calls: they are only
+logged here. Its thread (the caller of :meth:`Server.run`) consumes SIP
 events and routes each call: unknown extension -> 404, more than ``sip.max_calls`` calls -> 486
 (pjsua2's wheel also refuses a 5th call itself), otherwise a
 :class:`~agent.call.session.CallSession`: one loop on its own thread, its model work run by
@@ -29,6 +31,7 @@ from agent.call.recorder import CallInfo
 from agent.call.session import CallSession
 from agent.sip.events import (
     CallDisconnected,
+    CallRefused,
     DtmfReceived,
     IncomingCall,
     MediaActive,
@@ -38,6 +41,7 @@ from agent.sip.events import (
     SipError,
     TransferStatus,
 )
+from agent.sip.gate import CallGate
 from agent.sip.useragent import SipAgent
 from agent.turn.load import LoadPolicy
 from agent.turn.profiles import ReadyProfiles
@@ -45,6 +49,7 @@ from agent.turn.runner import StageCache
 from db.placement import this_host
 from db.records import CallLog
 from dialplan import Config, Dialplan, Profile
+from dialplan.config import sip_passwords
 
 CLOCK_RATE = 8000  # G.711 rate; the bridge resamples G.722 calls to it
 
@@ -69,7 +74,9 @@ class Server:
         self.cache = stage_cache or StageCache()
         self.profiles = ReadyProfiles(self.dialplan, self.cache, out_rate=CLOCK_RATE)
         self.events: queue.Queue = queue.Queue()
-        self.sip = SipAgent(config.sip, self.events, clock_rate=CLOCK_RATE)
+        # Passwords are read here, before any model loads: a missing one fails at start.
+        self.gate = CallGate(config.sip, sip_passwords(config.sip.auth))
+        self.sip = SipAgent(config.sip, self.events, clock_rate=CLOCK_RATE, gate=self.gate)
         self.sessions: dict[int, CallSession] = {}
         self._ending: list[CallSession] = []
         self._loaded = False
@@ -164,6 +171,8 @@ class Server:
     def _handle(self, ev) -> None:
         if isinstance(ev, IncomingCall):
             self._incoming(ev)
+        elif isinstance(ev, CallRefused):
+            self._refused(ev)
         elif isinstance(ev, MediaActive):
             if (s := self.sessions.get(ev.key)) is not None:
                 s.media_active(ev.codec)
@@ -191,12 +200,24 @@ class Server:
         elif isinstance(ev, SipError):
             log.event("sip-error", str(ev.key), detail=ev.detail, level=40)
 
+    def _refused(self, ev: CallRefused) -> None:
+        """Log an INVITE the SIP gate refused (sip.invite_rate, sip.allow, sip.auth)."""
+        extra: dict[str, object] = {}
+        if ev.user:
+            extra["user"] = ev.user
+        if ev.detail:
+            extra["why"] = ev.detail
+        if ev.reason == "flood":
+            extra["refused"] = ev.refused  # INVITEs from this source this line stands for
+        # A challenge is how every authenticated call starts; the others are worth a look.
+        level = 20 if ev.code == 401 else 30
+        log.event("call-rejected", ev.sip_call_id, code=ev.code, reason=ev.reason,
+                  source=ev.source, caller=ev.remote_uri, extension=ev.extension, level=level,
+                  **extra)
+
     def _incoming(self, ev: IncomingCall) -> None:
-        if not self.config.sip.allows(ev.source):
-            log.event("call-rejected", ev.sip_call_id, code=403, reason="not-allowed",
-                      source=ev.source, caller=ev.remote_uri, extension=ev.extension, level=30)
-            self.sip.reject(ev.key, 403)
-            return
+        if ev.user:
+            log.event("call-authenticated", ev.sip_call_id, user=ev.user, source=ev.source)
         profile = self.dialplan.resolve(ev.extension)
         if profile is None:
             log.event("call-rejected", ev.sip_call_id, code=404, extension=ev.extension,

@@ -4,8 +4,8 @@ Every key is checked against the dataclasses in :mod:`dialplan.options`: an unkn
 value of the wrong type fails at start with :class:`ConfigError` naming the full key
 (``profiles.fast.llm.max_tokens``), never mid-call. Profiles are merged here, so each
 :class:`~dialplan.options.Profile` is complete and validated on its own. What the file leaves to
-the environment (an OpenAI-compatible server's key, :data:`API_KEY_ENV`) is read here too, the
-one place outside the CLI that reads it.
+the environment (an OpenAI-compatible server's key, :data:`API_KEY_ENV`; ``sip.auth``'s
+passwords, :func:`sip_passwords`) is read here too, the one place outside the CLI that reads it.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from dialplan.options import (
     LimitOptions,
     LLMOptions,
     Profile,
+    SIPAuthOptions,
     SIPOptions,
     TTSOptions,
 )
@@ -189,6 +190,41 @@ def _with_api_keys(profiles: dict[str, Profile], env: Mapping[str, str]) -> dict
     return {name: dataclasses.replace(p, llm=dataclasses.replace(p.llm, api_key=key))
             if p.llm.backend == "openai" and not p.llm.api_key else p
             for name, p in profiles.items()}
+
+
+def sip_passwords(auth: SIPAuthOptions, env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Each ``sip.auth`` user's password, read from where ``sip.auth.users`` says it is.
+
+    Called when the agent starts, not at every config load: commands that never answer a call
+    (``report``, ``db``) need no passwords. The passwords go to the SIP gate only, never into
+    :class:`Config` (which is printed and compared).
+
+    Args:
+        auth: the ``[sip.auth]`` options.
+        env: environment variables (None: the process's).
+
+    Raises:
+        ConfigError: a variable unset or empty, a file unreadable or empty; names the key.
+    """
+    env = os.environ if env is None else env
+    out = {}
+    for user, where in auth.users.items():
+        key = f"sip.auth.users.{user}"
+        kind, _, ref = where.partition(":")
+        if kind == "env":
+            password = env.get(ref, "")
+            if not password:
+                raise ConfigError(f"{key}: environment variable {ref} is not set (or empty)")
+        else:
+            try:
+                lines = Path(ref).read_text(encoding="utf-8").splitlines()
+            except OSError as e:
+                raise ConfigError(f"{key}: cannot read {ref}: {e.strerror}") from None
+            password = lines[0] if lines else ""
+            if not password:
+                raise ConfigError(f"{key}: {ref} is empty (the password is its first line)")
+        out[user] = password
+    return out
 
 
 def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:

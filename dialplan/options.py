@@ -395,6 +395,45 @@ class RegistrarOptions:
     """Digest realm; * accepts any."""
 
 
+PRIVATE_NETWORKS = ("127.0.0.0/8", "::1", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16",
+                    "fc00::/7")
+"""``sip.allow``'s default: loopback and private (RFC 1918, unique local) networks. An agent
+bound to a public address then still answers only its own networks until told otherwise."""
+
+
+@dataclass(frozen=True)
+class SIPAuthOptions:
+    """Digest authentication of incoming INVITEs (``[sip.auth]``); no users = off.
+
+    With users, an INVITE without credentials gets 401 and a challenge (MD5, ``qop=auth``), one
+    with a wrong password 403; only the right credentials reach the dialplan. Passwords never
+    go in the config: each user names where its password is.
+    """
+
+    realm: str = "callagent"
+    """The realm of the challenges (what a phone shows when asking for the password)."""
+    users: dict[str, str] = field(default_factory=dict)
+    """User name -> where its password is: ``"env:VARIABLE"`` (an environment variable) or
+    ``"file:/path"`` (the file's first line), read once at start; e.g.
+    ``users = { alice = "env:ALICE_SIP_PASSWORD" }``. Never logged."""
+    nonce_ttl_s: float = 300.0
+    """How long a challenge's nonce stays good; an older one is challenged again (stale)."""
+
+    def __post_init__(self) -> None:
+        for user, where in self.users.items():
+            kind, _, rest = where.partition(":")
+            if kind not in ("env", "file") or not rest.strip():
+                # The value itself is not repeated: it may be a password put there by mistake.
+                raise ValueError(f'users.{user}: expected "env:VARIABLE" or "file:/path" (the '
+                                 "password itself never goes in the config)")
+            if not user or ":" in user:
+                raise ValueError(f"users.{user}: not a user name")
+        if self.users and not self.realm:
+            raise ValueError("realm: must not be empty")
+        if self.nonce_ttl_s <= 0:
+            raise ValueError(f"nonce_ttl_s = {self.nonce_ttl_s}: must be more than 0")
+
+
 @dataclass(frozen=True)
 class SIPOptions:
     """SIP user agent (``[sip]``)."""
@@ -418,10 +457,18 @@ class SIPOptions:
     into silence. 0 = off (only ``max_calls`` limits)."""
     admit_window_s: float = 30.0
     """How far back the scheduler's waits count for admission."""
-    allow: tuple[str, ...] = ()
+    allow: tuple[str, ...] = PRIVATE_NETWORKS
     """Networks allowed to call (CIDR, e.g. ``10.0.0.0/8``, or single addresses), checked
     against the address an INVITE's packet came from; any other caller is refused 403 and
-    logged. Empty = anyone who reaches the port."""
+    logged. Default: loopback and private networks (:data:`PRIVATE_NETWORKS`); an explicit
+    empty list (``allow = []``) = anyone who reaches the port."""
+    invite_rate: float = 5.0
+    """New INVITEs per second each source address may send, sustained (a token bucket of
+    ``invite_burst``); beyond it, 503 with ``Retry-After``, and one log line per source per
+    second. 0 = no limit. Behind a proxy (kamailio) every call comes from the proxy's address,
+    so set it for the proxy's whole traffic."""
+    invite_burst: int = 10
+    """INVITEs a source may send at once after a quiet spell (the bucket's size)."""
     overload_code: int = 503
     """SIP status for a call refused because the agent is overloaded (503 or 486)."""
     metrics_port: int = 0
@@ -430,8 +477,13 @@ class SIPOptions:
     0 = off. Under ``callagent cluster`` this port serves every worker's metrics with a
     ``worker`` label, and worker N gets this port + N."""
     registrar: RegistrarOptions = field(default_factory=RegistrarOptions)
+    auth: SIPAuthOptions = field(default_factory=SIPAuthOptions)
 
     def __post_init__(self) -> None:
+        if self.invite_rate < 0:
+            raise ValueError(f"invite_rate = {self.invite_rate}: must be 0 (off) or more")
+        if self.invite_burst < 1:
+            raise ValueError(f"invite_burst = {self.invite_burst}: must be at least 1")
         for net in self.allow:
             try:
                 ipaddress.ip_network(net, strict=False)

@@ -122,4 +122,6 @@ def test_sip_allow_names_the_bad_network_and_checks_callers():
     sip = parse_config({"sip": {"allow": ["127.0.0.1", "10.0.0.0/8"]}}).sip
     assert sip.allows("127.0.0.1") and sip.allows("10.9.8.7")
     assert not sip.allows("127.0.0.2") and not sip.allows("")
-    assert parse_config({}).sip.allows("203.0.113.9")  # empty: anyone
+    assert parse_config({"sip": {"allow": []}}).sip.allows("203.0.113.9")  # empty: anyone
+    default = parse_config({}).sip  # loopback and private networks only (issue 47)
+    assert default.allows("192.168.1.20") and not default.allows("203.0.113.9")

@@ -317,6 +317,23 @@ def request_user(whole_msg: str) -> str:
     return uri.split("@", 1)[0].split(";", 1)[0] if "@" in uri else ""
 
 
+def call_op(code: int, headers: tuple[tuple[str, str], ...] = ()) -> pj.CallOpParam:
+    """A ``CallOpParam`` with a status code and extra headers (``Retry-After``...) to send."""
+    op = pj.CallOpParam()
+    op.statusCode = code
+    if headers:
+        vector = pj.SipHeaderVector()
+        for name, value in headers:
+            h = pj.SipHeader()
+            h.hName = name
+            h.hValue = value
+            vector.append(h)
+        opt = pj.SipTxOption()
+        opt.headers = vector
+        op.txOption = opt
+    return op
+
+
 def set_codecs(ep: pj.Endpoint, wanted: list[str]) -> None:
     """Only the configured codecs, in the configured order.
 

@@ -22,6 +22,32 @@ class IncomingCall:
     source: str = ""
     """The address the INVITE came from (the packet's, not its headers'): what ``sip.allow``
     is checked against."""
+    user: str = ""
+    """The ``sip.auth`` user the INVITE authenticated as (empty without ``sip.auth``)."""
+
+
+@dataclass(frozen=True)
+class CallRefused:
+    """An INVITE the user agent refused itself, before any media (:mod:`agent.sip.gate`).
+
+    Queued only for refusals that get a log line: a flood's come at most once a second per
+    source, ``refused`` counting the INVITEs each stands for.
+    """
+
+    key: int
+    code: int
+    reason: str
+    """``flood``, ``not-allowed``, ``challenge``, ``stale`` or ``bad-credentials``."""
+    source: str
+    extension: str
+    remote_uri: str
+    sip_call_id: str
+    at: float
+    user: str = ""
+    """The user the credentials named, if any."""
+    detail: str = ""
+    """What was wrong with the credentials (never a password or a hash)."""
+    refused: int = 1
 
 
 @dataclass(frozen=True)
@@ -132,5 +158,5 @@ class SipError:
     at: float
 
 
-SipEvent = (IncomingCall | MediaActive | MediaHold | RtpTimeout | CallConnected | DtmfReceived
-            | TransferStatus | CallDisconnected | RegistrationChanged | SipError)
+SipEvent = (IncomingCall | CallRefused | MediaActive | MediaHold | RtpTimeout | CallConnected
+            | DtmfReceived | TransferStatus | CallDisconnected | RegistrationChanged | SipError)

@@ -1,4 +1,4 @@
-"""The SIP user agent: the only module in the project that imports ``pjsua2``.
+"""The SIP user agent: with its callbacks and config builders, the only ``pjsua2`` importer.
 
 It owns the pjsua2 endpoint, transports, the account, every ``Call`` and every audio port, and
 turns pjsua2 callbacks into plain dataclass events (:data:`SipEvent`) on a queue and 20 ms PCM
@@ -11,6 +11,8 @@ Threads:
   * one Python thread (``sip``) creates the library, polls it with ``libHandleEvents`` and runs
     every pj API call; other threads send it commands (answer, hangup, dial, transfer, DTMF)
     through a queue;
+  * the ``sip`` thread screens each new INVITE with the :class:`~agent.sip.gate.CallGate`
+    (rate, source network, digest credentials) and refuses it there, in the callback;
   * the ``sip`` thread also watches each answered call's inbound RTP (``_Call.watch_rtp``):
     a call that receives no packet for its ``rtp_timeout_s`` while its media is active (not on
     hold) gets one :class:`~agent.sip.events.RtpTimeout`; what to do about it is the consumer's;
@@ -33,11 +35,18 @@ from collections.abc import Callable
 import pjsua2 as pj
 
 from agent.sip.audiolink import AudioLink
+from agent.sip.gate import CallGate
+from agent.sip.pjconfig import (  # RTP_PORT_RANGE: tests and benches import it from here
+    RTP_PORT_RANGE,  # noqa: F401
+    account_config,
+    create_transports,
+)
 from agent.sip.callbacks import (
     AgentHooks,
     _Account,
     _Call,
     _Port,
+    call_op,
     error_text,
     request_user,
     set_codecs,
@@ -46,6 +55,7 @@ from agent.sip.callbacks import (
 )
 from agent.sip.events import (
     CallDisconnected,
+    CallRefused,
     IncomingCall,
     SipError,
     SipEvent,
@@ -54,9 +64,6 @@ from agent.sip.events import (
 from dialplan.options import SIPOptions
 
 FRAME_MS = 20
-RTP_PORT_RANGE = 100
-"""RTP (and RTCP) ports used from ``sip.rtp_port`` on: pjsua2 moves to fresh ports for later
-calls, so captures and firewalls should allow this many."""
 RTP_POLL_S = 0.2
 """How often the ``sip`` thread reads each watched call's received-packet count: an RTP timeout
 is reported at most two polls (0.4 s) after ``rtp_timeout_s`` has passed since the last packet."""
@@ -72,12 +79,16 @@ class SipAgent:
         clock_rate: sample rate of the frames exchanged with :class:`AudioLink` (the bridge
             resamples from the codec's rate).
         pj_log_level: pjsua2's own console log level (0 = silent).
+        gate: screens each new INVITE on the ``sip`` thread; a refused one is answered there
+            and queued as :class:`CallRefused` (when it is to be logged), never as an
+            :class:`IncomingCall`. None = every INVITE is an IncomingCall.
     """
 
     def __init__(self, options: SIPOptions, events: queue.Queue, *, user: str = "agent",
-                 clock_rate: int = 8000, pj_log_level: int = 0):
+                 clock_rate: int = 8000, pj_log_level: int = 0, gate: CallGate | None = None):
         self.options = options
         self.events = events
+        self.gate = gate
         self.user = user
         self.clock_rate = clock_rate
         self._log_level = pj_log_level
@@ -152,10 +163,8 @@ class SipAgent:
             if call is None:
                 return
             call.local_hangup = True
-            op = pj.CallOpParam()
-            op.statusCode = code
             try:
-                call.hangup(op)
+                call.hangup(call_op(code))
             except pj.Error as e:
                 self._error(key, e)
         self._cmds.put(do)
@@ -273,40 +282,13 @@ class SipAgent:
         cfg.medConfig.ecTailLen = 0  # no echo canceller: barge-in gating handles echo
         cfg.medConfig.noVad = True  # send every frame; silence suppression would hide timing
         ep.libInit(cfg)
-        kinds = {"udp": [pj.PJSIP_TRANSPORT_UDP], "tcp": [pj.PJSIP_TRANSPORT_TCP],
-                 "both": [pj.PJSIP_TRANSPORT_UDP, pj.PJSIP_TRANSPORT_TCP]}[o.transport]
-        transport_ids = []
-        for kind in kinds:
-            tcfg = pj.TransportConfig()
-            tcfg.port = o.port
-            tcfg.boundAddress = o.host
-            tcfg.publicAddress = o.host
-            transport_ids.append(ep.transportCreate(kind, tcfg))
+        transport_ids = create_transports(ep, o)
         ep.libStart()
         ep.audDevManager().setNullDev()  # no sound card; also drives the bridge clock
         set_codecs(ep, o.codecs)
 
-        acfg = pj.AccountConfig()
-        acfg.mediaConfig.transportConfig.port = o.rtp_port
-        acfg.mediaConfig.transportConfig.portRange = RTP_PORT_RANGE
-        acfg.mediaConfig.transportConfig.boundAddress = o.host
-        acfg.mediaConfig.transportConfig.publicAddress = o.host
-        r = o.registrar
-        if r.uri:
-            host = r.uri.split(":", 1)[-1]
-            acfg.idUri = f"sip:{r.username}@{host}"
-            acfg.regConfig.registrarUri = r.uri
-            cred = pj.AuthCredInfo("digest", r.realm, r.username, 0, r.password)
-            acfg.sipConfig.authCreds.append(cred)
-        else:
-            acfg.idUri = self.uri
-            acfg.regConfig.registrarUri = ""
-        if len(transport_ids) == 1:
-            # Bind the account to its one transport: with TCP alone, pjsua cannot build a Contact
-            # for an incoming INVITE otherwise (500, PJSIP_EUNSUPTRANSPORT; seen with sipp -t t1).
-            acfg.sipConfig.transportId = transport_ids[0]
         acc = _Account(self._hooks)
-        acc.create(acfg, True)
+        acc.create(account_config(o, self.uri, transport_ids), True)
         self._acc = acc
 
     def _shutdown(self) -> None:
@@ -384,9 +366,24 @@ class SipAgent:
         self._calls[key] = call
         msg = prm.rdata.wholeMsg
         ci = call.getInfo()
+        source = source_host(str(prm.rdata.srcAddress))
+        screen = self.gate.screen(source, msg) if self.gate is not None else None
+        if screen is not None and not screen.admitted:
+            # Refused here, inside the callback: the call slot is free again at once. A final
+            # answer, not a hangup: pjsua sends a hangup's extra headers only once the call's
+            # media is set up, which an incoming call's is not yet (the 401 went out bare).
+            call.local_hangup = True
+            call.answer(call_op(screen.code, screen.headers))
+            if screen.log:
+                self._emit(CallRefused(
+                    key=key, code=screen.code, reason=screen.reason, source=source,
+                    extension=request_user(msg), remote_uri=ci.remoteUri,
+                    sip_call_id=ci.callIdString, at=time.monotonic(), user=screen.user,
+                    detail=screen.detail, refused=screen.refused))
+            return
         self._emit(IncomingCall(key=key, extension=request_user(msg), remote_uri=ci.remoteUri,
                                 sip_call_id=ci.callIdString, at=time.monotonic(),
-                                source=source_host(str(prm.rdata.srcAddress))))
+                                source=source, user=screen.user if screen else ""))
 
     def _watch_rtp(self, now: float) -> None:
         # Its own method, so no loop variable keeps a Call alive (see _hangup_all).
