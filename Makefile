@@ -43,7 +43,7 @@ $(VENV)/.deps: $(VENV)/.apt pyproject.toml
 	$(PIP) install -q -e ".[test,postgres]"
 	touch $@
 
-$(VENV)/.models: $(VENV)/.deps models/catalog.py
+$(VENV)/.models: $(VENV)/.deps models/catalog.py models/tts/kokoro_voices.py
 	$(VENV)/bin/callagent models install
 	touch $@
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from dialplan.knowledge import KnowledgeError, load_facts
 from dialplan.options import (
     BUILTIN_TOOLS,
     ASROptions,
@@ -126,12 +127,16 @@ def parse_config(data: dict[str, Any], source: str = "<dict>",
     profiles = {}
     for name, over in raw_profiles.items():
         _expect_table(over, f"profiles.{name}")
+        if "facts" in over:
+            raise ConfigError(f"unknown key 'profiles.{name}.facts' (facts come from the file "
+                              "a profile's knowledge names)")
         if "http_tools" in over:
             raise ConfigError(f"unknown key 'profiles.{name}.http_tools' (HTTP tools are "
                               "[tools.NAME] tables, listed by name in a profile's tools)")
         prof = build(Profile, {"name": name, **merge(base, over)}, f"profiles.{name}")
         profiles[name] = dataclasses.replace(
-            prof, http_tools={t: tools[t] for t in prof.tools if t in tools})
+            prof, http_tools={t: tools[t] for t in prof.tools if t in tools},
+            facts=_facts(prof.knowledge, source, f"profiles.{name}.knowledge"))
     if not profiles:
         raise ConfigError("profiles: at least one profile is needed")
     profiles = _with_api_keys(profiles, os.environ if env is None else env)
@@ -152,6 +157,19 @@ def parse_config(data: dict[str, Any], source: str = "<dict>",
             )
     return Config(sip=sip, db=db, scheduler=scheduler, profiles=profiles, tools=tools,
                   dialplan=dict(plan), source=source)
+
+
+def _facts(knowledge: str, source: str, key: str) -> tuple:
+    """The knowledge file's facts; a relative path is the config file's neighbour."""
+    if not knowledge:
+        return ()
+    path = Path(knowledge).expanduser()
+    if not path.is_absolute() and source != "<dict>":
+        path = Path(source).parent / path
+    try:
+        return load_facts(path)
+    except KnowledgeError as e:
+        raise ConfigError(f"{key}: {e}") from None
 
 
 def _check_actions(profile: Profile, tools: dict[str, HttpTool], where: str) -> None:

@@ -11,6 +11,8 @@ import ipaddress
 from dataclasses import dataclass, field
 from typing import Literal
 
+from dialplan.knowledge import Fact
+
 SPEECH_TAIL_S = 0.09
 """Audio a turn keeps after its last speech chunk (:mod:`models.vad.segmenter`): word tails
 fall under the VAD's threshold. Short enough for the speculation to start at 96 ms of silence
@@ -194,36 +196,50 @@ class LLMOptions:
     a slower server fails the turn, logged with the error."""
 
 
-TTS_DEFAULTS = {"piper": "en_US-joe-medium", "kokoro": "kokoro-82m-int8"}
+TTS_DEFAULTS = {"piper": "en_US-joe-medium", "kokoro": "kokoro-82m-int8", "hibari": "hibari"}
 """Each TTS backend's bundled model (kokoro-torch has none bundled: it needs a path)."""
-KOKORO_VOICE = "jf_gongitsune"
+KOKORO_VOICE = "af_heart"
+"""Kokoro's default voice: a native US English speaker, the one hibari imitates."""
+HIBARI_VOICE = "heart"
+_BUNDLED_VOICES = (KOKORO_VOICE, HIBARI_VOICE, "en_US-joe-medium", "jf_gongitsune")
+"""Voices that stand for "this backend's own" when a profile switches the backend."""
 
 
 @dataclass(frozen=True)
 class TTSOptions:
     """Speech synthesis (``[tts]``)."""
 
-    backend: Literal["kokoro-onnx", "kokoro-torch", "piper"] = "piper"
-    """piper runs a Piper voice (bundled: en_US-joe-medium, a native US English speaker; the
-    default: sooner first audio and a fraction of Kokoro's CPU for the same intelligibility on
-    the line, ``bench tts``); kokoro-onnx runs the bundled Kokoro int8 ONNX model (Japanese
-    voices speaking English); kokoro-torch needs user-supplied weights. ``lang`` and ``voices``
-    are Kokoro's only."""
+    backend: Literal["kokoro-onnx", "kokoro-torch", "piper", "hibari"] = "kokoro-onnx"
+    """kokoro-onnx (the default) runs the bundled Kokoro-82M int8 model with Kokoro's own
+    voices (28 native English ones, from the npm package kokoro-js); hibari runs the small
+    model trained on Kokoro's af_heart (a fraction of Kokoro's CPU: bench tts); piper runs a
+    Piper voice (bundled: en_US-joe-medium); kokoro-torch needs user-supplied weights.
+    ``voices``, ``g2p`` and ``lang`` are Kokoro's only."""
     model: str = ""
     """Bundled name, or a path to an .onnx (kokoro-onnx) / .pth (kokoro-torch) file; for piper
     a bundled voice or a voice .onnx with its .onnx.json beside it. Empty = the backend's
-    bundled one (en_US-joe-medium, kokoro-82m-int8); another backend's bundled default counts
-    as empty, so a profile that only switches ``backend`` gets that backend's own voice."""
+    bundled one (kokoro-82m-int8, hibari, en_US-joe-medium); another backend's bundled default
+    counts as empty, so a profile that only switches ``backend`` gets that backend's own voice."""
     voices: str = ""
-    """Path to a voices .npz (kokoro-onnx) or a voices folder (kokoro-torch); empty = bundled."""
+    """Path to a voices .npz (kokoro-onnx) or a voices folder (kokoro-torch); empty = Kokoro's
+    voices from kokoro-js (``callagent models install`` fetches them)."""
     voice: str = ""
-    """Voice name: for Kokoro inside the voices file (empty = jf_gongitsune, the bundled voice
-    most intelligible on the line: bench tts); for piper the voice's name (its one speaker) or
-    a speaker of a multi-speaker voice (empty = the model's name)."""
+    """Voice name: for Kokoro a voice of the voices file (empty = af_heart; e.g. af_bella,
+    am_michael, bf_emma, bm_george: ``callagent models list`` names all 28 English ones); for
+    hibari ``heart``; for piper the voice's name or a speaker of a multi-speaker voice (empty =
+    the model's name)."""
     speed: float = 1.0
     """Speaking rate multiplier."""
-    lang: str = "en-us"
-    """espeak-ng language for the grapheme-to-phoneme step."""
+    lang: str = ""
+    """Kokoro's G2P language, en-us or en-gb; empty = en-gb for the British voices (b*),
+    en-us otherwise."""
+    g2p: Literal["misaki", "espeak"] = "misaki"
+    """Kokoro's grapheme-to-phoneme step: misaki, the one Kokoro was trained with (hibari-tts
+    carries it), or espeak-ng (kokoro-onnx's own, needed for lang other than English)."""
+    lead: Literal["", "hibari"] = ""
+    """A voice that speaks each reply's first clause, so the caller hears it sooner: hibari,
+    trained on af_heart, speaks a clause in a fraction of Kokoro's time (bench tts). Only for
+    Kokoro's af_heart (ignored by the other backends); empty = every clause in ``voice``."""
     threads: int = 2
     """onnxruntime intra-op threads."""
     first_chunk_words: int = 4
@@ -241,14 +257,24 @@ class TTSOptions:
         # Resolved here, so the call log names the model and voice actually speaking. A top-level
         # [tts] may name one backend's bundled voice and a profile switch the backend: that
         # other backend's default then means "this backend's own".
-        piper = self.backend == "piper"
+        kind = {"piper": "piper", "hibari": "hibari"}.get(self.backend, "kokoro")
         model = self.model if self.model not in TTS_DEFAULTS.values() else ""
-        model = model or TTS_DEFAULTS["piper" if piper else "kokoro"]
-        voice = self.voice if self.voice not in (KOKORO_VOICE, "en_US-joe-medium") else ""
+        model = model or TTS_DEFAULTS[kind]
+        voice = self.voice if self.voice not in _BUNDLED_VOICES else ""
         if not voice:
-            voice = model.rsplit("/", 1)[-1].removesuffix(".onnx") if piper else KOKORO_VOICE
+            voice = {"piper": model.rsplit("/", 1)[-1].removesuffix(".onnx"),
+                     "hibari": HIBARI_VOICE}.get(kind, KOKORO_VOICE)
+        if self.voice == "jf_gongitsune" and kind == "kokoro":
+            voice = self.voice  # an explicit choice of the old default stays
+        lang = self.lang or ("en-gb" if kind == "kokoro" and voice.startswith("b") else "en-us")
         object.__setattr__(self, "model", model)
         object.__setattr__(self, "voice", voice)
+        object.__setattr__(self, "lang", lang)
+        if self.lead and kind != "kokoro":
+            object.__setattr__(self, "lead", "")  # a [tts] lead, inherited by another backend
+        elif self.lead and voice != KOKORO_VOICE:
+            raise ValueError(f"lead = {self.lead!r}: only for Kokoro's {KOKORO_VOICE} (hibari "
+                             f"imitates that voice), not {voice}")
 
 
 @dataclass(frozen=True)
@@ -371,6 +397,12 @@ class Profile:
     """Said when an HTTP tool times out, fails or answers something that is not JSON."""
     http_tools: dict[str, HttpTool] = field(default_factory=dict)
     """Not a key: the ``[tools.NAME]`` tables of the names in ``tools``, filled in at parse."""
+    knowledge: str = ""
+    """A knowledge file (.md or .toml, relative to the config file) of facts the agent may
+    state: each turn's prompt carries the few that match the caller's words, with the rule to
+    say "I don't know" when none do. Empty = the system prompt alone."""
+    facts: tuple[Fact, ...] = ()
+    """Not a key: the knowledge file's facts, read at parse."""
     recording: Literal["off", "stereo"] = "off"
     """``stereo``: one WAV per call, the caller on the left, the agent on the right, in
     ``db.media_dir``; its path and length go to the call log."""
@@ -472,10 +504,13 @@ class SIPOptions:
     overload_code: int = 503
     """SIP status for a call refused because the agent is overloaded (503 or 486)."""
     metrics_port: int = 0
-    """Port of the Prometheus ``/metrics`` endpoint (plain HTTP on ``host``): calls active,
-    turns, voice-to-voice histogram, unanswered turns by reason, scheduler queue depth.
+    """Port of the Prometheus ``/metrics`` endpoint (plain HTTP on ``metrics_host``): calls
+    active, turns, voice-to-voice histogram, unanswered turns by reason, scheduler queue depth.
     0 = off. Under ``callagent cluster`` this port serves every worker's metrics with a
     ``worker`` label, and worker N gets this port + N."""
+    metrics_host: str = "127.0.0.1"
+    """Address ``/metrics`` binds to: this machine only unless set (e.g. ``0.0.0.0`` for a
+    Prometheus elsewhere); it is unauthenticated, so not ``host`` by default."""
     registrar: RegistrarOptions = field(default_factory=RegistrarOptions)
     auth: SIPAuthOptions = field(default_factory=SIPAuthOptions)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from dialplan.config import Config
-from dialplan.options import Profile
+from dialplan.options import KOKORO_VOICE, Profile, TTSOptions
 
 
 @dataclass(frozen=True)
@@ -50,9 +50,17 @@ def under_load(profile: Profile, cheap: Profile) -> Profile:
     """``profile`` with ``cheap``'s ASR and LLM: what answers its turns under load.
 
     Only the models that cost change. The caller keeps talking to the same agent: the prompts,
-    phrases and voice are ``profile``'s (a voice that changed mid-call would be heard, and Piper
-    is already cheap: bench tts). Named ``profile/cheap`` in the call log, so a cheap profile that
+    phrases and voice are ``profile``'s (a voice that changed mid-call would be heard), except
+    that ``cheap``'s hibari stands in for Kokoro's af_heart, the voice it was trained on, at a
+    fraction of its CPU (bench tts). Named ``profile/cheap`` in the call log, so a cheap profile that
     also answers an extension of its own, with its own persona, is a different runner.
     """
+    tts = cheap.tts if same_voice(profile.tts, cheap.tts) else profile.tts
     return replace(profile, name=f"{profile.name}/{cheap.name}", asr=cheap.asr, llm=cheap.llm,
-                   under_load="")
+                   tts=tts, under_load="")
+
+
+def same_voice(voice: TTSOptions, cheap: TTSOptions) -> bool:
+    """Whether ``cheap`` is heard as ``voice``: hibari, trained on Kokoro's af_heart, is."""
+    return (cheap.backend == "hibari" and voice.backend == "kokoro-onnx"
+            and voice.voice == KOKORO_VOICE)

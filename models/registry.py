@@ -25,6 +25,7 @@ BACKENDS = {
     ("tts", "kokoro-onnx"): "models.tts.kokoro_onnx:KokoroOnnxTTS",
     ("tts", "kokoro-torch"): "models.tts.kokoro_torch:KokoroTorchTTS",
     ("tts", "piper"): "models.tts.piper:PiperTTS",
+    ("tts", "hibari"): "models.tts.hibari:HibariTTS",
     ("vad", "silero"): "models.vad.silero:SileroVAD",
     ("eot", "smart-turn"): "models.eot.smart_turn:SmartTurn",
 }
@@ -77,7 +78,10 @@ class ModelCache:
         return self.get("llm", o.backend, o)
 
     def tts(self, o: TTSOptions):
-        return self.get("tts", o.backend, o)
+        tts = self.get("tts", o.backend, o)
+        if o.lead and tts.lead is None:
+            tts.lead = self.get("tts", o.lead, TTSOptions(backend=o.lead, speed=o.speed))
+        return tts
 
     def vad(self):
         return self.get("vad", "silero")

@@ -1,8 +1,13 @@
 """Config parsing errors name the key; profiles merge over the top-level sections."""
 
+from dataclasses import replace
+from pathlib import Path
+
 import pytest
 
 from dialplan import ConfigError, Dialplan, load_config, parse_config
+from dialplan.options import TTSOptions
+from dialplan.plan import under_load
 
 pytestmark = pytest.mark.unit
 
@@ -25,14 +30,21 @@ def test_shipped_under_load_profiles(tmp_path):
         "base", "qwen2.5-coder-0.5b-instruct-iq4_nl", 48)
     assert 'under_load = "lite"\n' in text
     switched = tmp_path / "config.toml"
-    switched.write_text(text.replace('under_load = "lite"\n', 'under_load = "lite-tiny"\n'))
+    switched.write_text(text.replace('under_load = "lite"\n', 'under_load = "lite-tiny"\n')
+                        .replace('knowledge = "dialplan/', f'knowledge = "{Path.cwd()}/dialplan/'))
     plan = Dialplan.from_config(load_config(switched))
     quick = plan.fallback(plan.resolve("100"))
     assert (quick.asr.model, quick.llm.model, quick.llm.max_tokens) == (
         "tiny.en", "qwen2.5-coder-0.5b-instruct-iq4_nl", 48)
-    # The caller still hears the default profile's agent: persona and voice are its own.
-    assert quick.system_prompt == plan.resolve("100").system_prompt
-    assert quick.tts == plan.resolve("100").tts
+    # The caller still hears the default profile's agent: its persona and facts, and hibari,
+    # the imitation of its voice (Kokoro's af_heart).
+    main = plan.resolve("100")
+    assert quick.system_prompt == main.system_prompt and quick.facts == main.facts
+    assert (main.tts.backend, main.tts.voice, main.tts.lead) == ("kokoro-onnx", "af_heart", "hibari")
+    assert (quick.tts.backend, quick.tts.voice) == ("hibari", "heart")
+    cheap = load_config(switched).profiles["lite-tiny"]
+    piper = under_load(replace(main, tts=TTSOptions(backend="piper")), cheap)
+    assert piper.tts.backend == "piper"  # no imitation of Piper's voice: it stays
 
 
 @pytest.mark.parametrize(

@@ -43,18 +43,24 @@ def tiny(cache):
 
 
 @pytest.mark.unit
-def test_piper_is_the_default_and_each_backend_resolves_its_own_voice():
+def test_kokoro_is_the_default_and_each_backend_resolves_its_own_voice():
     default = TTSOptions()
-    assert (default.backend, default.model, default.voice) == (
-        "piper", "en_US-joe-medium", "en_US-joe-medium")
-    kokoro = TTSOptions(backend="kokoro-onnx")
-    assert (kokoro.model, kokoro.voice) == ("kokoro-82m-int8", "jf_gongitsune")
-    assert TTSOptions(backend="kokoro-onnx", voice="jf_alpha").voice == "jf_alpha"
-    only_backend = TTSOptions(backend="piper", model="kokoro-82m-int8", voice="jf_gongitsune")
-    assert (only_backend.model, only_backend.voice) == ("en_US-joe-medium", "en_US-joe-medium")
+    assert (default.backend, default.model, default.voice, default.lang) == (
+        "kokoro-onnx", "kokoro-82m-int8", "af_heart", "en-us")
+    assert TTSOptions(voice="bf_emma").lang == "en-gb"  # British voices, British phonemes
+    assert TTSOptions(backend="kokoro-onnx", voice="jf_gongitsune").voice == "jf_gongitsune"
+    piper = TTSOptions(backend="piper")
+    assert (piper.model, piper.voice) == ("en_US-joe-medium", "en_US-joe-medium")
+    only_backend = TTSOptions(backend="piper", model="kokoro-82m-int8", voice="af_heart",
+                              lead="hibari")
+    assert (only_backend.model, only_backend.voice, only_backend.lead) == (
+        "en_US-joe-medium", "en_US-joe-medium", "")
+    assert (TTSOptions(backend="hibari", voice="af_heart").voice) == "heart"
     own = TTSOptions(backend="piper", model="/voices/en_GB-alan-low.onnx")
     assert own.voice == "en_GB-alan-low"
     assert TTSOptions(backend="piper", voice="p225").voice == "p225"  # a chosen speaker stays
+    with pytest.raises(ValueError, match="lead = 'hibari': only for Kokoro's af_heart"):
+        TTSOptions(voice="bf_emma", lead="hibari")
 
 
 @pytest.mark.unit

@@ -42,7 +42,8 @@ REPLIES = (
 (No "drop box" or "story time": Whisper writes them "Dropbox", "storytime", which the
 scorer counts as errors though nothing was misheard.)"""
 
-DEFAULT_VOICES = ("kokoro-onnx:jf_gongitsune", "piper:en_US-joe-medium")
+DEFAULT_VOICES = ("kokoro-onnx:af_heart", "kokoro-onnx:bf_emma", "kokoro-onnx:am_michael",
+                  "hibari:heart", "piper:en_US-joe-medium")
 PAD_S = 0.3
 """Silence around each reply, as on the line. Piper starts speaking at almost its first sample;
 cut that close, Whisper base looped ("the set of the set of ...") on some renderings of a reply,

@@ -16,6 +16,8 @@ BENCHES = {
     "tts": ("agent.bench.tts", "TTS voices: time to first audio, RTF, round-trip WER on the line"),
     "tools": ("agent.bench.tools", "tool-call accuracy on spoken requests through the line: "
                                    "right tool and target, false claims, added latency"),
+    "answers": ("agent.bench.answers", "right answers to spoken questions in many voices: facts, "
+                                       "\"I don't know\" instead of invented ones, WER, latency"),
     "call": ("agent.bench.call", "voice-to-voice on the wire with sipp, 1 and 4 calls"),
     "soak": ("agent.bench.soak", "N unruly sipp calls against a supervised serve: crashes, "
                                  "open records, RSS"),

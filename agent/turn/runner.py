@@ -15,6 +15,7 @@ import numpy as np
 
 from agent.turn.result import TurnResult
 from agent.turn.textsplit import speakable
+from agent.turn.knowledge import Knowledge
 from agent.turn.timeline import TurnTimeline
 from agent.turn.tools import Toolbox, spoken_name
 from db.records import TurnRecord
@@ -89,6 +90,8 @@ class TurnRunner:
         self.tools = Toolbox(profile)
         self.system_prompt = self.tools.system_prompt(profile.system_prompt)
         """The persona and the tools it may use: one prefix, primed and reused by every turn."""
+        self.knowledge = Knowledge(profile.facts) if profile.facts else None
+        """The profile's facts; a turn's prompt carries those its words are about."""
 
     def prime(self) -> None:
         """Put this profile's system prompt in the LLM's KV cache before the first turn."""
@@ -143,9 +146,12 @@ class TurnRunner:
         One construction for the turn and for the prefill of the words so far, whose cached
         tokens the turn reuses only if the two prompts agree up to the words. ``after``: this
         turn's tool calls and their answers, for the round after a tool; ``tools=False``: the
-        persona alone, for a model that answered neither in words nor with a call.
+        persona alone, for a model that answered neither in words nor with a call. With a
+        knowledge file, the facts that match ``words`` follow them (:mod:`agent.turn.knowledge`).
         """
         system = self.system_prompt if tools else self.profile.system_prompt
+        if self.knowledge is not None and words:
+            words = f"{words}\n\n[{self.knowledge.notes(words)}]"
         return [Message("system", system), *history, Message("user", words), *after]
 
     def transcribe(self, utterance: Utterance | SpeechPaused, timeline: TurnTimeline) -> Transcript:

@@ -53,8 +53,17 @@ class TTS(Scheduled, ABC):
     """A chunk may be spoken on one core beside another turn's job (the backend asks
     ``self.scheduler.cores()`` which it got)."""
 
-    def synthesize(self, text: str) -> Speech:
-        """Speak ``text``; empty or unpronounceable text gives empty audio."""
+    lead: TTS | None = None
+    """Speaks a reply's first clause instead (``tts.lead``): a voice as alike and much faster."""
+
+    def synthesize(self, text: str, first: bool = False) -> Speech:
+        """Speak ``text``; empty or unpronounceable text gives empty audio.
+
+        ``first``: the first clause of a reply, which the caller is waiting for: the lead voice
+        speaks it, where there is one.
+        """
+        if first and self.lead is not None:
+            return self.lead.synthesize(text)
         with self.scheduler.job("tts", narrow=self.narrow):
             started = time.monotonic()
             audio = self._synthesize_impl(text) if text.strip() else np.zeros(0, np.float32)

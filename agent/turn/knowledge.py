@@ -1,0 +1,102 @@
+"""Which of a profile's facts a turn's prompt carries: the few its words are about.
+
+Retrieval is BM25 over the facts' words (their topic included) with light stemming: at a few
+hundred facts it takes microseconds and needs no vector service, and a caller's question
+shares its content words ("print", "Saturday", "card") with the fact that answers it. The
+facts go after the caller's words, so the persona and the call so far stay one cached prefix
+(:meth:`agent.turn.runner.TurnRunner.prompt`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+
+from dialplan.knowledge import Fact
+
+TOP = 3
+"""Facts per turn: enough for a question that spans two, few enough to keep the prompt short."""
+
+STOP = frozenset("""
+a about am an and any are as at be been but by can could did do does doing for from get go
+got had has have hello hi how i i'd i'll i'm if in is it it's just know let like may me might
+more much my need no not now of on or our please so some tell than thank thanks that the
+their them then there these they this to up us want was we what when where which who why
+will with would yes you your you're okay ok um uh well hey really
+""".split())
+
+SYNONYMS = {
+    "hour": ("open", "close"), "time": ("open", "close"), "late": ("close",),
+    "early": ("open",), "cost": ("price", "fee"), "charge": ("fee", "price"),
+    "pay": ("fee", "payment"), "price": ("cost",), "fee": ("cost",), "phone": ("number",),
+    "call": ("number",), "print": ("printing",), "printing": ("print",),
+    "weekend": ("saturday", "sunday"), "kid": ("children",), "children": ("kid",),
+    "borrow": ("loan", "lent"), "loan": ("borrow",),
+    "renew": ("renewal",), "renewal": ("renew",), "room": ("study",), "wifi": ("internet",),
+    "internet": ("wifi",), "computer": ("internet",), "where": ("address",),
+    "lose": ("lost",), "keep": ("lent", "kept"), "hold": ("reserv", "kept"),
+}
+"""What a caller says that a fact puts otherwise ("how late" is about closing)."""
+
+RULE = ("Answer from these notes only. If they do not say, say you don't know, and offer to "
+        "transfer the caller; never guess a number, price, time or date.")
+NO_NOTES = ("No notes cover this. If it asks for a fact you were not told, say you don't "
+            "know and offer to transfer the caller; never guess a number, price, time or date.")
+
+
+def stem(word: str) -> str:
+    """A crude English stem: enough for "opens"/"open", "prices"/"price", "children's"."""
+    w = word.lower().replace("’", "'").removesuffix("'s").strip("'")
+    for suffix, keep in (("ies", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("s", "")):
+        if len(w) > len(suffix) + 2 and w.endswith(suffix) and not w.endswith("ss"):
+            w = w[: -len(suffix)] + keep
+            break
+    return w[:-1] if len(w) > 4 and w.endswith("e") else w
+
+
+def terms(text: str) -> list[str]:
+    """The content words of ``text``, stemmed."""
+    words = re.findall(r"[a-z0-9']+", text.lower().replace("’", "'"))
+    return [stem(w) for w in words if w not in STOP and len(w) > 1]
+
+
+_SYNONYMS = {stem(k): tuple(stem(v) for v in vs) for k, vs in SYNONYMS.items()}
+
+
+class Knowledge:
+    """BM25 over one profile's facts."""
+
+    def __init__(self, facts: tuple[Fact, ...], k1: float = 1.2, b: float = 0.75):
+        self.facts = facts
+        self._docs = [Counter(terms(f"{f.topic} {f.text}")) for f in facts]
+        self._len = [sum(d.values()) for d in self._docs]
+        self._avg = sum(self._len) / len(self._len) if self._len else 0.0
+        df = Counter(t for d in self._docs for t in d)
+        n = len(facts)
+        self._idf = {t: math.log(1 + (n - c + 0.5) / (c + 0.5)) for t, c in df.items()}
+        self._k1, self._b = k1, b
+
+    def relevant(self, words: str, top: int = TOP) -> list[Fact]:
+        """The facts that best match ``words``, best first; none when no content word matches."""
+        query = terms(words)
+        query += [s for t in query for s in _SYNONYMS.get(t, ())]
+        if not query or not self.facts:
+            return []
+        scores = []
+        for i, doc in enumerate(self._docs):
+            norm = self._k1 * (1 - self._b + self._b * self._len[i] / (self._avg or 1))
+            s = sum(self._idf.get(t, 0.0) * doc[t] * (self._k1 + 1) / (doc[t] + norm)
+                    for t in set(query) if t in doc)
+            if s > 0:
+                scores.append((s, i))
+        scores.sort(key=lambda x: (-x[0], x[1]))
+        return [self.facts[i] for _, i in scores[:top]]
+
+    def notes(self, words: str) -> str:
+        """The text that follows the caller's words in the prompt."""
+        found = self.relevant(words)
+        if not found:
+            return NO_NOTES
+        return "Notes: " + " ".join(f"({i}) {f.shown}" for i, f in enumerate(found, 1)) + \
+            " " + RULE

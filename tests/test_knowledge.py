@@ -1,0 +1,110 @@
+"""A profile's knowledge file: read at start, and each turn's prompt carries what its words ask."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent.bench.answers_questions import QUESTIONS, UNKNOWN, invented, numbers, right
+from agent.turn.knowledge import NO_NOTES, Knowledge, stem
+from dialplan import ConfigError, load_config, parse_config
+from dialplan.knowledge import Fact, load_facts
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parent.parent
+LIBRARY = ROOT / "dialplan" / "personas" / "library.md"
+
+
+def test_markdown_items_are_facts_under_their_headings(tmp_path):
+    md = tmp_path / "k.md"
+    md.write_text("# Shop\n## Hours\n- Open 9 to 5.\n- Closed on Sunday.\n\n## Prices\n"
+                  "Coffee costs 2 dollars\nand tea 1.\n")
+    facts = load_facts(md)
+    assert facts == (Fact("Open 9 to 5.", "Shop > Hours"), Fact("Closed on Sunday.", "Shop > Hours"),
+                     Fact("Coffee costs 2 dollars and tea 1.", "Shop > Prices"))
+    assert facts[0].shown == "Shop > Hours: Open 9 to 5."
+
+
+def test_toml_facts_match_their_question_but_show_the_answer(tmp_path):
+    t = tmp_path / "k.toml"
+    t.write_text('[[facts]]\nquestion = "Can I park"\nanswer = "Parking is free."\n')
+    (fact,) = load_facts(t)
+    assert fact.shown == "Parking is free." and fact.topic == "Can I park?"
+    assert Knowledge((fact,)).relevant("where do I park my car") == [fact]
+
+
+@pytest.mark.parametrize("body,suffix,why", [
+    ("", ".md", "no facts"), ("[[facts]]\nquestion = 'x'\n", ".toml", "needs an answer"),
+    ("x", ".pdf", ".md or .toml"), ("facts = [", ".toml", "not valid TOML")])
+def test_a_bad_knowledge_file_is_refused_naming_the_key(tmp_path, body, suffix, why):
+    path = tmp_path / f"k{suffix}"
+    path.write_text(body)
+    with pytest.raises(ConfigError, match=rf"profiles\.p\.knowledge: .*{why}"):
+        parse_config({"profiles": {"p": {"knowledge": str(path)}}})
+    with pytest.raises(ConfigError, match=r"profiles\.p\.knowledge: .*cannot read"):
+        parse_config({"profiles": {"p": {"knowledge": str(tmp_path / "missing.md")}}})
+
+
+def test_the_shipped_config_reads_the_library_facts_beside_it():
+    config = load_config(ROOT / "config.toml")
+    facts = config.profiles["default"].facts
+    assert len(facts) >= 20 and facts == load_facts(LIBRARY)
+    with pytest.raises(ConfigError, match="unknown key 'profiles.p.facts'"):
+        parse_config({"profiles": {"p": {"facts": []}}})
+
+
+def test_stems_join_the_forms_a_caller_and_a_fact_use():
+    assert stem("opens") == stem("open")
+    assert stem("prices") == stem("price")
+    assert stem("reserved") == stem("reserve")
+    assert stem("children's") == "children"
+
+
+@pytest.mark.parametrize("question,needle", [
+    ("What time do you open on Saturday?", "On Saturday the library opens at 10 am"),
+    ("How much is it to print in color?", "50 cents a page in color"),
+    ("how late are you open during the week", "Monday to Friday"),
+    ("What happens if I lose a book?", "A lost or damaged item"),
+    ("when's story time for the kids", "Story time"),
+    ("what's your phone number", "555 0142"),
+])
+def test_the_fact_that_answers_a_question_is_among_the_notes(question, needle):
+    found = Knowledge(load_facts(LIBRARY)).relevant(question)
+    assert any(needle in f.text for f in found), [f.text for f in found]
+
+
+def test_words_that_ask_no_fact_get_the_rule_to_say_so():
+    k = Knowledge(load_facts(LIBRARY))
+    assert k.relevant("thank you goodbye") == []
+    assert k.notes("okay thanks") == NO_NOTES
+    assert "don't know" in NO_NOTES
+
+
+def test_the_prompt_carries_the_notes_after_the_words_and_the_history_stays_plain():
+    from agent.turn.runner import TurnRunner
+    from models.llm.base import Message
+
+    config = load_config(ROOT / "config.toml")
+    runner = TurnRunner(stages=None, profile=config.profiles["default"])
+    prompt = runner.prompt([Message("user", "hi")], "Are you open on Sunday?")
+    assert prompt[0].content == runner.system_prompt and prompt[1].content == "hi"
+    assert prompt[-1].content.startswith("Are you open on Sunday?\n\n[Notes: (1)")
+    assert "The library is closed on Sunday." in prompt[-1].content
+    assert "closed on Sunday" not in runner.system_prompt
+
+
+def test_bench_answers_judges_facts_and_invented_numbers():
+    known = numbers(LIBRARY.read_text())
+    sat = QUESTIONS[0]
+    assert right(sat, "We open at 10 am on Saturday.", "none", known)
+    assert not right(sat, "We open at 11 am on Saturday.", "none", known)
+    assert invented("Printing is 15 cents a page.", known) == {"fifteen"}
+    assert invented("I lost one, a new one costs 2 dollars.", known) == set()
+    unknown = next(q for q in QUESTIONS if q.kind == UNKNOWN)
+    assert right(unknown, "Sorry, I don't know that. Shall I transfer you?", "none", known)
+    assert right(unknown, "Transferring you to the front desk now.", "transfer", known)
+    assert not right(unknown, "It costs 75 dollars.", "none", known)
+    assert not right(unknown, "The auditorium is available.", "none", known)
+    assert sum(q.kind == UNKNOWN for q in QUESTIONS) >= 10
