@@ -60,6 +60,13 @@ def test_plan_gives_each_worker_its_ports_and_names_the_bad_option():
     assert (w1.id, w1.sip_port, w1.rtp_port, w1.metrics_port) == ("w1", 5061, 40000, 9101)
     assert (w2.id, w2.sip_port, w2.rtp_port, w2.metrics_port) == ("w2", 5062, 40100, 9102)
     assert plan(1, "h", 5060, 40000)[0].metrics_port == 0  # no /metrics unless asked
+    # /metrics is scraped where it listens: sip.metrics_host (this machine unless set), not
+    # the SIP host; a worker listening on every address is scraped on loopback.
+    assert w1.metrics_url == "http://127.0.0.1:9101/metrics"
+    (public,) = plan(1, "10.0.0.11", 5060, 40000, metrics_port=9100, metrics_host="0.0.0.0")
+    assert public.metrics_url == "http://127.0.0.1:9101/metrics"
+    (lan,) = plan(1, "10.0.0.11", 5060, 40000, metrics_port=9100, metrics_host="10.0.0.11")
+    assert lan.metrics_url == "http://10.0.0.11:9101/metrics"
     assert "--worker-id" in w1.argv(None, None, "INFO") and w1.argv(None, None, "INFO")[-1] == \
         "--worker"
     for kwargs, key in ((dict(workers=0), "--workers"), (dict(rtp_port=65500), "sip.rtp_port"),

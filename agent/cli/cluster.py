@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     public = args.port or sip.port
     metrics = sip.metrics_port if args.metrics_port is None else args.metrics_port
     workers = plan(args.workers, host, public, args.rtp_port or sip.rtp_port, metrics,
-                   args.worker_port)
+                   args.worker_port, metrics_host=sip.metrics_host)
     try:
         executable()
     except FileNotFoundError as e:
@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: stop.set())
     cluster = Cluster(workers, (host, public), absolute_config(args.config), config.db.url,
                       db_override=args.db, metrics_port=metrics, state_dir=args.state_dir,
-                      log_level=args.log_level)
+                      log_level=args.log_level, metrics_host=sip.metrics_host)
     log.event("cluster-config", db=mask_url(config.db.url), workers=len(workers),
               sip=",".join(f"{w.id}={w.sip_port}" for w in workers),
               rtp=",".join(f"{w.id}={w.rtp_port}" for w in workers),

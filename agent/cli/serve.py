@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         if metrics is not None:
             metrics.track_calls(lambda: len(server.sessions))
-            metrics_http = metrics.serve(sip.host, sip.metrics_port)
+            metrics_http = metrics.serve(sip.metrics_host, sip.metrics_port)
         server.start()
         log.event("ready", uri=server.sip.uri, db=mask_url(config.db.url))
         server.run(stop)

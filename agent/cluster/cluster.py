@@ -9,7 +9,8 @@ cluster plans the ports (:func:`plan`), then runs, all as children of this one p
   ``lost``, with its id;
 * kamailio (:mod:`agent.cluster.kamailio`) on the public SIP port, round-robin over the
   workers that answer its OPTIONS pings, failing over on 486/503/408; restarted if it dies;
-* the aggregated ``/metrics`` (:mod:`agent.cluster.aggregate`) on ``sip.metrics_port``.
+* the aggregated ``/metrics`` (:mod:`agent.cluster.aggregate`) on ``sip.metrics_port`` of
+  ``sip.metrics_host``.
 
 Every worker writes the same call log (``[db].url``: SQLite in WAL mode on one machine,
 PostgreSQL across machines), each call with its worker id and host. SIGTERM/SIGINT stop the
@@ -51,6 +52,8 @@ class WorkerSpec:
     rtp_port: int
     metrics_port: int
     """0 = no /metrics."""
+    metrics_host: str = "127.0.0.1"
+    """Where the worker's /metrics listens (``sip.metrics_host``, from the config it loads)."""
 
     @property
     def uri(self) -> str:
@@ -58,7 +61,10 @@ class WorkerSpec:
 
     @property
     def metrics_url(self) -> str:
-        return f"http://{self.host}:{self.metrics_port}/metrics"
+        # A worker listening on every address is scraped on this machine's loopback.
+        host = "127.0.0.1" if self.metrics_host in ("0.0.0.0", "::", "") else self.metrics_host
+        host = f"[{host}]" if ":" in host else host
+        return f"http://{host}:{self.metrics_port}/metrics"
 
     def argv(self, config: str | None, db_url: str | None, log_level: str) -> list[str]:
         """The worker's command line: ``callagent serve --worker`` with this worker's ports."""
@@ -73,12 +79,12 @@ class WorkerSpec:
 
 
 def plan(workers: int, host: str, public_port: int, rtp_port: int, metrics_port: int = 0,
-         worker_port: int | None = None) -> list[WorkerSpec]:
+         worker_port: int | None = None, metrics_host: str = "127.0.0.1") -> list[WorkerSpec]:
     """Ports for ``workers`` workers, each checked once.
 
     SIP from ``worker_port`` (default: the public port + 1), RTP ranges of
-    :data:`RTP_PORTS_PER_WORKER` from ``rtp_port``, /metrics from ``metrics_port + 1`` (none
-    if ``metrics_port`` is 0).
+    :data:`RTP_PORTS_PER_WORKER` from ``rtp_port``, /metrics on ``metrics_host`` from
+    ``metrics_port + 1`` (none if ``metrics_port`` is 0).
 
     Raises:
         ConfigError: a count or port out of range, or two uses of one port; the message names
@@ -89,7 +95,8 @@ def plan(workers: int, host: str, public_port: int, rtp_port: int, metrics_port:
     first = public_port + 1 if worker_port is None else worker_port
     specs = [WorkerSpec(id=f"w{i}", host=host, sip_port=first + i - 1,
                         rtp_port=rtp_port + (i - 1) * RTP_PORTS_PER_WORKER,
-                        metrics_port=metrics_port + i if metrics_port else 0)
+                        metrics_port=metrics_port + i if metrics_port else 0,
+                        metrics_host=metrics_host)
              for i in range(1, workers + 1)]
     rtp_end = rtp_port + workers * RTP_PORTS_PER_WORKER
     if rtp_port < 1 or rtp_end > 65536:
@@ -127,6 +134,7 @@ class Cluster:
         db_url: the call log; every worker writes it, and the supervisors close lost calls there.
         db_override: ``--db`` to hand on to the workers (None: they read the config / env).
         metrics_port: the aggregated /metrics port (0 = off).
+        metrics_host: the address it listens on (``sip.metrics_host``).
         state_dir: kamailio's config, pid file and ctl socket; None = a temp dir removed at exit.
         log_level: the workers' log level.
     """
@@ -134,11 +142,12 @@ class Cluster:
     def __init__(self, workers: list[WorkerSpec], public: tuple[str, int],
                  config_path: str | None, db_url: str, db_override: str | None = None,
                  metrics_port: int = 0, state_dir: Path | None = None,
-                 log_level: str = "INFO"):
+                 log_level: str = "INFO", metrics_host: str = "127.0.0.1"):
         self.workers = workers
         self.public = public
         self.db_url = db_url
         self.metrics_port = metrics_port
+        self.metrics_host = metrics_host
         self._own_state = state_dir is None
         self.state_dir = Path(state_dir or tempfile.mkdtemp(prefix="callagent-cluster-"))
         self.supervisors = {
@@ -188,7 +197,8 @@ class Cluster:
                 w.id, w.metrics_url, restarts=lambda s=self.supervisors[w.id]: s.restarts)
                 for w in self.workers]
             collector = aggregate.ClusterCollector(endpoints, self.kamailio.alive)
-            self._metrics_server = aggregate.serve(collector, self.public[0], self.metrics_port)
+            self._metrics_server = aggregate.serve(collector, self.metrics_host,
+                                                    self.metrics_port)
         log.event("kamailio-answering", uri=self.uri)
 
     def _kamailio_event(self, name: str, fields: dict[str, str]) -> None:
