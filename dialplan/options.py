@@ -467,6 +467,33 @@ class SIPAuthOptions:
 
 
 @dataclass(frozen=True)
+class TLSOptions:
+    """SIP over TLS (``[sip.tls]``): a TLS listener beside ``sip.transport``'s, or alone.
+
+    With ``certificate`` set, the agent also listens for TLS on ``port``; with
+    ``sip.transport = "tls"`` it listens for TLS alone, on ``sip.port``. A self-signed
+    certificate will do for phones told to accept it (README, "Who may call").
+    """
+
+    certificate: str = ""
+    """PEM certificate file the agent presents (its chain after it); empty = no TLS."""
+    private_key: str = ""
+    """PEM private key file of the certificate (unencrypted)."""
+    port: int = 5061
+    """TLS port when another transport is on ``sip.port``."""
+    ca_list: str = ""
+    """PEM file of the CAs that sign callers' certificates, for ``verify_clients``."""
+    verify_clients: bool = False
+    """Refuse TLS connections without a certificate ``ca_list`` signs (mutual TLS)."""
+
+    def __post_init__(self) -> None:
+        if self.certificate and not self.private_key:
+            raise ValueError("private_key: needed with certificate")
+        if self.verify_clients and not self.ca_list:
+            raise ValueError("ca_list: needed by verify_clients")
+
+
+@dataclass(frozen=True)
 class SIPOptions:
     """SIP user agent (``[sip]``)."""
 
@@ -474,14 +501,18 @@ class SIPOptions:
     """Address the transport binds to."""
     port: int = 5060
     """SIP port."""
-    transport: Literal["udp", "tcp", "both"] = "udp"
-    """Transport(s) to open."""
+    transport: Literal["udp", "tcp", "both", "tls"] = "udp"
+    """Transport(s) to open on ``port``; "tls" needs ``[sip.tls]``'s certificate."""
     rtp_port: int = 40000
     """First RTP port."""
     max_calls: int = 4
     """Concurrent calls; the pjsua2 wheel caps this at 4 per process."""
     codecs: list[str] = field(default_factory=lambda: ["PCMU", "PCMA", "G722"])
     """Codec preference, first = most preferred."""
+    srtp: Literal["off", "optional", "mandatory"] = "off"
+    """Encrypted media (SRTP, keys exchanged in the SDP, RFC 4568): "optional" answers an SRTP
+    offer with SRTP and a plain one with RTP; "mandatory" refuses a plain RTP offer (488). The
+    keys travel in the signalling, so pair it with TLS (``[sip.tls]``)."""
     admit_max_wait_s: float = 3.0
     """Admission control from measured load: while the work callers wait on (ASR of an ended
     turn, the first clause, its TTS) has waited longer than this for the CPU (p90 over the last
@@ -513,8 +544,11 @@ class SIPOptions:
     Prometheus elsewhere); it is unauthenticated, so not ``host`` by default."""
     registrar: RegistrarOptions = field(default_factory=RegistrarOptions)
     auth: SIPAuthOptions = field(default_factory=SIPAuthOptions)
+    tls: TLSOptions = field(default_factory=TLSOptions)
 
     def __post_init__(self) -> None:
+        if self.transport == "tls" and not self.tls.certificate:
+            raise ValueError('tls.certificate: needed by transport = "tls"')
         if self.invite_rate < 0:
             raise ValueError(f"invite_rate = {self.invite_rate}: must be 0 (off) or more")
         if self.invite_burst < 1:

@@ -213,3 +213,17 @@ def test_auth_config_names_the_key_and_never_takes_or_echoes_a_password(tmp_path
     (tmp_path / "bob").write_text("")
     with pytest.raises(ConfigError, match=r"sip\.auth\.users\.bob: .* is empty"):
         sip_passwords(auth, {"ALICE_SIP_PASSWORD": "a"})
+
+
+def test_tls_and_srtp_keys_are_checked_and_name_the_key():
+    with pytest.raises(ConfigError, match=r'sip\.tls\.certificate: needed by transport = "tls"'):
+        parse_config({"sip": {"transport": "tls"}})
+    with pytest.raises(ConfigError, match=r"sip\.tls\.private_key: needed with certificate"):
+        parse_config({"sip": {"tls": {"certificate": "/etc/cert.pem"}}})
+    with pytest.raises(ConfigError, match=r"sip\.tls\.ca_list: needed by verify_clients"):
+        parse_config({"sip": {"tls": {"verify_clients": True}}})
+    with pytest.raises(ConfigError, match=r"sip\.srtp: 'always' is not one of"):
+        parse_config({"sip": {"srtp": "always"}})
+    sip = parse_config({"sip": {"transport": "tls", "srtp": "mandatory", "tls": {
+        "certificate": "c.pem", "private_key": "k.pem"}}}).sip
+    assert (sip.transport, sip.srtp, sip.tls.port) == ("tls", "mandatory", 5061)

@@ -22,6 +22,11 @@ def add_parser(subparsers) -> None:
                    help="seconds to keep listening after the file ends")
     p.add_argument("--port", type=int, default=5070, help="local SIP port of the caller")
     p.add_argument("--rtp-port", type=int, default=45000, help="first local RTP port")
+    p.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"), default=None,
+                   help="call over TLS (a URI ending ;transport=tls) with this PEM certificate "
+                        "and key of the caller's own")
+    p.add_argument("--srtp", choices=("off", "optional", "mandatory"), default="off",
+                   help="encrypted media: offer SRTP (mandatory: only SRTP)")
     p.set_defaults(func=run)
 
 
@@ -30,8 +35,13 @@ def run(args: argparse.Namespace) -> int:
         call,  # imports pjsua2 through agent.sip.useragent: only when calling
     )
 
+    from dialplan.options import SIPOptions, TLSOptions
+
+    tls = TLSOptions(*args.tls) if args.tls else TLSOptions()
+    options = SIPOptions(host="127.0.0.1", port=args.port, rtp_port=args.rtp_port, max_calls=1,
+                         transport="tls" if args.tls else "udp", tls=tls, srtp=args.srtp)
     result = call(args.uri, args.play, record=args.record, lead_s=args.lead,
-                  after_s=args.after, port=args.port, rtp_port=args.rtp_port)
+                  after_s=args.after, options=options)
     log.event("call-result", result.sip_call_id or "-", connected=result.connected,
               codec=result.codec, status=result.status_code, reason=result.reason,
               heard_s=round(result.heard_s, 2), speech_s=round(result.speech_s, 2),

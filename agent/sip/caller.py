@@ -91,7 +91,7 @@ def load_line_audio(path: str | Path, lead_s: float = 0.0) -> np.ndarray:
 
 def call(uri: str, play: str | Path, record: str | Path | None = None, lead_s: float = 2.5,
          after_s: float = 8.0, port: int = 5070, rtp_port: int = 45000,
-         timeout_s: float = 120.0) -> CallResult:
+         timeout_s: float = 120.0, options: SIPOptions | None = None) -> CallResult:
     """Call ``uri``, play ``play`` once media is up, keep listening ``after_s``, hang up.
 
     Args:
@@ -103,14 +103,16 @@ def call(uri: str, play: str | Path, record: str | Path | None = None, lead_s: f
         port: local SIP port.
         rtp_port: first local RTP port.
         timeout_s: give up after this long in any case.
+        options: the caller's own SIP options instead of UDP on 127.0.0.1 ``port`` and
+            ``rtp_port``: e.g. TLS (``transport = "tls"`` with a certificate) and ``srtp``.
 
     Returns:
         The call's outcome and the received audio.
     """
     player = _Player(load_line_audio(play, lead_s))
     events: queue.Queue = queue.Queue()
-    ua = SipAgent(SIPOptions(host="127.0.0.1", port=port, rtp_port=rtp_port, max_calls=1),
-                  events, user="caller", clock_rate=PHONE_RATE)
+    options = options or SIPOptions(host="127.0.0.1", port=port, rtp_port=rtp_port, max_calls=1)
+    ua = SipAgent(options, events, user="caller", clock_rate=PHONE_RATE)
     ua.start()
     result = CallResult()
     deadline = time.monotonic() + timeout_s

@@ -1,9 +1,10 @@
 """pjsua2 configuration from :class:`~dialplan.options.SIPOptions`: transports and the account.
 
 Pure construction, run once by :class:`~agent.sip.useragent.SipAgent` on its ``sip`` thread
-while it creates the library: which transports listen, and the account that answers (its
-identity, registrar credentials and RTP ports). Kept out of the user agent so that module
-stays about calls; with it and :mod:`agent.sip.callbacks`, the only pjsua2 importers.
+while it creates the library: which transports listen (UDP, TCP, TLS with the configured
+certificate), and the account that answers (its identity, registrar credentials, RTP ports and
+SRTP policy). Kept out of the user agent so that module stays about calls; with it and
+:mod:`agent.sip.callbacks`, the only pjsua2 importers.
 """
 
 from __future__ import annotations
@@ -16,20 +17,41 @@ RTP_PORT_RANGE = 100
 """RTP (and RTCP) ports used from ``sip.rtp_port`` on: pjsua2 moves to fresh ports for later
 calls, so captures and firewalls should allow this many."""
 
-_KINDS = {"udp": ("udp",), "tcp": ("tcp",), "both": ("udp", "tcp")}
+_KINDS = {"udp": ("udp",), "tcp": ("tcp",), "both": ("udp", "tcp"), "tls": ("tls",)}
+_TYPES = {"udp": pj.PJSIP_TRANSPORT_UDP, "tcp": pj.PJSIP_TRANSPORT_TCP,
+          "tls": pj.PJSIP_TRANSPORT_TLS}
+SRTP_USE = {"off": pj.PJMEDIA_SRTP_DISABLED, "optional": pj.PJMEDIA_SRTP_OPTIONAL,
+            "mandatory": pj.PJMEDIA_SRTP_MANDATORY}
 
 
 def create_transports(ep: pj.Endpoint, o: SIPOptions) -> list[int]:
-    """Open ``sip.transport``'s listening transports on ``host:port``; their ids."""
+    """Open the listening transports: ``sip.transport``'s on ``host:port``, and TLS on
+    ``sip.tls.port`` when a certificate is configured beside UDP/TCP; their ids."""
+    kinds = [(kind, o.port) for kind in _KINDS[o.transport]]
+    if o.tls.certificate and o.transport != "tls":
+        kinds.append(("tls", o.tls.port))
     ids = []
-    for kind in _KINDS[o.transport]:
+    for kind, port in kinds:
         tcfg = pj.TransportConfig()
-        tcfg.port = o.port
+        tcfg.port = port
         tcfg.boundAddress = o.host
         tcfg.publicAddress = o.host
-        ids.append(ep.transportCreate(
-            pj.PJSIP_TRANSPORT_UDP if kind == "udp" else pj.PJSIP_TRANSPORT_TCP, tcfg))
+        if kind == "tls":
+            _tls(tcfg.tlsConfig, o)
+        ids.append(ep.transportCreate(_TYPES[kind], tcfg))
     return ids
+
+
+def _tls(t: pj.TlsConfig, o: SIPOptions) -> None:
+    t.certFile = o.tls.certificate
+    t.privKeyFile = o.tls.private_key
+    t.CaListFile = o.tls.ca_list
+    t.method = pj.PJSIP_TLSV1_2_METHOD  # the newest the wheel's OpenSSL speaks
+    t.verifyClient = o.tls.verify_clients
+    t.requireClientCert = o.tls.verify_clients
+    # The agent calls out too (transfers, dial): it does not check servers' certificates, as
+    # a PBX's is often self-signed; what it protects is the callers' side.
+    t.verifyServer = False
 
 
 def account_config(o: SIPOptions, uri: str, transport_ids: list[int]) -> pj.AccountConfig:
@@ -39,6 +61,10 @@ def account_config(o: SIPOptions, uri: str, transport_ids: list[int]) -> pj.Acco
     acfg.mediaConfig.transportConfig.portRange = RTP_PORT_RANGE
     acfg.mediaConfig.transportConfig.boundAddress = o.host
     acfg.mediaConfig.transportConfig.publicAddress = o.host
+    acfg.mediaConfig.srtpUse = SRTP_USE[o.srtp]
+    # SDES keys are in the SDP: over TLS they are as safe as the signalling; pjsua's default
+    # (1) would also refuse SRTP offered over UDP/TCP, which sip.srtp leaves to the operator.
+    acfg.mediaConfig.srtpSecureSignaling = 0
     r = o.registrar
     if r.uri:
         host = r.uri.split(":", 1)[-1]

@@ -220,7 +220,8 @@ class SipAgent:
     @property
     def uri(self) -> str:
         """Where this agent can be called (direct mode)."""
-        return f"sip:{self.user}@{self.options.host}:{self.options.port}"
+        tls = ";transport=tls" if self.options.transport == "tls" else ""
+        return f"sip:{self.user}@{self.options.host}:{self.options.port}{tls}"
 
     # ---- the sip thread ----------------------------------------------------------------------
 

@@ -1,8 +1,9 @@
 """A bare SIP answering agent (no models) run as a child process by robustness tests.
 
-``python tests/sipp/answer_agent.py PORT RTP_PORT SECONDS``: answers extension 101 with silence,
-refuses anything else with 404, prints ``ready`` once listening and ``clean exit`` after
-stopping. A crash inside pjsua2 kills only this process, not the test run.
+``python tests/sipp/answer_agent.py PORT RTP_PORT SECONDS [CERT KEY TLS_PORT SRTP]``: answers
+extension 101 with silence, refuses anything else with 404, prints ``ready`` once listening and
+``clean exit`` after stopping. A crash inside pjsua2 kills only this process, not the test run.
+With a certificate it also listens for TLS on TLS_PORT, with ``sip.srtp = SRTP``.
 """
 
 from __future__ import annotations
@@ -17,12 +18,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from agent.sip.audiolink import AudioLink  # noqa: E402
 from agent.sip.events import CallDisconnected, IncomingCall  # noqa: E402
 from agent.sip.useragent import SipAgent  # noqa: E402
-from dialplan.options import SIPOptions  # noqa: E402
+from dialplan.options import SIPOptions, TLSOptions  # noqa: E402
 
 
-def main(port: int, rtp_port: int, seconds: float) -> None:
+def main(port: int, rtp_port: int, seconds: float, *secure: str) -> None:
     events: queue.Queue = queue.Queue()
-    ua = SipAgent(SIPOptions(port=port, rtp_port=rtp_port), events)
+    options = SIPOptions(port=port, rtp_port=rtp_port)
+    if secure:
+        cert, key, tls_port, srtp = secure
+        options = SIPOptions(port=port, rtp_port=rtp_port, srtp=srtp,
+                             tls=TLSOptions(cert, key, port=int(tls_port)))
+    ua = SipAgent(options, events)
     ua.start()
     print("ready", flush=True)
     end = time.monotonic() + seconds
@@ -44,4 +50,4 @@ def main(port: int, rtp_port: int, seconds: float) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]))
+    main(int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), *sys.argv[4:])
