@@ -99,8 +99,12 @@ class ClusterProcess:
         return self.proc.wait(timeout)
 
 
-def start_cluster(tmp: Path, db_url: str, metrics: bool = True) -> ClusterProcess:
-    """Two workers behind kamailio on ``db_url``; returns once kamailio routes to both."""
+def start_cluster(tmp: Path, db_url: str, metrics: bool = True,
+                  sip_extra: str = "") -> ClusterProcess:
+    """Two workers behind kamailio on ``db_url``; returns once kamailio routes to both.
+
+    ``sip_extra``: more ``[sip]`` keys, then its sub-tables (``allow``, ``[sip.auth]``...).
+    """
     port = free_block(3)
     rtp = free_block(200)
     while rtp <= port + 2 and port < rtp + 200:
@@ -122,6 +126,7 @@ port = {port}
 rtp_port = {rtp}
 admit_max_wait_s = 0.0
 metrics_port = {mport}
+{sip_extra}
 [db]
 url = "{db_url}"
 spool_dir = "{tmp / 'spool'}"

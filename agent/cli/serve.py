@@ -11,7 +11,8 @@ call-log writer also marks calls any dead process left open as ``lost``.
 
 ``--worker-id`` (set by ``callagent cluster``) records the id on each call and log line and
 limits that closing to this worker's calls; ``--metrics-port`` (or ``sip.metrics_port``) serves
-Prometheus ``/metrics`` (:mod:`agent.cluster.metrics`).
+Prometheus ``/metrics`` (:mod:`agent.cluster.metrics`). ``--allow`` and ``--invite-rate`` are how
+the cluster makes its workers accept kamailio alone, which screens callers at the edge.
 """
 
 from __future__ import annotations
@@ -43,6 +44,11 @@ def add_parser(subparsers) -> None:
                    help="this agent's id in a cluster: recorded on its calls and log lines")
     p.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
                    help="serve Prometheus /metrics on this port (over [sip].metrics_port; 0 off)")
+    p.add_argument("--allow", action="append", default=None, metavar="CIDR",
+                   help="only callers from here (repeat; over [sip].allow): a cluster's workers "
+                        "get kamailio's address")
+    p.add_argument("--invite-rate", type=float, default=None, metavar="PER_S",
+                   help="INVITEs per second per source (over [sip].invite_rate; 0 = no limit)")
     p.set_defaults(func=run)
 
 
@@ -104,6 +110,13 @@ def _config(args: argparse.Namespace) -> Config:
         sip = dataclasses.replace(sip, rtp_port=args.rtp_port)
     if args.metrics_port is not None:
         sip = dataclasses.replace(sip, metrics_port=args.metrics_port)
+    try:
+        if args.allow:
+            sip = dataclasses.replace(sip, allow=tuple(args.allow))
+        if args.invite_rate is not None:
+            sip = dataclasses.replace(sip, invite_rate=args.invite_rate)
+    except ValueError as e:  # SIPOptions checks them as it does the file's
+        raise ConfigError(f"sip.{e}") from None
     if not 0 <= sip.metrics_port <= 65535:
         raise ConfigError(f"sip.metrics_port: {sip.metrics_port} is not a port (0 = off)")
     return dataclasses.replace(config, sip=sip)

@@ -8,7 +8,10 @@ cluster plans the ports (:func:`plan`), then runs, all as children of this one p
   thread here): a worker that dies is restarted and only its open calls are closed as
   ``lost``, with its id;
 * kamailio (:mod:`agent.cluster.kamailio`) on the public SIP port, round-robin over the
-  workers that answer its OPTIONS pings, failing over on 486/503/408; restarted if it dies;
+  workers that answer its OPTIONS pings, failing over on 486/503/408; restarted if it dies.
+  It screens callers (``sip.allow``, ``sip.invite_rate``: :mod:`agent.cluster.edge`), and the
+  workers accept INVITEs from kamailio alone (:attr:`WorkerSpec.edge`); they check
+  ``[sip.auth]`` credentials with one nonce key the cluster's command gives them all;
 * the aggregated ``/metrics`` (:mod:`agent.cluster.aggregate`) on ``sip.metrics_port`` of
   ``sip.metrics_host``.
 
@@ -30,6 +33,7 @@ from pathlib import Path
 
 from agent import log
 from agent.cluster import aggregate
+from agent.cluster.edge import EdgeScreen
 from agent.cluster.kamailio import Destination, Kamailio
 from agent.cluster.probe import wait_answering
 from agent.supervisor import Supervisor
@@ -54,6 +58,10 @@ class WorkerSpec:
     """0 = no /metrics."""
     metrics_host: str = "127.0.0.1"
     """Where the worker's /metrics listens (``sip.metrics_host``, from the config it loads)."""
+    edge: str = ""
+    """kamailio's address, the only source whose INVITEs the worker takes (``serve --allow``,
+    its own rate limit off: every call comes from there, screened by kamailio already); empty =
+    the config's ``sip.allow`` and ``sip.invite_rate``."""
 
     @property
     def uri(self) -> str:
@@ -73,6 +81,8 @@ class WorkerSpec:
             cmd += ["--config", config]
         if db_url:
             cmd += ["--db", db_url]
+        if self.edge:
+            cmd += ["--allow", self.edge, "--invite-rate", "0"]
         return cmd + ["--host", self.host, "--port", str(self.sip_port), "--rtp-port",
                       str(self.rtp_port), "--worker-id", self.id, "--metrics-port",
                       str(self.metrics_port), "--worker"]
@@ -96,7 +106,7 @@ def plan(workers: int, host: str, public_port: int, rtp_port: int, metrics_port:
     specs = [WorkerSpec(id=f"w{i}", host=host, sip_port=first + i - 1,
                         rtp_port=rtp_port + (i - 1) * RTP_PORTS_PER_WORKER,
                         metrics_port=metrics_port + i if metrics_port else 0,
-                        metrics_host=metrics_host)
+                        metrics_host=metrics_host, edge=edge_address(host))
              for i in range(1, workers + 1)]
     rtp_end = rtp_port + workers * RTP_PORTS_PER_WORKER
     if rtp_port < 1 or rtp_end > 65536:
@@ -124,6 +134,12 @@ def plan(workers: int, host: str, public_port: int, rtp_port: int, metrics_port:
     return specs
 
 
+def edge_address(host: str) -> str:
+    """Where kamailio's INVITEs reach workers on ``host`` from: ``host`` itself, or loopback
+    when it listens on every address (kamailio then sends from there to a local worker)."""
+    return {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
+
+
 class Cluster:
     """The running cluster: workers under supervisors, kamailio, the aggregated /metrics.
 
@@ -137,12 +153,14 @@ class Cluster:
         metrics_host: the address it listens on (``sip.metrics_host``).
         state_dir: kamailio's config, pid file and ctl socket; None = a temp dir removed at exit.
         log_level: the workers' log level.
+        screen: who may call, checked by kamailio (the config's ``sip.allow``, ``invite_rate``).
     """
 
     def __init__(self, workers: list[WorkerSpec], public: tuple[str, int],
                  config_path: str | None, db_url: str, db_override: str | None = None,
                  metrics_port: int = 0, state_dir: Path | None = None,
-                 log_level: str = "INFO", metrics_host: str = "127.0.0.1"):
+                 log_level: str = "INFO", metrics_host: str = "127.0.0.1",
+                 screen: EdgeScreen = EdgeScreen()):
         self.workers = workers
         self.public = public
         self.db_url = db_url
@@ -155,7 +173,7 @@ class Cluster:
             for w in workers}
         self.kamailio = Kamailio(f"udp:{public[0]}:{public[1]}",
                                  [Destination(w.id, w.uri) for w in workers], self.state_dir,
-                                 on_event=self._kamailio_event)
+                                 on_event=self._kamailio_event, screen=screen)
         self.up: set[str] = set()
         """Workers kamailio currently routes calls to (they answered its last ping)."""
         self.ready = threading.Event()

@@ -8,7 +8,9 @@ next one (``t_on_failure`` + ``ds_next_dst``); when every worker refused, the ca
 last refusal. kamailio pings every worker with SIP OPTIONS each ``ds_ping_interval`` seconds; one
 that stops answering is taken out of the rotation and put back when it answers 200 again. Both
 transitions fire ``event_route[dispatcher:dst-down/dst-up]``, logged as ``worker-down`` /
-``worker-up`` lines that :class:`Kamailio` re-logs as our own structured events.
+``worker-up`` lines that :class:`Kamailio` re-logs as our own structured events. Each new INVITE
+is screened first (``sip.invite_rate`` with ``pike``, ``sip.allow`` with ``permissions``):
+:mod:`agent.cluster.edge`.
 
 Runs without root: its own runtime dir, pid file and config in a state dir, foreground
 (``-DD``), logging to stderr (``-E``), which a thread turns into our log lines. Imports no
@@ -30,6 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent import log
+from agent.cluster import edge
+from agent.cluster.edge import EdgeScreen
 
 FAILOVER_CODES = "486|503|408"
 """Worker answers that send the call on to the next worker."""
@@ -62,7 +66,8 @@ def dispatcher_list(destinations: Sequence[Destination]) -> str:
 
 
 def render_config(listen: str, state_dir: Path, list_file: Path | str,
-                  modules_dir: str | None = None, log_stderr: bool = True) -> str:
+                  modules_dir: str | None = None, log_stderr: bool = True,
+                  screen: EdgeScreen = EdgeScreen(), address_file: Path | str = "") -> str:
     """kamailio.cfg for the cluster front.
 
     Args:
@@ -72,6 +77,9 @@ def render_config(listen: str, state_dir: Path, list_file: Path | str,
         modules_dir: kamailio's module dir; None = kamailio's compiled-in default.
         log_stderr: log to stderr (a child of the cluster); False = syslog (a kamailio
             started by its own systemd unit, which daemonizes and closes stderr).
+        screen: who may call, checked on each new INVITE (:mod:`agent.cluster.edge`).
+        address_file: the allowed networks (:func:`~agent.cluster.edge.address_list`), read
+            when ``screen.allow`` is set.
 
     Returns:
         The config text.
@@ -103,7 +111,7 @@ loadmodule "textops.so"
 loadmodule "sanity.so"
 loadmodule "ctl.so"
 loadmodule "dispatcher.so"
-
+{edge.modules(screen, str(address_file))}
 modparam("ctl", "binrpc", "unix:{state_dir}/kamailio.ctl")
 modparam("tm", "fr_timer", {INVITE_REPLY_TIMEOUT_MS})
 modparam("tm", "fr_inv_timer", 120000)
@@ -154,6 +162,7 @@ request_route {{
         sl_send_reply("405", "Method Not Allowed");
         exit;
     }}
+    route(SCREEN);
     record_route();
     if (!ds_select_dst("1", "4")) {{
         xlog("L_WARN", "event=no-worker sip_call_id=$ci\\n");
@@ -165,6 +174,7 @@ request_route {{
     route(RELAY);
 }}
 
+{edge.route(screen)}
 route[RELAY] {{
     if (!t_relay()) {{
         sl_reply_error();
@@ -215,11 +225,14 @@ class Kamailio:
         state_dir: where the config, dispatcher list, pid file and ctl socket go.
         on_event: called with (event name, fields) for each script event (``worker-up``...),
             after it is logged; fields carry the ``worker`` id when the line names a worker.
+        screen: who may call (``sip.allow``, ``sip.invite_rate``), checked by kamailio.
     """
 
     def __init__(self, listen: str, destinations: Sequence[Destination], state_dir: Path,
-                 on_event: Callable[[str, dict[str, str]], None] | None = None):
+                 on_event: Callable[[str, dict[str, str]], None] | None = None,
+                 screen: EdgeScreen = EdgeScreen()):
         self.listen = listen
+        self.screen = screen
         self.destinations = list(destinations)
         self.state_dir = Path(state_dir)
         self.on_event = on_event
@@ -232,11 +245,14 @@ class Kamailio:
         return self.state_dir / "kamailio.cfg"
 
     def write_config(self) -> Path:
-        """Write kamailio.cfg and the dispatcher list into the state dir."""
+        """Write kamailio.cfg, the dispatcher list and the allowed addresses into the state dir."""
         self.state_dir.mkdir(parents=True, exist_ok=True)
         lst = self.state_dir / "dispatcher.list"
         lst.write_text(dispatcher_list(self.destinations))
-        self.config_path.write_text(render_config(self.listen, self.state_dir, lst))
+        addresses = self.state_dir / "address.list"
+        addresses.write_text(edge.address_list(self.screen.allow))
+        self.config_path.write_text(render_config(self.listen, self.state_dir, lst,
+                                                  screen=self.screen, address_file=addresses))
         return self.config_path
 
     def argv(self) -> list[str]:
@@ -315,7 +331,10 @@ class Kamailio:
             fields = dict(_FIELD.findall(rest))
             if "uri" in fields and fields["uri"] in self._by_uri:
                 fields["worker"] = self._by_uri[fields["uri"]]
-            log.event(name, level=_LEVELS.get(level, logging.INFO), source="kamailio", **fields)
+            # A line about a caller keeps its address as ``source`` (as the workers' gate logs
+            # it) and says ``by=kamailio`` instead.
+            origin = {"by": "kamailio"} if "source" in fields else {"source": "kamailio"}
+            log.event(name, level=_LEVELS.get(level, logging.INFO), **origin, **fields)
             if self.on_event is not None:
                 self.on_event(name, fields)
             return
