@@ -1,9 +1,11 @@
 """A bare SIP answering agent (no models) run as a child process by robustness tests.
 
-``python tests/sipp/answer_agent.py PORT RTP_PORT SECONDS [CERT KEY TLS_PORT SRTP]``: answers
-extension 101 with silence, refuses anything else with 404, prints ``ready`` once listening and
-``clean exit`` after stopping. A crash inside pjsua2 kills only this process, not the test run.
-With a certificate it also listens for TLS on TLS_PORT, with ``sip.srtp = SRTP``.
+``python tests/sipp/answer_agent.py PORT RTP_PORT SECONDS [CERT KEY TLS_PORT SRTP [GREETING]]``:
+answers extension 101 with silence, refuses anything else with 404, prints ``ready`` once
+listening and ``clean exit`` after stopping. A crash inside pjsua2 kills only this process, not
+the test run. With a certificate it also listens for TLS on TLS_PORT, with ``sip.srtp = SRTP``;
+with GREETING (raw 16-bit 8 kHz mono PCM) it says that, over and over, instead of silence, so a
+capture has speech to look at.
 """
 
 from __future__ import annotations
@@ -21,9 +23,25 @@ from agent.sip.useragent import SipAgent  # noqa: E402
 from dialplan.options import SIPOptions, TLSOptions  # noqa: E402
 
 
+def looped(pcm: bytes):
+    """A frame source saying ``pcm`` again and again, 20 ms (320 bytes) a frame."""
+    pos = [0]
+
+    def frame() -> bytes:
+        out = pcm[pos[0]:pos[0] + 320]
+        pos[0] = pos[0] + 320 if len(out) == 320 else 0
+        return out if len(out) == 320 else bytes(320)
+
+    return frame
+
+
 def main(port: int, rtp_port: int, seconds: float, *secure: str) -> None:
     events: queue.Queue = queue.Queue()
     options = SIPOptions(port=port, rtp_port=rtp_port)
+    greeting = None
+    if len(secure) == 5:
+        greeting = Path(secure[4]).read_bytes()
+        secure = secure[:4]
     if secure:
         cert, key, tls_port, srtp = secure
         options = SIPOptions(port=port, rtp_port=rtp_port, srtp=srtp,
@@ -39,7 +57,8 @@ def main(port: int, rtp_port: int, seconds: float, *secure: str) -> None:
             continue
         if isinstance(ev, IncomingCall):
             if ev.extension == "101":
-                ua.answer(ev.key, 200, AudioLink(sink=lambda b: None, source=lambda: bytes(320)))
+                source = looped(greeting) if greeting else (lambda: bytes(320))
+                ua.answer(ev.key, 200, AudioLink(sink=lambda b: None, source=source))
                 print("answered", ev.sip_call_id, flush=True)
             else:
                 ua.reject(ev.key, 404)
