@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.bench.answers_questions import QUESTIONS, UNKNOWN, invented, numbers, right
-from agent.turn.knowledge import NO_NOTES, Knowledge, stem
+from agent.bench.answers_questions import QUESTIONS, UNKNOWN, invented, right
+from agent.turn.knowledge import NO_NOTES, Knowledge, numbers, stem
 from dialplan import ConfigError, load_config, parse_config
 from dialplan.knowledge import Fact, load_facts
 
@@ -90,7 +90,7 @@ def test_the_prompt_carries_the_notes_after_the_words_and_the_history_stays_plai
     runner = TurnRunner(stages=None, profile=config.profiles["default"])
     prompt = runner.prompt([Message("user", "hi")], "Are you open on Sunday?")
     assert prompt[0].content == runner.system_prompt and prompt[1].content == "hi"
-    assert prompt[-1].content.startswith("Are you open on Sunday?\n\n[Notes: (1)")
+    assert prompt[-1].content.startswith("Are you open on Sunday?\n\n[Facts you know: ")
     assert "The library is closed on Sunday." in prompt[-1].content
     assert "closed on Sunday" not in runner.system_prompt
 
@@ -100,7 +100,7 @@ def test_bench_answers_judges_facts_and_invented_numbers():
     sat = QUESTIONS[0]
     assert right(sat, "We open at 10 am on Saturday.", "none", known)
     assert not right(sat, "We open at 11 am on Saturday.", "none", known)
-    assert invented("Printing is 15 cents a page.", known) == {"fifteen"}
+    assert invented("Printing is 15 cents a page.", known) == {"15"}
     assert invented("I lost one, a new one costs 2 dollars.", known) == set()
     unknown = next(q for q in QUESTIONS if q.kind == UNKNOWN)
     assert right(unknown, "Sorry, I don't know that. Shall I transfer you?", "none", known)
@@ -108,3 +108,48 @@ def test_bench_answers_judges_facts_and_invented_numbers():
     assert not right(unknown, "It costs 75 dollars.", "none", known)
     assert not right(unknown, "The auditorium is available.", "none", known)
     assert sum(q.kind == UNKNOWN for q in QUESTIONS) >= 10
+
+
+def test_numbers_are_read_as_digits_and_one_only_beside_a_unit():
+    assert numbers("Ten cents, or 50 cents in colour; forty-two") == {"10", "50", "40", "2"}
+    assert numbers("a new one") == set() and numbers("one dollar a day") == {"1"}
+    assert numbers("It costs 1,250 dollars") == {"1250"}
+
+
+def test_a_clause_stating_a_number_no_fact_holds_is_unfounded():
+    k = Knowledge(load_facts(LIBRARY), "The library opens at 9 am.")
+    assert k.unfounded("The library owns 10,000 books.", "how many books") == {"10000"}
+    assert k.unfounded("The late fee for a DVD is 1 dollar a day.", "dvd fee") == set()
+    assert k.unfounded("Call us on five five five, zero one four two.", "") == set()
+    assert k.unfounded("Your card number 4729 is noted.", "my card is 4729") == set()
+    assert k.unfounded("It costs 75 dollars.", "") == {"75"}
+
+
+def say_with_facts(reply: str, words: str):
+    """A fake LLM's ``reply`` to ``words`` on the library profile; the result and the history."""
+    from agent.turn.runner import TurnRunner
+    from tests.fakes import FakeASR, FakeLLM, FakeTTS, fake_stages
+    from tests.replies import answer
+
+    profile = load_config(ROOT / "config.toml").profiles["default"]
+    stages = fake_stages(asr=FakeASR([words]), llm=FakeLLM(reply=reply), tts=FakeTTS())
+    history: list = []
+    result, _ = answer(TurnRunner(stages, profile), history)
+    return result, [m.content for m in history]
+
+
+def test_a_reply_that_makes_a_number_up_is_not_said():
+    """The clause with the made-up number is dropped and ``dont_know`` said instead (after the
+    first clause, already spoken: a speaker correcting themselves); the history has what was
+    said."""
+    result, said = say_with_facts("The library owns about 10,000 books. We have many more.",
+                                  "How many books do you own?")
+    assert result.unfounded == "about 10,000 books. (10000)"
+    assert "10,000" not in result.reply_text and "I don't know that" in result.reply_text
+    assert said[-1] == result.reply_text
+
+
+def test_a_reply_that_talks_about_its_tools_is_not_said():
+    result, _ = say_with_facts('You can call the "take_message" function with the target '
+                                 'accounts.', "I lost my card")
+    assert "names a tool" in result.unfounded and "function" not in result.reply_text

@@ -139,7 +139,9 @@ def say(voice: str, text: str, cache: StageCache, clips: Path) -> tuple[np.ndarr
 def known_numbers(profile: Profile) -> set[str]:
     """Every number the persona, its facts and its phrases state: those are not invented."""
     texts = [profile.system_prompt, profile.greeting, *(f.shown for f in profile.facts)]
-    return set().union(*(numbers(t) for t in texts))
+    known = set().union(*(numbers(t) for t in texts))
+    return known | {d for n in known if n.isdigit() for d in n} | {
+        str(int(n)) for n in known if n.isdigit()}
 
 
 def measure(profiles: Sequence[Profile], questions: Sequence[Question], groups: Sequence[str],

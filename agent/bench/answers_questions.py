@@ -5,7 +5,8 @@ Fact questions have their answer in the persona or its knowledge file
 the reply's normalised words: lower case, numbers spelled out, :func:`agent.bench.scoring.normalize`).
 Unknown questions have their answer in neither: a reply is right when it says it does not know
 or hands the caller on (a transfer, a message), and states no number, price or time it was not
-given. A number in any reply that the persona and its facts do not hold counts as invented.
+given. A number in any reply that the persona, its facts and the question do not hold counts as
+invented (read digit by digit, as a phone number may be, it is not).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import re
 from dataclasses import dataclass
 
 from agent.bench.scoring import normalize
+from agent.turn.knowledge import numbers
 
 FACT = "fact"
 UNKNOWN = "unknown"
@@ -40,8 +42,8 @@ def _u(text: str) -> Question:
 QUESTIONS: tuple[Question, ...] = (
     _f("What time do you open on Saturday?", r"\bten\b"),
     _f("How late are you open on weekdays?", r"\bsix\b"),
-    _f("Is the library open on Sunday?", r"closed|not open|aren t open|re not open"),
-    _f("Are you open on Christmas Day?", r"closed|not open|aren t open|re not open"),
+    _f("Is the library open on Sunday?", r"closed|not open|arent open|re not open"),
+    _f("Are you open on Christmas Day?", r"closed|not open|arent open|re not open"),
     _f("How much does it cost to print a page in color?", r"fifty cent|zero fifty"),
     _f("How much is black and white printing?", r"ten cent|zero ten"),
     _f("What's the late fee for a DVD?", r"\b(one|a) dollar"),
@@ -55,8 +57,8 @@ QUESTIONS: tuple[Question, ...] = (
     _f("For how long can I book a study room?", r"two hours"),
     _f("When does the book club meet?", r"first tuesday|\bseven\b"),
     _f("What's the library's phone number?", r"555.*142|\b142\b"),
-    _f("Do you have books in French?", r"\byes\b|french"),
-    _f("Do I need a password for the wifi?", r"\bno\b|free|doesn t|does not|don t|not need"),
+    _f("Do you have books in French?", r"\byes\b|we have|library has"),
+    _f("Do I need a password for the wifi?", r"\bno\b|free|doesnt|does not|dont|not need"),
     _f("How many books can I borrow at once?", r"twenty"),
     _f("How long do you keep a book I reserved?", r"seven days|a week|one week"),
     _f("What happens if I lose a book?", r"replace|five dollar"),
@@ -78,33 +80,17 @@ QUICK = (0, 1, 4, 6, 11, 16, 21, 22, 23, 26, 29, 33)
 """``--quick``: seven fact questions and five unknown ones."""
 
 ADMITS = re.compile(
-    r"don t know|do not know|not sure|no information|don t have (that|this|any|the)|"
-    r"do not have (that|this|any|the)|not able to|unable to|can t (tell|say|help|find|give)|"
-    r"cannot (tell|say|help|find|give)|transfer|connect you|put you through|front desk|"
+    r"dont know|do not know|not sure|no information|dont have (that|this|any|the)|"
+    r"do not have (that|this|any|the)|not able to|unable to|cant (tell|say|help|find|give)|"
+    r"cannot (tell|say|help|find|give)|not provided|not available|no details|"
+    r"transfer|connect you|put you through|front desk|"
     r"(check|ask) with|staff|leave a message")
 """A reply that says it does not know, or hands the caller on."""
 
-_NUMBER_WORDS = (
-    "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
-    "sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety "
-    "hundred thousand"
-).split()
-
-
-def numbers(text: str) -> set[str]:
-    """The number words and numerals of ``text`` (normalised: "10" and "ten" are one)."""
-    words = normalize(text).split()
-    return {w for w in words if w in _NUMBER_WORDS or w.isdigit()}
-
-
 def invented(reply: str, known: set[str]) -> set[str]:
-    """Numbers the reply states that are not in ``known`` (the persona's and its facts')."""
-    # "one" is also a pronoun ("a new one"): only counted beside a unit.
-    said = numbers(reply)
-    if "one" in said and not re.search(r"\bone (dollar|cent|hour|day|week|pm|am|o clock)",
-                                       normalize(reply)):
-        said.discard("one")
-    return said - known
+    """Numbers the reply states that are not in ``known`` (the persona's, its facts', the
+    question's: :func:`agent.turn.knowledge.numbers`)."""
+    return numbers(reply) - known
 
 
 def right(q: Question, reply: str, action: str, known: set[str]) -> bool:

@@ -110,6 +110,8 @@ class CallRecorder:
                       index)
         if result.tool_error:
             self.event("error", f"turn {index}: tool {result.tool_error}")
+        if result.unfounded:
+            self.event("unfounded", f"turn {index}: not said: {result.unfounded}")
         if result.asked_to_repeat:
             self.event("asked-to-repeat", f"turn {index}: {result.asked_to_repeat}")
         if turn.under_load:

@@ -1,10 +1,16 @@
-"""Which of a profile's facts a turn's prompt carries: the few its words are about.
+"""Which of a profile's facts a turn's prompt carries, and what a reply may not state without one.
 
 Retrieval is BM25 over the facts' words (their topic included) with light stemming: at a few
 hundred facts it takes microseconds and needs no vector service, and a caller's question
 shares its content words ("print", "Saturday", "card") with the fact that answers it. The
 facts go after the caller's words, so the persona and the call so far stay one cached prefix
 (:meth:`agent.turn.runner.TurnRunner.prompt`).
+
+Small models asked to say "I don't know" when the facts do not answer say it to everything;
+told only that they know nothing else, they answer from the facts and mostly admit the rest,
+but some still make a number up (bench answers). So a reply's every clause is also checked
+before it is spoken: one that states a number that neither the persona, its facts nor the
+caller gave is not said (:meth:`Knowledge.unfounded`); the profile's ``dont_know`` is.
 """
 
 from __future__ import annotations
@@ -39,10 +45,35 @@ SYNONYMS = {
 }
 """What a caller says that a fact puts otherwise ("how late" is about closing)."""
 
-RULE = ("Answer from these notes only. If they do not say, say you don't know, and offer to "
-        "transfer the caller; never guess a number, price, time or date.")
-NO_NOTES = ("No notes cover this. If it asks for a fact you were not told, say you don't "
-            "know and offer to transfer the caller; never guess a number, price, time or date.")
+NOTES = "Facts you know: {facts} Anything not in these facts, you don't know."
+NO_NOTES = ("You know no facts about this. If it asks for one, say you don't know and offer to "
+            "transfer the caller; never guess a number, price, time or date.")
+
+_ONES = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+         "fifteen sixteen seventeen eighteen nineteen").split()
+_TENS = "twenty thirty forty fifty sixty seventy eighty ninety".split()
+NUMBER_WORDS = frozenset(_ONES + _TENS + ["hundred", "thousand", "million", "half", "quarter"])
+_UNIT = re.compile(r"\bone (dollar|cent|hour|day|week|month|year|minute|pm|am|o'?clock)")
+
+
+def numbers(text: str) -> set[str]:
+    """The numbers ``text`` states, each as its digits (``"ten"`` and ``"10"`` are ``"10"``).
+
+    "one" counts only beside a unit: it is also a pronoun ("a new one").
+    """
+    t = text.lower().replace(",", "")
+    out = set(re.findall(r"\d+", t))
+    words = re.findall(r"[a-z]+", t)
+    for w in words:
+        if w in _ONES and w != "one":
+            out.add(str(_ONES.index(w)))
+        elif w in _TENS:
+            out.add(str(20 + 10 * _TENS.index(w)))
+        elif w in NUMBER_WORDS - {"one"} and w not in _ONES:
+            out.add(w)
+    if _UNIT.search(t):
+        out.add("1")
+    return out
 
 
 def stem(word: str) -> str:
@@ -67,8 +98,13 @@ _SYNONYMS = {stem(k): tuple(stem(v) for v in vs) for k, vs in SYNONYMS.items()}
 class Knowledge:
     """BM25 over one profile's facts."""
 
-    def __init__(self, facts: tuple[Fact, ...], k1: float = 1.2, b: float = 0.75):
+    def __init__(self, facts: tuple[Fact, ...], persona: str = "", k1: float = 1.2,
+                 b: float = 0.75):
         self.facts = facts
+        known = numbers(persona).union(*(numbers(f.shown) for f in facts))
+        # A number may be read out digit by digit ("five five five, zero one four two").
+        self._known = known | {d for n in known if n.isdigit() for d in n} | {
+            str(int(n)) for n in known if n.isdigit()}
         self._docs = [Counter(terms(f"{f.topic} {f.text}")) for f in facts]
         self._len = [sum(d.values()) for d in self._docs]
         self._avg = sum(self._len) / len(self._len) if self._len else 0.0
@@ -98,5 +134,9 @@ class Knowledge:
         found = self.relevant(words)
         if not found:
             return NO_NOTES
-        return "Notes: " + " ".join(f"({i}) {f.shown}" for i, f in enumerate(found, 1)) + \
-            " " + RULE
+        return NOTES.format(facts=" ".join(f.text for f in found))
+
+    def unfounded(self, clause: str, given: str) -> set[str]:
+        """Numbers ``clause`` states that no fact, nor the persona, nor ``given`` (the caller's
+        words) holds: a reply saying them would be making them up."""
+        return numbers(clause) - self._known - numbers(given)

@@ -43,6 +43,7 @@ from agent.turn.tools import (
     ToolCallScanner,
     announcement,
     farewell,
+    names_a_tool,
     tool_response,
 )
 from agent.turn.urgency import Urgency
@@ -212,6 +213,8 @@ class Reply:
         if text is None or call is not None:
             chunks += self._splitter.flush()
         for chunk in chunks:
+            if self._unfounded(chunk):
+                return True
             self._put(chunk)
         if call is not None:
             self._tool(call)
@@ -228,6 +231,22 @@ class Reply:
                 self._ask(self.result.transcript)
                 return True
         return False
+
+    def _unfounded(self, chunk: str) -> bool:
+        """True (and ``dont_know`` said instead) if ``chunk`` states a number no fact holds,
+        or talks about the tools instead of using them."""
+        k = self.runner.knowledge
+        if k is None:
+            return False
+        made_up = k.unfounded(chunk, self.result.transcript)
+        if not made_up and not names_a_tool(chunk, self.runner.tools.names):
+            return False
+        why = ", ".join(sorted(made_up)) if made_up else "names a tool"
+        self.result.unfounded = f"{chunk} ({why})"
+        self._close_stream()
+        self._put(self.runner.profile.dont_know)
+        self._llm_end()
+        return True
 
     # ---- tools -------------------------------------------------------------------------------
 
@@ -434,7 +453,7 @@ class Reply:
         self.t.tts_done_at = self._now()
         if self._stream is not None:
             r.llm = self._first_llm or self._stream.metrics
-            plain = not (self._rounds or r.action or r.tools)
+            plain = not (self._rounds or r.action or r.tools or r.unfounded)
             r.reply_text = self._stream.text.strip() if plain else " ".join(self._said)
         r.cancelled = self.cancelled
         if (r.action is None and not failed and self._scanner is not None

@@ -46,6 +46,9 @@ class TurnResult:
     (said while a transfer ran)."""
     tool_error: str = ""
     """The tool that failed and why; the caller heard the profile's ``tool_error``."""
+    unfounded: str = ""
+    """A clause not said because it stated numbers no fact holds (the caller heard the
+    profile's ``dont_know`` instead)."""
 
     @property
     def no_words(self) -> bool:

@@ -90,7 +90,8 @@ class TurnRunner:
         self.tools = Toolbox(profile)
         self.system_prompt = self.tools.system_prompt(profile.system_prompt)
         """The persona and the tools it may use: one prefix, primed and reused by every turn."""
-        self.knowledge = Knowledge(profile.facts) if profile.facts else None
+        self.knowledge = (Knowledge(profile.facts, f"{profile.system_prompt} {profile.greeting}")
+                          if profile.facts else None)
         """The profile's facts; a turn's prompt carries those its words are about."""
 
     def prime(self) -> None:

@@ -356,3 +356,14 @@ def farewell(reply: str, words: str = "") -> bool:
     said = words.strip()
     return bool(said) and bool(re.search(r"\bbye\b|goodbye|good bye", said, re.IGNORECASE)) \
         and bool(_FAREWELL.match(said))
+
+
+def names_a_tool(text: str, names: list[str] | tuple[str, ...]) -> bool:
+    """Whether spoken ``text`` talks about the tools instead of using them.
+
+    The small models sometimes describe a call in words ("you can call the take_message
+    function with the target accounts"): a caller must not hear that (bench answers).
+    """
+    low = text.lower()
+    return bool(re.search(r"\bfunctions?\b", low)) or any(
+        (("_" in n and n in low) or f'"{n}"' in low) for n in names)
