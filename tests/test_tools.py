@@ -231,3 +231,21 @@ def test_took_leave(words, leave):
     from agent.turn.tools import took_leave
 
     assert took_leave(words) is leave
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("words,asks", [
+    ("Can I leave a message for the librarian?", True),
+    ("Please tell her I called.", True),
+    ("Could you let the manager know I rang?", True),
+    ("What time do you open on Saturday?", False),
+    ("I lost my library card. How much is a new one?", False),
+])
+def test_take_message_is_refused_unless_the_caller_asks_to_leave_one(words, asks):
+    from agent.turn.tools import Toolbox, asks_for_message
+    from dialplan.options import Profile
+
+    assert asks_for_message(words) is asks
+    box = Toolbox(Profile(name="p", tools=["take_message"]))
+    problem = box.problem(ToolCall("take_message"), words)
+    assert (problem == "") is asks

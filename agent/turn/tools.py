@@ -122,6 +122,8 @@ class Toolbox:
             return f"unknown tool {call.name!r}; the tools are: {', '.join(self.names)}"
         if call.name == "end_call" and not took_leave(words):
             return "the caller did not take leave: answer them instead of hanging up"
+        if call.name == "take_message" and not asks_for_message(words):
+            return "the caller did not ask to leave a message: answer their question instead"
         if call.name == "transfer":
             target = target_of(call, self.profile)
             if target is None:
@@ -340,6 +342,18 @@ def took_leave(words: str) -> bool:
     on one that opens with thanks: "Thanks, and when do you close?").
     """
     return bool(_LEAVE.search(words)) and "?" not in words
+
+
+_MESSAGE = re.compile(r"\bmessage|\bleave (a|my|him|her|them)\b|\btell (him|her|them|the)\b|"
+                      r"\blet (him|her|them|the \w+) know\b|\bpass (it|this|that) on\b|"
+                      r"\bcall (me|us) back\b|\bvoicemail", re.IGNORECASE)
+
+
+def asks_for_message(words: str) -> bool:
+    """The caller's words ask to leave a message ("can I leave a message", "tell her I
+    called"). ``take_message`` is refused without them: the under-load model took messages in
+    answer to plain questions (bench answers)."""
+    return bool(_MESSAGE.search(words))
 
 
 def farewell(reply: str, words: str = "") -> bool:
