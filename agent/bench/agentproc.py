@@ -150,7 +150,8 @@ def start_cluster(config: Path, log: Path, workers: int,
 def bench_config(port: int, rtp: int, work: Path, llm: str, threads: int,
                  asr: str = "base", *, stage_threads: int | None = None,
                  max_silence_s: float | None = None, llm_backend: str = "llama-batch",
-                 under_load: tuple[str, str] | None = None) -> str:
+                 under_load: tuple[str, str] | None = None, sip_extra: str = "",
+                 tts: str = "kokoro") -> str:
     """A config for the benchmarks: one profile on extension 101, SQLite in ``work``.
 
     Args:
@@ -166,9 +167,14 @@ def bench_config(port: int, rtp: int, work: Path, llm: str, threads: int,
             a caller who holds the line in silence while 8 calls queue for 2 cores.
         under_load: (ASR model, LLM model) of an ``under_load`` profile "quick" for the bench
             profile (None: none, every turn on the profile's own models).
+        sip_extra: more ``[sip]`` keys (e.g. ``allow = [...]``).
+        tts: ``kokoro`` (as shipped: af_heart with hibari's lead, and hibari under load) or
+            ``piper``.
     """
     asr_threads = "" if stage_threads is None else f", threads = {stage_threads}"
-    extra = "" if stage_threads is None else f"tts = {{ threads = {stage_threads} }}\n"
+    voice = ('backend = "piper"' if tts == "piper"
+             else 'backend = "kokoro-onnx", voice = "af_heart", lead = "hibari"')
+    extra = f"tts = {{ {voice}{'' if stage_threads is None else f', threads = {stage_threads}'} }}\n"
     if max_silence_s is not None:
         extra += f"limits = {{ max_silence_s = {max_silence_s:g} }}\n"
     return f"""
@@ -178,6 +184,7 @@ to 4 pm on Saturday. Answer in one short spoken sentence."
 port = {port}
 rtp_port = {rtp}
 max_calls = 4
+{sip_extra}
 [db]
 url = "sqlite:///{work}/calls.db"
 spool_dir = "{work}/spool"
@@ -186,17 +193,19 @@ greeting = "Hello, quick assistant here."
 llm = {{ backend = "{llm_backend}", model = "{llm}", max_tokens = 40, threads = {threads} }}
 asr = {{ model = "{asr}", initial_prompt = "A caller phones the public library with a question."\
 {asr_threads} }}
-{extra}{_quick(under_load, llm_backend, threads, asr_threads)}[dialplan]
+{extra}{_quick(under_load, llm_backend, threads, asr_threads, tts)}[dialplan]
 "101" = "fast"
 """
 
 
-def _quick(models: tuple[str, str] | None, backend: str, threads: int, asr_threads: str) -> str:
+def _quick(models: tuple[str, str] | None, backend: str, threads: int, asr_threads: str,
+           tts: str = "kokoro") -> str:
     if models is None:
         return ""
     asr, llm = models
+    voice = 'tts = { backend = "hibari" }\n' if tts != "piper" else ""
     return f"""under_load = "quick"
 [profiles.quick]
 llm = {{ backend = "{backend}", model = "{llm}", max_tokens = 40, threads = {threads} }}
 asr = {{ model = "{asr}"{asr_threads} }}
-"""
+{voice}"""

@@ -106,6 +106,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         choices=("llama-cpp", "llama-batch", "xllamacpp"),
                         help="LLM backend of the bench profile")
     parser.add_argument("--asr-model", default="base", help="ASR model of the bench profile")
+    parser.add_argument("--tts", choices=("kokoro", "piper"), default="kokoro",
+                        help="the bench profile's voice: kokoro as shipped (af_heart, hibari's "
+                             "lead, hibari under load) or piper (en_US-joe-medium throughout)")
     parser.add_argument("--threads", type=int, default=None,
                         help="ASR, LLM and TTS threads per worker (default: CPU cores / workers, "
                              "at least 1; each worker's scheduler runs one model job at a time)")
@@ -252,7 +255,8 @@ def run_setup(n: int, args, setup: Path, config: Path,
     config.write_text(bench_config(port, rtp, setup, args.profile_llm,
                                    args.llm_threads or threads, args.asr_model,
                                    stage_threads=threads, max_silence_s=args.hold_s + 30,
-                                   llm_backend=args.llm_backend, under_load=args.under_load))
+                                   llm_backend=args.llm_backend, under_load=args.under_load,
+                                   tts=args.tts))
     log = setup / ("serve.log" if n == 1 else "cluster.log")
     proc = start_serve(config, log) if n == 1 else start_cluster(config, log, n)
     if proc is None:
