@@ -11,7 +11,7 @@ import pytest
 
 from agent.sip.digest import DigestAuth, digest_response, header_values, parse_digest
 from agent.sip.flood import InviteLimiter
-from agent.sip.gate import CallGate
+from agent.sip.gate import CallGate, Screens
 from dialplan import ConfigError, parse_config
 from dialplan.config import sip_passwords
 
@@ -227,3 +227,20 @@ def test_tls_and_srtp_keys_are_checked_and_name_the_key():
     sip = parse_config({"sip": {"transport": "tls", "srtp": "mandatory", "tls": {
         "certificate": "c.pem", "private_key": "k.pem"}}}).sip
     assert (sip.transport, sip.srtp, sip.tls.port) == ("tls", "mandatory", 5061)
+
+
+def test_an_invite_is_screened_once_as_its_account_is_picked_and_the_call_gets_that_verdict():
+    from dialplan.options import SIPOptions
+
+    clock = [0.0]
+    screens = Screens(CallGate(SIPOptions(allow=("127.0.0.1/32",), invite_rate=1,
+                                          invite_burst=1), clock=lambda: clock[0]))
+    invite = "INVITE sip:101@h SIP/2.0\r\nCall-ID: a@h\r\n\r\n"
+    assert screens.select("127.0.0.1", "OPTIONS sip:h SIP/2.0\r\n\r\n") is None
+    first = screens.select("127.0.0.1", invite)
+    assert first.admitted and screens.incoming("a@h", "127.0.0.1", invite) is first
+    # One token spent, not two: the next INVITE is over the rate.
+    assert screens.select("127.0.0.1", invite.replace("a@h", "b@h")).code == 503
+    # A call pjsua never asked about (or another one's) is screened when it is reported.
+    clock[0] = 10.0
+    assert screens.incoming("c@h", "127.0.0.2", invite).code == 403

@@ -1,4 +1,4 @@
-"""The pjsua2 objects whose methods pjsua2 calls back: bridge port, call, account.
+"""The pjsua2 objects whose methods pjsua2 calls back: bridge port, call, account, endpoint.
 
 Director subclasses only: each callback turns what pjsua2 reports into a plain event for
 :class:`~agent.sip.useragent.SipAgent` (which owns every one of these objects and their
@@ -47,6 +47,8 @@ class AgentHooks:
     """The call ended, with its last status code and reason."""
     incoming: Callable[[_Account, Any], None]
     """An INVITE reached the account (pjsua2's ``OnIncomingCallParam``)."""
+    select: Callable[[Any], None] = lambda prm: None
+    """A new INVITE is about to become a call: pick its account (``OnSelectAccountParam``)."""
 
 
 def _vector_reader() -> Callable[[pj.ByteVector], bytes]:
@@ -290,6 +292,21 @@ class _Account(pj.Account):
             info = self.getInfo()
             self.hooks.emit(RegistrationChanged(
                 int(prm.code), str(prm.reason), bool(info.regIsActive), time.monotonic()))
+        except Exception as e:
+            self.hooks.error(-1, e)
+
+
+class _Endpoint(pj.Endpoint):
+    """The endpoint, for ``onSelectAccount``: pjsua asks it for a new INVITE's account before
+    it sets up the call's media, the one moment a flood can still be refused cheaply."""
+
+    def __init__(self, hooks: AgentHooks):
+        super().__init__()
+        self.hooks = hooks
+
+    def onSelectAccount(self, prm):  # noqa: N802
+        try:
+            self.hooks.select(prm)
         except Exception as e:
             self.hooks.error(-1, e)
 

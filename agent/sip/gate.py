@@ -13,7 +13,9 @@ wheel's own 486 to real callers too), and it never gets media. In order, cheapes
    wrong -> 403.
 
 Requests inside an answered call (re-INVITE, BYE, DTMF) never come here: a caller already in a
-call keeps being served whatever the gate would say now. Pure Python; imports no pjsua2.
+call keeps being served whatever the gate would say now. :class:`Screens` runs the gate when
+pjsua picks a new INVITE's account, before the call's media exists, and keeps the verdict for
+the incoming-call callback. Pure Python; imports no pjsua2.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from agent.sip.digest import DigestAuth
+from agent.sip.digest import DigestAuth, header_values
 from agent.sip.flood import InviteLimiter
 from dialplan.options import SIPOptions
 
@@ -95,3 +97,31 @@ class CallGate:
         return Screening(401, check.verdict, (("WWW-Authenticate",
                                                self.auth.challenge(source, stale=stale)),),
                          user=check.user, detail=check.why)
+
+
+class Screens:
+    """The gate's verdict on each new INVITE, reached at account selection, kept for the call.
+
+    pjsua asks for a new INVITE's account (``onSelectAccount``) before it sets up the call's
+    media, then reports the call (``onIncomingCall``), both on the ``sip`` thread within one
+    INVITE's handling: :meth:`select` screens it (once: the gate counts and remembers what it
+    sees) and :meth:`incoming` hands the verdict to the call it belongs to.
+    """
+
+    def __init__(self, gate: CallGate):
+        self.gate = gate
+        self._last: tuple[str, Screening] | None = None
+
+    def select(self, source: str, message: str) -> Screening | None:
+        """Screen a request pjsua is picking an account for; None if it is not an INVITE."""
+        if not message.startswith("INVITE "):
+            return None
+        screen = self.gate.screen(source, message)
+        call_ids = header_values(message, "Call-ID") or header_values(message, "i")
+        self._last = (call_ids[0] if call_ids else "", screen)
+        return screen
+
+    def incoming(self, call_id: str, source: str, message: str) -> Screening:
+        """The verdict on the INVITE of call ``call_id`` (screened now if it was not before)."""
+        last, self._last = self._last, None
+        return last[1] if last and last[0] == call_id else self.gate.screen(source, message)

@@ -80,3 +80,24 @@ def account_config(o: SIPOptions, uri: str, transport_ids: list[int]) -> pj.Acco
         # for an incoming INVITE otherwise (500, PJSIP_EUNSUPTRANSPORT; seen with sipp -t t1).
         acfg.sipConfig.transportId = transport_ids[0]
     return acfg
+
+
+def refusing_config(o: SIPOptions, transport_ids: list[int]) -> pj.AccountConfig:
+    """The account of INVITEs the gate refuses: media on a loopback transport, no sockets.
+
+    pjsua sets up a new call's media (an RTP and an RTCP socket) before the incoming-call
+    callback can refuse it, and a closed socket's ioqueue slot is reused only after a delay;
+    the wheel's ioqueue has few slots, so a flood of refused INVITEs ran out of them and pjlib
+    aborted the process (``pj_ioqueue_register_sock2`` assertion; ``bench flood``). INVITEs the
+    gate refuses are given this account instead, whose loop transport opens no socket.
+    """
+    acfg = pj.AccountConfig()
+    acfg.idUri = f"sip:refused@{o.host}"
+    acfg.regConfig.registrarUri = ""
+    acfg.mediaConfig.useLoopMedTp = True
+    # Never refuse an offer on media grounds first (488): the gate's answer is the one sent.
+    acfg.mediaConfig.srtpUse = pj.PJMEDIA_SRTP_OPTIONAL
+    acfg.mediaConfig.srtpSecureSignaling = 0
+    if len(transport_ids) == 1:
+        acfg.sipConfig.transportId = transport_ids[0]
+    return acfg

@@ -11,8 +11,10 @@ Threads:
   * one Python thread (``sip``) creates the library, polls it with ``libHandleEvents`` and runs
     every pj API call; other threads send it commands (answer, hangup, dial, transfer, DTMF)
     through a queue;
-  * the ``sip`` thread screens each new INVITE with the :class:`~agent.sip.gate.CallGate`
-    (rate, source network, digest credentials) and refuses it there, in the callback;
+  * the ``sip`` thread screens each new INVITE with the :class:`~agent.sip.gate.CallGate` as
+    pjsua picks its account, before its media exists: a refused one gets an account whose media
+    opens no socket (:func:`~agent.sip.pjconfig.refusing_config`), and is answered in the
+    incoming-call callback;
   * the ``sip`` thread also watches each answered call's inbound RTP (``_Call.watch_rtp``):
     a call that receives no packet for its ``rtp_timeout_s`` while its media is active (not on
     hold) gets one :class:`~agent.sip.events.RtpTimeout`; what to do about it is the consumer's;
@@ -35,16 +37,18 @@ from collections.abc import Callable
 import pjsua2 as pj
 
 from agent.sip.audiolink import AudioLink
-from agent.sip.gate import CallGate
+from agent.sip.gate import CallGate, Screens
 from agent.sip.pjconfig import (  # RTP_PORT_RANGE: tests and benches import it from here
     RTP_PORT_RANGE,  # noqa: F401
     account_config,
     create_transports,
+    refusing_config,
 )
 from agent.sip.callbacks import (
     AgentHooks,
     _Account,
     _Call,
+    _Endpoint,
     _Port,
     call_op,
     error_text,
@@ -107,7 +111,9 @@ class SipAgent:
         # All the pjsua2 callbacks (agent.sip.callbacks) may call of this agent.
         self._hooks = AgentHooks(
             emit=self._emit, error=self._error, make_port=self._make_port,
-            disconnected=self._disconnected, incoming=self._incoming)
+            disconnected=self._disconnected, incoming=self._incoming, select=self._select)
+        self._refusing: _Account | None = None
+        self._screens = Screens(gate) if gate is not None else None
 
     # ---- public API (any thread) -------------------------------------------------------------
 
@@ -265,7 +271,7 @@ class SipAgent:
 
     def _create(self) -> None:
         o = self.options
-        ep = pj.Endpoint()
+        ep = _Endpoint(self._hooks)
         self._ep = ep
         ep.libCreate()
         cfg = pj.EpConfig()
@@ -291,6 +297,9 @@ class SipAgent:
         acc = _Account(self._hooks)
         acc.create(account_config(o, self.uri, transport_ids), True)
         self._acc = acc
+        if self.gate is not None:
+            self._refusing = _Account(self._hooks)
+            self._refusing.create(refusing_config(o, transport_ids), False)
 
     def _shutdown(self) -> None:
         self._hangup_all()
@@ -325,12 +334,13 @@ class SipAgent:
         self._dead.clear()
         self._idle_ports.clear()
         self._ports.clear()
-        if self._acc is not None:
+        for acc in (self._acc, self._refusing):
             try:
-                self._acc.shutdown()
+                if acc is not None:
+                    acc.shutdown()
             except Exception:
                 pass
-        self._acc = None
+        self._acc = self._refusing = acc = None
         gc.collect()
         if self._ep is not None:
             try:
@@ -361,6 +371,14 @@ class SipAgent:
         port.attach(link)
         return port
 
+    def _select(self, prm) -> None:
+        """Screen a new INVITE as pjsua picks its account, before its media is set up."""
+        if self._screens is None or self._refusing is None:
+            return
+        screen = self._screens.select(source_host(str(prm.rdata.srcAddress)), prm.rdata.wholeMsg)
+        if screen is not None and not screen.admitted:
+            prm.accountIndex = self._refusing.getId()
+
     def _incoming(self, acc, prm) -> None:
         key = next(self._keys)
         call = _Call(self._hooks, acc, key, prm.callId)
@@ -368,7 +386,8 @@ class SipAgent:
         msg = prm.rdata.wholeMsg
         ci = call.getInfo()
         source = source_host(str(prm.rdata.srcAddress))
-        screen = self.gate.screen(source, msg) if self.gate is not None else None
+        screen = (self._screens.incoming(ci.callIdString, source, msg)
+                  if self._screens is not None else None)
         if screen is not None and not screen.admitted:
             # Refused here, inside the callback: the call slot is free again at once. A final
             # answer, not a hangup: pjsua sends a hangup's extra headers only once the call's
