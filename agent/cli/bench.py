@@ -19,6 +19,8 @@ BENCHES = {
     "answers": ("agent.bench.answers", "right answers to spoken questions in many voices: facts, "
                                        "\"I don't know\" instead of invented ones, WER, latency"),
     "call": ("agent.bench.call", "voice-to-voice on the wire with sipp, 1 and 4 calls"),
+    "flood": ("agent.bench.flood", "voice-to-voice of allowed callers while one source floods "
+                                   "INVITEs, beside the quiet figure"),
     "soak": ("agent.bench.soak", "N unruly sipp calls against a supervised serve: crashes, "
                                  "open records, RSS"),
 }

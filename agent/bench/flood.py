@@ -1,0 +1,272 @@
+"""``callagent bench flood``: allowed callers' voice-to-voice while one source floods INVITEs.
+
+One supervised ``callagent serve`` (its own ports and SQLite call log) allows callers from
+127.0.0.1 only (``sip.allow``) at the default ``sip.invite_rate``. Rounds alternate, quiet then
+flooded, ``--rounds`` of each, every round's callers asking questions no earlier round asked (a
+question asked again would be answered from the LLM's prompt cache):
+
+* quiet: ``--callers`` sipp callers from 127.0.0.1 each stream a spoken question at once;
+* flooded: the same, started ``FLOOD_LEAD_S`` after a sipp on 127.0.0.3 began sending
+  ``--rate`` INVITEs a second for ``--flood-s`` seconds, as a scanner outside the allowed
+  networks would. The agent's gate refuses the flood before any media: 503 with
+  ``Retry-After`` over the source's rate, 403 (not allowed) for the few its bucket lets by.
+
+Voice-to-voice is read on the wire (tshark on the agent's RTP ports, as ``bench call`` does:
+the caller's last speech packet to the agent's first reply speech packet); the call log says
+which calls were answered; sipp's summary and error file say how the flood was answered. The
+table puts each flooded round beside the quiet figure of the same run.
+
+A benchmark, not a test: it prints numbers and asserts nothing. Imports no pjsua2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agent.bench.agentproc import (
+    bench_config,
+    caller_media,
+    free_block,
+    free_port,
+    read_call_log,
+    start_serve,
+)
+from agent.bench.header import markdown_header, markdown_table
+from agent.bench.wer.questions import QUESTIONS
+from agent.bench.wire import (
+    Capture,
+    each_call,
+    scenario,
+    sipp_argv,
+    sipp_refusals,
+    split_calls,
+    spoken_ulaw,
+)
+from db.stats import percentile
+from dialplan.options import LLMOptions
+
+TOOLS = ("sipp", "tshark", "espeak-ng", "sox")
+CALLERS_FROM = "127.0.0.1"
+FLOOD_FROM = "127.0.0.3"
+FLOOD_LEAD_S = 0.5
+"""The flood runs this long before the callers dial: they talk into a flood already going."""
+RTP_PORTS = 100
+"""The agent's RTP range (``agent.sip.pjconfig.RTP_PORT_RANGE``, not imported: pjsua2)."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--rate", type=int, default=200, help="flood INVITEs per second")
+    parser.add_argument("--flood-s", type=float, default=10.0, help="flood length (s)")
+    parser.add_argument("--callers", type=int, default=2,
+                        help="allowed callers per round, all at once")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="quiet rounds and flooded rounds (alternating)")
+    parser.add_argument("--profile-llm", default=LLMOptions().model,
+                        help="LLM of the bench profile (default: the shipped default)")
+    parser.add_argument("--asr-model", default="base", help="ASR model of the bench profile")
+    parser.add_argument("--threads", type=int, default=2, help="threads per model stage")
+    parser.add_argument("--hold-s", type=float, default=20.0,
+                        help="call length after answer; the caller sends silence till its BYE")
+    parser.add_argument("--keep", default=None, help="keep captures and logs in this folder")
+
+
+@dataclass
+class FloodRound:
+    """One round of allowed callers, quiet or under a flood."""
+
+    flooded: bool
+    placed: int
+    answered: int
+    """Calls of this round in the call log."""
+    v2v_ms: list[float]
+    """Voice-to-voice on the wire, one per call where both sides spoke."""
+    sipp_rc: int
+    sent: int = 0
+    """Flood INVITEs sipp sent."""
+    flood: dict[int, int] = field(default_factory=dict)
+    """How the flood was answered: SIP status -> INVITEs."""
+    unanswered: int = 0
+    """Flood INVITEs with no final answer within sipp's timeout."""
+    replies_in_flood: int = 0
+    """Calls whose reply began before the flood ended."""
+
+    @property
+    def kind(self) -> str:
+        return "flooded" if self.flooded else "quiet"
+
+
+def run(args: argparse.Namespace) -> int:
+    for tool in TOOLS:
+        if shutil.which(tool) is None:
+            print(f"bench flood: {tool} not found (make setup installs it)", file=sys.stderr)
+            return 2
+    work = Path(args.keep or tempfile.mkdtemp(prefix="callagent-flood-"))
+    work.mkdir(parents=True, exist_ok=True)
+    rounds = measure(args, work)
+    if rounds is None:
+        return 1
+    print_table(rounds, args)
+    print(f"captures and logs: {work}")
+    return 0
+
+
+def measure(args: argparse.Namespace, work: Path) -> list[FloodRound] | None:
+    """Start the agent, run the rounds (quiet, flooded, ...), stop it; None if it did not start."""
+    port, rtp = free_port(), free_block(RTP_PORTS)
+    agent_ports = range(rtp, rtp + RTP_PORTS)
+    config = work / "config.toml"
+    config.write_text(bench_config(port, rtp, work, args.profile_llm, args.threads,
+                                   args.asr_model, stage_threads=args.threads,
+                                   max_silence_s=args.hold_s + 30, under_load=None,
+                                   sip_extra=f'allow = ["{CALLERS_FROM}/32"]'))
+    n_audio = 2 * args.rounds * args.callers
+    audio = [spoken_ulaw(QUESTIONS[i % len(QUESTIONS)], work / f"question{i}.ulaw",
+                         tail_s=args.hold_s, voice=("en-us", "en")[i % 2])
+             for i in range(n_audio)]
+    log = work / "serve.log"
+    proc = start_serve(config, log)
+    if proc is None:
+        print(f"bench flood: agent did not start, see {log}", file=sys.stderr)
+        return None
+    print(f"serve up on 127.0.0.1:{port}", flush=True)
+    try:
+        out = []
+        for i in range(2 * args.rounds):
+            questions = audio[i * args.callers:(i + 1) * args.callers]
+            out.append(one_round(bool(i % 2), args, work / f"round{i}", port, questions,
+                                 agent_ports))
+            print(line(out[-1]), flush=True)
+        return out
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(90)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def flood_argv(xml: Path, port: int, rate: int, seconds: float) -> list[str]:
+    """sipp sending ``rate`` INVITEs a second for ``seconds`` from :data:`FLOOD_FROM`."""
+    total = int(rate * seconds)
+    argv = sipp_argv(xml, "101", port, free_port(), free_port(), calls=total, concurrent=rate,
+                     timeout_s=seconds + 20)
+    argv[argv.index("-i") + 1] = FLOOD_FROM
+    argv[argv.index("-mi") + 1] = FLOOD_FROM
+    argv[argv.index("-l") + 1] = str(2 * rate)  # refusals end at once: few are open together
+    return argv
+
+
+def one_round(flooded: bool, args, where: Path, port: int, audio: list[Path],
+              agent_ports: range) -> FloodRound:
+    where.mkdir(parents=True, exist_ok=True)
+    db = where.parent / "calls.db"
+    before = {r[0] for r in read_call_log(db, "SELECT id FROM calls")}
+    flood = flood_xml = None
+    started = flood_end = 0.0
+    with Capture(where / "calls.pcap", agent_ports) as cap:
+        if flooded:
+            flood_xml = scenario("uac_refused", where / "flood.xml", code=503,
+                                 header="Retry-After", value="^ *[1-9][0-9]*$")
+            flood = subprocess.Popen(flood_argv(flood_xml, port, args.rate, args.flood_s),
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            started = time.time()
+            time.sleep(FLOOD_LEAD_S)
+        media = caller_media(len(audio), agent_ports)
+        callers = [subprocess.Popen(
+            sipp_argv(scenario("uac_stream", where / f"caller{i}.xml", audio=q,
+                               hold_ms=int(args.hold_s * 1000)), "101", port, free_port(),
+                      media[i], timeout_s=args.hold_s + 60),
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for i, q in enumerate(audio)]
+        rcs = [_wait(c, args.hold_s + 75) for c in callers]
+        flood_out = ""
+        if flood is not None:
+            flood_out, _ = flood.communicate(timeout=args.flood_s + 60)
+            flood_end = started + args.flood_s
+            (where / "flood.out").write_text(flood_out)
+    answered = [r for r in read_call_log(db, "SELECT id FROM calls") if r[0] not in before]
+    v2v, in_flood = [], 0
+    for call in each_call(split_calls(cap.packets(), agent_ports)):
+        if (v := call.voice_to_voice_s()) is not None:
+            v2v.append(v * 1000)
+            replies = call.reply_runs()
+            in_flood += bool(flooded and replies and replies[0][0] < flood_end)
+    r = FloodRound(flooded, len(audio), len(answered), v2v, max(rcs, default=0),
+                   replies_in_flood=in_flood)
+    if flood_xml is not None:
+        r.sent, r.flood, r.unanswered = flood_outcome(flood_out, flood_xml)
+    return r
+
+
+def _wait(proc: subprocess.Popen, timeout_s: float) -> int:
+    try:
+        return proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.wait()
+
+
+def flood_outcome(summary: str, xml: Path) -> tuple[int, dict[int, int], int]:
+    """(INVITEs sent, answers by status, INVITEs never answered) of the flood's sipp.
+
+    A call of the refusal scenario succeeds on 503 with ``Retry-After``; the error file names
+    the status of each that got something else, and what is left timed out.
+    """
+    def count(label: str) -> int:
+        m = re.search(rf"{label}\s*\|\s*\d+\s*\|\s*(\d+)", summary)
+        return int(m.group(1)) if m else 0
+
+    ok, failed = count("Successful call"), count("Failed call")
+    answers = sipp_refusals(xml)
+    if ok:
+        answers[503] = answers.get(503, 0) + ok
+    return ok + failed, answers, failed - sum(k for c, k in answers.items() if c != 503)
+
+
+def line(r: FloodRound) -> str:
+    v2v = ", ".join(f"{v:.0f}" for v in r.v2v_ms) or "none"
+    text = (f"{r.kind}: answered {r.answered}/{r.placed}, voice-to-voice ms {v2v}, "
+            f"sipp rc={r.sipp_rc}")
+    if r.flooded:
+        text += (f" | flood: {r.sent} INVITEs, {_answers(r.flood)}, {r.unanswered} unanswered, "
+                 f"{r.replies_in_flood} replies began during the flood")
+    return text
+
+
+def _answers(answers: dict[int, int]) -> str:
+    return ", ".join(f"{n} x {code}" for code, n in sorted(answers.items())) or "none"
+
+
+def print_table(rounds: list[FloodRound], args) -> None:
+    """The rounds as one markdown table, each with its p50 over the quiet rounds' p50."""
+    quiet = [v for r in rounds if not r.flooded for v in r.v2v_ms]
+    base = percentile(quiet, 50)
+    rows = []
+    for r in rounds:
+        p50 = percentile(r.v2v_ms, 50)
+        ratio = "n/a" if p50 is None or not base else f"{p50 / base:.2f}x"
+        rows.append((r.kind, f"{r.answered}/{r.placed}",
+                     ", ".join(f"{v:.0f}" for v in r.v2v_ms) or "-",
+                     "-" if p50 is None else f"{p50:.0f}", ratio,
+                     f"{r.sent} at {args.rate}/s" if r.flooded else "-",
+                     _answers(r.flood) if r.flooded else "-",
+                     f"{r.replies_in_flood}/{len(r.v2v_ms)}" if r.flooded else "-"))
+    print("\n" + markdown_header("bench flood"))
+    print(f"\nModels: {args.asr_model} + {args.profile_llm}, {args.threads} thread(s) a stage; "
+          f"{args.callers} callers from {CALLERS_FROM} (allowed) per round; flood from "
+          f"{FLOOD_FROM} (not allowed) for {args.flood_s:g} s.\n")
+    print(markdown_table(("round", "answered", "v2v ms", "v2v p50 ms", "p50/quiet", "flood",
+                          "flood answered", "replies in flood"), rows, right=range(1, 5)))
+    print("\nv2v: voice-to-voice on the wire (caller's last speech packet to the agent's first "
+          "reply packet); p50/quiet: over the quiet rounds' p50 in this run; flood answered: "
+          "the agent's final answers to the flood's INVITEs (503 over the source's rate, 403 "
+          "for those within it: the source is not allowed).")
