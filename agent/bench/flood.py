@@ -264,6 +264,12 @@ def print_table(rounds: list[FloodRound], args) -> None:
     print(f"\nModels: {args.asr_model} + {args.profile_llm}, {args.threads} thread(s) a stage; "
           f"{args.callers} callers from {CALLERS_FROM} (allowed) per round; flood from "
           f"{FLOOD_FROM} (not allowed) for {args.flood_s:g} s.\n")
+    flooded = [v for r in rounds if r.flooded for v in r.v2v_ms]
+    both = percentile(flooded, 50)
+    rows.append(("all flooded", f"{sum(r.answered for r in rounds if r.flooded)}/"
+                 f"{sum(r.placed for r in rounds if r.flooded)}", f"{len(flooded)} calls",
+                 "-" if both is None else f"{both:.0f}",
+                 "n/a" if both is None or not base else f"{both / base:.2f}x", "", "", ""))
     print(markdown_table(("round", "answered", "v2v ms", "v2v p50 ms", "p50/quiet", "flood",
                           "flood answered", "replies in flood"), rows, right=range(1, 5)))
     print("\nv2v: voice-to-voice on the wire (caller's last speech packet to the agent's first "
