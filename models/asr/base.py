@@ -90,6 +90,10 @@ class ASR(Scheduled, ABC):
         """Transcribe several utterances; backends that batch do it in one pass."""
         audios = [np.ascontiguousarray(a, dtype=np.float32).reshape(-1) for a in audios]
         with self.scheduler.job("asr", narrow=self.narrow):
+            if getattr(getattr(self, "options", None), "denoise", "off") == "rnnoise":
+                from models.asr.denoise import denoise
+
+                audios = [denoise(a, SAMPLE_RATE) for a in audios]
             if len(audios) > 1:
                 self.scheduler.note(f"utterances={len(audios)}")
             started = time.monotonic()
