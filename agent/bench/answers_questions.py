@@ -52,7 +52,7 @@ QUESTIONS: tuple[Question, ...] = (
     _f("What do I need to get a library card?", r"photo|\bid\b|proof of address"),
     _f("I lost my library card. How much is a new one?", r"two dollar"),
     _f("What's the address of the library?", r"elm"),
-    _f("Is there parking at the library?", r"free|behind"),
+    _f("Is there parking at the library?", r"free|behind|\byes\b"),
     _f("When is story time for the kids?", r"wednesday|saturday|ten thirty"),
     _f("For how long can I book a study room?", r"two hours"),
     _f("When does the book club meet?", r"first tuesday|\bseven\b"),
@@ -83,6 +83,7 @@ ADMITS = re.compile(
     r"dont know|do not know|not sure|no information|dont have (that|this|any|the)|"
     r"do not have (that|this|any|the)|not able to|unable to|cant (tell|say|help|find|give)|"
     r"cannot (tell|say|help|find|give)|not provided|not available|no details|"
+    r"(cant|cannot|can not|unable to) (provide|determine|confirm|share)|"
     r"transfer|connect you|put you through|front desk|"
     r"(check|ask) with|staff|leave a message")
 """A reply that says it does not know, or hands the caller on."""

@@ -47,6 +47,13 @@ def spoken_name(name: str) -> str:
     return words if words.lower().startswith("the ") else f"the {words}"
 
 
+ANSWER_IN_WORDS = ("Answer the caller's questions in words, from the facts you are given. Call a "
+                   "function only to act on the call, and never mention the functions to the "
+                   "caller.")
+"""Ends the tools block: without it the small models answered a question about a fact by
+describing a function call ("you can call the take_message function"; bench answers)."""
+
+
 class Toolbox:
     """The tools one profile offers, their prompt text, and the checks on a call.
 
@@ -111,7 +118,7 @@ class Toolbox:
                 f"<tools></tools> XML tags:\n<tools>{sigs}\n</tools>\n\nFor each function "
                 "call, return a json object with function name and arguments within "
                 "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, "
-                "\"arguments\": <args-json-object>}\n</tool_call>")
+                "\"arguments\": <args-json-object>}\n</tool_call>\n\n" + ANSWER_IN_WORDS)
 
     def problem(self, call: ToolCall, words: str = "") -> str:
         """Why ``call`` cannot be carried out ("" if it can), said back to the model.

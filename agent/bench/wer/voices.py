@@ -23,6 +23,7 @@ import numpy as np
 from agent.bench.samples import spoken
 from agent.bench.wer.line import seed_for
 from models import catalog
+from models.tts import kokoro_voices
 
 KOKORO_VOICES = ("jf_alpha", "jf_gongitsune", "jf_nezumi", "jf_tebukuro", "jm_kumo")
 """The voices bundled with the Kokoro model (Japanese speakers reading English)."""
@@ -170,9 +171,10 @@ def parse_voices(specs: list[str], n_questions: int, seed: int) -> Plan:
             continue
         if spec.startswith("kokoro:"):
             name = spec.split(":", 1)[1]
-            if name not in KOKORO_VOICES:
+            known = (*KOKORO_VOICES, *kokoro_voices.ENGLISH, *kokoro_voices.ACCENTED)
+            if name not in known:
                 raise ValueError(f"--voices: unknown Kokoro voice '{name}' "
-                                 f"(bundled: {', '.join(KOKORO_VOICES)})")
+                                 f"(bundled: {', '.join(known)})")
             voice = kokoro_voice(name, GROUP_CHOSEN)
         else:
             spec_voice, _, wpm = spec.partition("@")
