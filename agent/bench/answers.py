@@ -14,7 +14,6 @@ Tables: :mod:`agent.bench.answers_report`.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -25,6 +24,7 @@ import numpy as np
 from rich.console import Console
 
 from agent.bench.answers_questions import QUESTIONS, QUICK, Question, invented, numbers, right
+from agent.bench.clips import kept_clip
 from agent.bench.samples import spoken
 from agent.bench.scoring import normalize, wer
 from agent.bench.tools import answer, llm_label
@@ -121,19 +121,14 @@ def say(voice: str, text: str, cache: StageCache, clips: Path) -> tuple[np.ndarr
     engine, name = voice.split(":", 1)
     if engine == "espeak":
         return spoken(text, voice=name, wpm=165)
-    key = hashlib.sha256(f"{voice}\0{text}".encode()).hexdigest()[:24]
-    path = clips / f"{key}.npz"
-    if path.exists():
-        with np.load(path) as z:
-            return z["audio"], int(z["rate"])
     opts = (TTSOptions(backend="hibari") if engine == "hibari"
             else TTSOptions(backend="kokoro-onnx", voice=name))
-    speech = cache.models.tts(opts).synthesize(text)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp.npz")
-    np.savez(tmp, audio=speech.audio, rate=speech.sample_rate)
-    tmp.replace(path)
-    return speech.audio, speech.sample_rate
+
+    def make() -> tuple[np.ndarray, int]:
+        speech = cache.models.tts(opts).synthesize(text)
+        return speech.audio, speech.sample_rate
+
+    return kept_clip(clips, f"{voice}\0{text}", make)
 
 
 def known_numbers(profile: Profile) -> set[str]:

@@ -18,7 +18,6 @@ Tables: :mod:`agent.bench.tools_report` (which also defines a false claim).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import queue
 import threading
@@ -30,6 +29,7 @@ from pathlib import Path
 import numpy as np
 from rich.console import Console
 
+from agent.bench.clips import kept_clip
 from agent.bench.header import markdown_header
 from agent.bench.samples import spoken
 from agent.bench.tools_report import (
@@ -208,18 +208,11 @@ def caller_audio(requests: Sequence[Request], cache: StageCache, espeak: str = "
 
 def _piper_clip(cache: StageCache, opts: TTSOptions, text: str,
                 clips: Path | None) -> tuple[np.ndarray, int]:
-    key = hashlib.sha256(f"{opts.model}\0{opts.voice}\0{text}".encode()).hexdigest()[:24]
-    path = None if clips is None else clips / f"{key}.npz"
-    if path is not None and path.exists():
-        with np.load(path) as z:
-            return z["audio"], int(z["rate"])
-    speech = cache.models.tts(opts).synthesize(text)
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp.npz")
-        np.savez(tmp, audio=speech.audio, rate=speech.sample_rate)
-        tmp.replace(path)
-    return speech.audio, speech.sample_rate
+    def make() -> tuple[np.ndarray, int]:
+        speech = cache.models.tts(opts).synthesize(text)
+        return speech.audio, speech.sample_rate
+
+    return kept_clip(clips, f"{opts.model}\0{opts.voice}\0{text}", make)
 
 
 def answer(runner: TurnRunner, tr: Transcript, audio_s: float) -> tuple[Reply, TurnTimeline]:
