@@ -363,11 +363,21 @@ class Reply:
         if self._speaking or not self._chunks or self.cancelled or self._held:
             return
         self._speaking = True
-        first = not self.result.tts  # the clause the caller waits for: the lead voice's, if any
-        self._submit(self._timed(partial(self.runner.stages.tts.synthesize, first=first)),
-                     self._chunks.popleft(),
+        text = self._chunks.popleft()
+        self._submit(self._timed(partial(self.runner.stages.tts.synthesize,
+                                         first=self._waited_for(text))),
+                     text,
                      stage="tts", priority=self.urgency.tts, cancel=self._cancel,
                      then=self._spoken)
+
+    def _waited_for(self, text: str) -> bool:
+        """Whether the caller would wait for ``text``: the reply's first clause, or a later one
+        the voice would not have ready before the audio already sent runs out. The lead voice
+        (``tts.lead``) speaks those, so the reply has no hole where the voice changes over."""
+        if not self.result.tts or self.t.tts_first_audio_at is None:
+            return True
+        ahead = self.result.audio_out_s - (self._now() - self.t.tts_first_audio_at)
+        return ahead < self.runner.stages.tts.synth_s_per_char * len(text)
 
     def _spoken(self, f: Future) -> None:
         self._speaking = False

@@ -55,12 +55,16 @@ class TTS(Scheduled, ABC):
 
     lead: TTS | None = None
     """Speaks a reply's first clause instead (``tts.lead``): a voice as alike and much faster."""
+    synth_s_per_char: float = 0.0
+    """Seconds this voice took per character of text, averaged over its recent chunks (0 until
+    it has spoken): how long the next chunk will take, so a reply can tell whether it would be
+    ready before the audio ahead of it runs out."""
 
     def synthesize(self, text: str, first: bool = False) -> Speech:
         """Speak ``text``; empty or unpronounceable text gives empty audio.
 
-        ``first``: the first clause of a reply, which the caller is waiting for: the lead voice
-        speaks it, where there is one.
+        ``first``: a clause the caller would otherwise wait for (a reply's first): the lead
+        voice speaks it, where there is one.
         """
         if first and self.lead is not None:
             return self.lead.synthesize(text)
@@ -70,6 +74,10 @@ class TTS(Scheduled, ABC):
             ended = time.monotonic()
         audio = trim_onset(np.ascontiguousarray(audio, dtype=np.float32).reshape(-1),
                            self.sample_rate)
+        if text.strip():
+            rate = (ended - started) / len(text)
+            self.synth_s_per_char = (rate if not self.synth_s_per_char
+                                     else 0.7 * self.synth_s_per_char + 0.3 * rate)
         m = TTSMetrics(
             model=self.model_name,
             started_at=started,
