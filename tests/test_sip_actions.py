@@ -181,7 +181,10 @@ def test_goodbye_is_said_then_the_agent_hangs_up(agent, tmp_path):
             (i * FRAME_MS / 1000, rms(channel[i * frame:(i + 1) * frame])) for i in range(n))]
     in_file = onsets(rec[:, 1])[-1] - onsets(rec[:, 0])[0]
     print(f"question to goodbye: wire {on_wire:.3f} s, recording {in_file:.3f} s")
-    assert abs(in_file - on_wire) <= 0.04, (in_file, on_wire)
+    # Each side finds an onset to within a 20 ms frame, twice (question, goodbye), and a voice
+    # that rises over a frame (Kokoro's, hibari's) may be found a frame late on one side only:
+    # three frames apart is still aligned; a channel off by a packet-time drift is not.
+    assert abs(in_file - on_wire) <= 0.06, (in_file, on_wire)
 
 
 @needs
