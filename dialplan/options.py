@@ -145,7 +145,8 @@ class ASROptions:
     business's name); faster-whisper's ``hotwords`` bias the decoder towards them."""
     denoise: Literal["off", "rnnoise"] = "off"
     """``rnnoise``: RNNoise takes background noise out of each utterance before the ASR
-    (bundled: ``callagent models install rnnoise``); measured with ``bench wer --profile``."""
+    (bundled). Off by default: on the phone line it cost Whisper more words than it saved
+    (bench wer --profile)."""
     max_batch: int = 4
     """faster-whisper: utterances of different calls that wait for the CPU at the same time
     are transcribed in one batch of up to this many (1 = one at a time). Nothing waits for
