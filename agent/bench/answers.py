@@ -25,6 +25,7 @@ from rich.console import Console
 
 from agent.bench.answers_questions import QUESTIONS, QUICK, Question, invented, numbers, right
 from agent.bench.clips import kept_clip
+from agent.bench.header import progress_printer
 from agent.bench.samples import spoken
 from agent.bench.scoring import normalize, wer
 from agent.bench.tools import answer, llm_label
@@ -222,9 +223,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
         return 2
     questions = [QUESTIONS[i] for i in QUICK] if args.quick else list(QUESTIONS)
     started = time.monotonic()
-
-    def progress(line: str) -> None:
-        err.print(f"[{time.monotonic() - started:6.0f} s] {line}", markup=False, highlight=False)
+    progress = progress_printer(err)
 
     runs = measure(profiles, questions, groups, StageCache(), catalog.cache_dir() / "bench-answers",
                    progress)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime
 import os
 import platform
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -115,3 +115,19 @@ def rich_to_markdown(table: Table) -> str:
     if table.caption:
         parts.append(_cell(table.caption))
     return "\n\n".join(parts)
+
+
+def progress_printer(console) -> Callable[[str], None]:
+    """A ``progress(line)`` that prints each line to ``console`` after the seconds since now.
+
+    The long benches (answers, tools) report every step, so a stuck model shows.
+    """
+    import time
+
+    started = time.monotonic()
+
+    def progress(line: str) -> None:
+        console.print(f"[{time.monotonic() - started:6.0f} s] {line}", markup=False,
+                      highlight=False)
+
+    return progress

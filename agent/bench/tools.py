@@ -30,7 +30,7 @@ import numpy as np
 from rich.console import Console
 
 from agent.bench.clips import kept_clip
-from agent.bench.header import markdown_header
+from agent.bench.header import markdown_header, progress_printer
 from agent.bench.samples import spoken
 from agent.bench.tools_report import (
     NONE,
@@ -355,10 +355,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
         return 2
     requests = [REQUESTS[i] for i in QUICK] if args.quick else list(REQUESTS)
     started = time.monotonic()
-
-    def progress(line: str) -> None:
-        err.print(f"[{time.monotonic() - started:6.0f} s] {line}", markup=False,
-                  highlight=False)
+    progress = progress_printer(err)
 
     clips = catalog.cache_dir() / "bench-tools"
     if args.fresh and clips.exists():
