@@ -30,6 +30,7 @@ from agent.bench.samples import spoken
 from agent.bench.scoring import normalize, wer
 from agent.bench.tools import answer, llm_label
 from agent.bench.wer.line import CONDITIONS, REFERENCE, apply, seed_for
+from agent.turn.knowledge import known_numbers as numbers_in
 from agent.turn.runner import StageCache, TurnRunner
 from dialplan import Config
 from dialplan.options import Profile, TTSOptions
@@ -133,11 +134,9 @@ def say(voice: str, text: str, cache: StageCache, clips: Path) -> tuple[np.ndarr
 
 
 def known_numbers(profile: Profile) -> set[str]:
-    """Every number the persona, its facts and its phrases state: those are not invented."""
-    texts = [profile.system_prompt, profile.greeting, *(f.shown for f in profile.facts)]
-    known = set().union(*(numbers(t) for t in texts))
-    return known | {d for n in known if n.isdigit() for d in n} | {
-        str(int(n)) for n in known if n.isdigit()}
+    """Every number the persona, its facts and its greeting state: those are not invented."""
+    return numbers_in(
+        [profile.system_prompt, profile.greeting, *(f.shown for f in profile.facts)])
 
 
 def measure(profiles: Sequence[Profile], questions: Sequence[Question], groups: Sequence[str],

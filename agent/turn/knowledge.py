@@ -92,6 +92,14 @@ def terms(text: str) -> list[str]:
     return [stem(w) for w in words if w not in STOP and len(w) > 1]
 
 
+def known_numbers(texts) -> set[str]:
+    """The numbers ``texts`` state, each also as its digits and without leading zeros: a number
+    may be read out digit by digit ("five five five, zero one four two")."""
+    known = set().union(*(numbers(t) for t in texts))
+    return known | {d for n in known if n.isdigit() for d in n} | {
+        str(int(n)) for n in known if n.isdigit()}
+
+
 _SYNONYMS = {stem(k): tuple(stem(v) for v in vs) for k, vs in SYNONYMS.items()}
 
 
@@ -101,10 +109,7 @@ class Knowledge:
     def __init__(self, facts: tuple[Fact, ...], persona: str = "", k1: float = 1.2,
                  b: float = 0.75):
         self.facts = facts
-        known = numbers(persona).union(*(numbers(f.shown) for f in facts))
-        # A number may be read out digit by digit ("five five five, zero one four two").
-        self._known = known | {d for n in known if n.isdigit() for d in n} | {
-            str(int(n)) for n in known if n.isdigit()}
+        self._known = known_numbers([persona, *(f.shown for f in facts)])
         self._docs = [Counter(terms(f"{f.topic} {f.text}")) for f in facts]
         self._len = [sum(d.values()) for d in self._docs]
         self._avg = sum(self._len) / len(self._len) if self._len else 0.0

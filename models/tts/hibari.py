@@ -27,6 +27,8 @@ GAIN = 1.6
 """hibari speaks more softly than Kokoro's af_heart: this makes it as loud by RMS on the same
 replies (bench tts), so a reply whose first clause it speaks (``tts.lead``) does not jump in
 level where Kokoro takes over."""
+SEED = 0
+"""hibari's noise is seeded: the same text sounds the same in every call."""
 TAIL_KEEP_S = 0.1
 """hibari ends each chunk with silence of its own; kept this long, as kokoro-onnx keeps between
 its batches, so its clauses follow each other as Kokoro's do."""
@@ -52,13 +54,11 @@ class HibariTTS(TTS):
         self._hibari = Hibari(voice=voice, threads=1, g2p=misaki_g2p(british=False))
         self.model_name = "hibari"
         self.voice = voice
-        # Seeded noise: the same text sounds the same in every call (cached phrases included).
-        self._rng_seed = 0
         self._lock = threading.Lock()
 
     def _synthesize_impl(self, text: str) -> np.ndarray:
         with self._lock:
-            audio = self._hibari(text, speed=self.options.speed, seed=self._rng_seed)
+            audio = self._hibari(text, speed=self.options.speed, seed=SEED)
         audio = np.clip(audio * GAIN, -1.0, 1.0).astype(np.float32, copy=False)
         loud = np.flatnonzero(np.abs(audio) > SILENCE_PEAK)
         if len(loud):
