@@ -235,8 +235,9 @@ def test_voice_arguments():
     assert len(plan.items) == 8
     kokoro_only = parse_voices(["kokoro"], len(QUESTIONS), seed=0)
     assert {v.engine for v, _ in kokoro_only.items} == {"kokoro"}
-    with pytest.raises(ValueError, match="unknown Kokoro voice 'af_heart'"):
-        parse_voices(["kokoro:af_heart"], 4, seed=0)
+    assert parse_voices(["kokoro:af_heart"], 4, seed=0).items[0][0].engine == "kokoro"
+    with pytest.raises(ValueError, match="unknown Kokoro voice 'af_nobody'"):
+        parse_voices(["kokoro:af_nobody"], 4, seed=0)
     with pytest.raises(ValueError, match="--profile: unknown 'nope'"):
         settings_from(args_for("--profile", "nope"), CONFIG)
 

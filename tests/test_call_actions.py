@@ -97,6 +97,22 @@ def test_transfer_sends_refer_after_its_phrase_and_hangs_up_on_200(tmp_path):
                                              "200 OK")
 
 
+def test_a_transfer_asked_for_by_name_is_made_without_the_model(tmp_path):
+    stages = stages_saying("Sure, I can take you to the children's section.",
+                           heard=("Could you put me through to the children's section?",))
+    call = Call(tmp_path, stages)
+    call.line.say(tone(0.8))
+    assert wait_until(lambda: call.refers, timeout=10)
+    assert call.refers == ["sip:kids@127.0.0.1:5999"]
+    assert stages.llm.prompts == []  # the words decided: the model was not asked
+    assert "Transferring you to the children now." in call.tts.texts
+    call.session.transfer_status(200, "OK", final=True)
+    assert call.close().end_reason == "transferred"
+    assert call.tools() == [("transfer", "caller", "ok")]
+    (turn,) = call.log.of(TurnRecord)
+    assert turn.reply_text == "Transferring you to the children now."
+
+
 def test_a_failed_transfer_is_said_and_the_call_goes_on(tmp_path):
     call = Call(tmp_path, stages_saying(CALL, "We open at nine.",
                                         heard=("put me through", "when do you open")))

@@ -3,7 +3,8 @@
 ``callagent serve`` with the default models, sipp callers and a sipp transfer target, all on
 127.0.0.1:
 
-* A caller asks to be transferred: the LLM calls ``transfer``, the agent says so, sends REFER
+* A caller asks to be transferred to the children's section by name: the agent says so
+  (the words decide, not the model: ``agent.turn.intent.requested_transfer``), sends REFER
   with the directory's Refer-To, follows 202 + NOTIFY, and the caller's INVITE reaches the
   target (``uac_refer.xml`` follows the REFER as a phone does, ``uas_target.xml`` answers).
 * Keypad 0 is mapped to the front desk, which is busy (486): the caller is told, the call goes
@@ -123,7 +124,7 @@ def test_a_caller_who_asks_for_the_childrens_section_is_transferred_there(agent,
     call_id = last_call(agent)
     assert ended(agent, call_id) == "transferred"
     (name, source, outcome, args), = tools_of(agent, call_id)
-    assert (name, source, outcome, args) == ("transfer", "llm", "ok", '{"target": "children"}')
+    assert (name, source, outcome, args) == ("transfer", "caller", "ok", '{"target": "children"}')
     turn = agent.query("SELECT transcript, reply_text FROM turns WHERE call_id = ?", call_id)[0]
     assert "children" in turn[0].lower() and turn[1] == "Transferring you to the children now."
 

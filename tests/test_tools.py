@@ -13,9 +13,11 @@ import pytest
 from fakes import FakeLLM, FakeTTS, fake_stages
 from replies import answer
 
+from agent.turn.intent import farewell
 from agent.turn.runner import TurnRunner
-from agent.turn.tools import Toolbox, ToolCall, ToolCallScanner, farewell, target_of
+from agent.turn.tools import Toolbox, ToolCall, ToolCallScanner, target_of
 from dialplan.config import parse_config
+from dialplan.options import DirectoryEntry
 from models.llm.base import Message, Piece
 
 pytestmark = pytest.mark.unit
@@ -228,7 +230,7 @@ def test_end_call_is_refused_when_the_caller_did_not_take_leave():
     ("Is the library open on Sunday.", False), ("Do you have books about dinosaurs?", False),
 ])
 def test_took_leave(words, leave):
-    from agent.turn.tools import took_leave
+    from agent.turn.intent import took_leave
 
     assert took_leave(words) is leave
 
@@ -242,10 +244,35 @@ def test_took_leave(words, leave):
     ("I lost my library card. How much is a new one?", False),
 ])
 def test_take_message_is_refused_unless_the_caller_asks_to_leave_one(words, asks):
-    from agent.turn.tools import Toolbox, asks_for_message
+    from agent.turn.intent import asks_for_message
+    from agent.turn.tools import Toolbox
     from dialplan.options import Profile
 
     assert asks_for_message(words) is asks
     box = Toolbox(Profile(name="p", tools=["take_message"]))
     problem = box.problem(ToolCall("take_message"), words)
     assert (problem == "") is asks
+
+
+DIRECTORY = {"front-desk": DirectoryEntry("sip:200@x", "memberships and general questions"),
+             "children": DirectoryEntry("sip:210@x", "the children's section and story time"),
+             "accounts": DirectoryEntry("sip:220@x", "late fees and fines")}
+
+
+@pytest.mark.parametrize("words, target", [
+    ("Can you transfer me to the children's section, please?", "children"),
+    ("Could you connect me with someone about my late fees?", "accounts"),
+    ("Put me through to the front desk.", "front-desk"),
+    ("I'd like to talk to somebody about a fine.", "accounts"),
+    ("Can I speak with the children's section?", "children"),
+    # Left to the model: no entry named, a question besides, a negation, talk to *you*.
+    ("Transfer me, please.", None),
+    ("What time does the children's section close? Can you transfer me?", None),
+    ("I don't want to talk to the front desk.", None),
+    ("Can I talk to you about story time?", None),
+    ("How do I transfer a loan to my daughter's card?", None),
+    ("Do you have books for children?", None),
+])
+def test_a_transfer_request_names_one_entry_or_is_left_to_the_model(words, target):
+    from agent.turn.intent import requested_transfer
+    assert requested_transfer(words, DIRECTORY) == target

@@ -112,7 +112,7 @@ class CallActions:
         r = turn.result
         if r is None or r.action is None or turn.cancelled or not turn.gate_open or turn.error:
             return
-        self.pending = _Pending(r.action, "llm", turn.index)
+        self.pending = _Pending(r.action, r.action.source, turn.index)
 
     def keep(self, turn: Turn, text: str, now: float) -> str:
         """Why a transcribed turn is not for the LLM ("" if it is).

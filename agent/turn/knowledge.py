@@ -79,7 +79,9 @@ def numbers(text: str) -> set[str]:
 def stem(word: str) -> str:
     """A crude English stem: enough for "opens"/"open", "prices"/"price", "children's"."""
     w = word.lower().replace("’", "'").removesuffix("'s").strip("'")
-    for suffix, keep in (("ies", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("s", "")):
+    if re.search(r"(?:[xz]|[cs]h)es$", w):
+        w = w[:-2]  # "boxes", "churches" lose "es"; "fines", "fees" (below) only their "s"
+    for suffix, keep in (("ies", "y"), ("ing", ""), ("ed", ""), ("s", "")):
         if len(w) > len(suffix) + 2 and w.endswith(suffix) and not w.endswith("ss"):
             w = w[: -len(suffix)] + keep
             break

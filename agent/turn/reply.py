@@ -37,13 +37,13 @@ from agent.turn.result import ToolUse, TurnResult
 from agent.turn.runner import TurnRunner
 from agent.turn.textsplit import ClauseSplitter, speakable
 from agent.turn.timeline import TurnTimeline
+from agent.turn.intent import farewell, names_a_tool, requested_transfer
 from agent.turn.tools import (
     CALL_CONTROL,
     ToolCall,
     ToolCallScanner,
     announcement,
-    farewell,
-    names_a_tool,
+    as_hermes,
     tool_response,
 )
 from agent.turn.urgency import Urgency
@@ -133,6 +133,16 @@ class Reply:
         doubt = doubtful(tr, self.runner.profile.asr.min_avg_logprob)
         if doubt:
             self._ask_again(doubt)
+            return
+        target = (requested_transfer(tr.text, self.runner.profile.directory)
+                  if "transfer" in self.runner.tools.names else None)
+        if target is not None:
+            # Asked for by name: no 2 s of JSON decoding, and no chance of "Sure, I can take
+            # you there" with nothing done (bench tools).
+            self.t.llm_first_token_at = self._now()
+            args = {"target": target}
+            self._tool(ToolCall("transfer", args, raw=as_hermes("transfer", args),
+                                source="caller"))
             return
         self._ask(tr.text)
 
@@ -465,6 +475,8 @@ class Reply:
             r.llm = self._first_llm or self._stream.metrics
             plain = not (self._rounds or r.action or r.tools or r.unfounded)
             r.reply_text = self._stream.text.strip() if plain else " ".join(self._said)
+        elif not r.reply_text:
+            r.reply_text = " ".join(self._said)  # decided without the model
         r.cancelled = self.cancelled
         if (r.action is None and not failed and self._scanner is not None
                 and "end_call" in self.runner.tools.names

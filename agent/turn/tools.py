@@ -8,9 +8,8 @@ that format (``bench tools``): a reply that opens with ``<tool_call>``, ``<tools
 code fence or a bare JSON object naming a tool is a call, held back from TTS from its first
 character (:class:`ToolCallScanner`), so the caller never hears half of one.
 
-:func:`farewell` is the one rule beside the model: a reply that only says goodbye ends the
-call, as the caller expects after hearing it (the agent never says goodbye and stays on the
-line).
+The rules beside the model (a goodbye ends the call, a request by name transfers) are in
+:mod:`agent.turn.intent`.
 """
 
 from __future__ import annotations
@@ -19,6 +18,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from agent.turn.intent import asks_for_message, took_leave
 from dialplan.options import BUILTIN_TOOLS, HttpTool, Profile
 
 CALL_CONTROL = ("end_call", "transfer", "take_message", "collect_digits", "send_digits")
@@ -34,7 +34,10 @@ class ToolCall:
     raw: str = ""
     """The model's text for it, as it goes back into the history."""
     implicit: bool = False
-    """Not called by the model: read from what it said (:func:`farewell`)."""
+    """Not called by the model: read from what it said (:func:`agent.turn.intent.farewell`)."""
+    source: str = "llm"
+    """Who chose it: ``llm``, or ``caller`` (their words named it:
+    :func:`agent.turn.intent.requested_transfer`)."""
 
     @property
     def arguments_json(self) -> str:
@@ -246,7 +249,7 @@ class ToolCallScanner:
             self.malformed = self._held
             return ""
         self.call = ToolCall(name, args if isinstance(args, dict) else {},
-                             raw=_as_hermes(name, args))
+                             raw=as_hermes(name, args))
         return ""
 
     def flush(self) -> tuple[str, ToolCall | None]:
@@ -265,7 +268,7 @@ class ToolCallScanner:
                 return "", None
             args = dict(_JSON_STR.findall(held[named.end():]))
             args.pop("type", None)
-            self.call = ToolCall(named.group(1), args, raw=_as_hermes(named.group(1), args))
+            self.call = ToolCall(named.group(1), args, raw=as_hermes(named.group(1), args))
             return "", self.call
         return held, None
 
@@ -311,7 +314,7 @@ def _json_object(text: str) -> tuple[dict, int] | None:
     return None
 
 
-def _as_hermes(name: str, args) -> str:
+def as_hermes(name: str, args) -> str:
     """The call as the model should have written it (what the history keeps)."""
     return ("<tool_call>\n" + json.dumps({"name": name, "arguments": args})
             + "\n</tool_call>")
@@ -324,67 +327,3 @@ def tool_response(content: str) -> str:
     backend sends the same tokens.
     """
     return f"<tool_response>\n{content}\n</tool_response>"
-
-
-_FAREWELL = re.compile(
-    r"^(?:(?:ok(?:ay)?|alright|great|perfect|thanks?(?: you)?(?: (?:so much|very much))?(?: for "
-    r"(?:calling|your help|the help|everything|that))?|that'?s (?:all|it|everything)|"
-    r"you'?re (?:very )?welcome|my pleasure|have a (?:great|nice|good|lovely) "
-    r"(?:day|evening|afternoon|weekend)|take care|bye(?:[- ]bye)?|good ?bye|goodbye for now|"
-    r"see you)[\s,.!]*)+$", re.IGNORECASE)
-
-
-_LAST_WORD_BYE = re.compile(r"\b(?:good ?bye|bye(?:[- ]bye)?)(?: for now)?[\s.!]*$", re.IGNORECASE)
-
-
-_LEAVE = re.compile(r"\b(?:bye|goodbye|good bye|that'?s (?:all|it|everything)|nothing (?:else|"
-                    r"more)|no,? thanks?|thanks?|thank you|hang up|end (?:the|this) call)\b",
-                    re.IGNORECASE)
-
-
-def took_leave(words: str) -> bool:
-    """The caller's words could end a call (a goodbye, thanks, "that's all").
-
-    ``end_call`` is refused without them, so the agent never hangs up on a question (nor
-    on one that opens with thanks: "Thanks, and when do you close?").
-    """
-    return bool(_LEAVE.search(words)) and "?" not in words
-
-
-_MESSAGE = re.compile(r"\bmessage|\bleave (a|my|him|her|them)\b|\btell (him|her|them|the)\b|"
-                      r"\blet (him|her|them|the \w+) know\b|\bpass (it|this|that) on\b|"
-                      r"\bcall (me|us) back\b|\bvoicemail", re.IGNORECASE)
-
-
-def asks_for_message(words: str) -> bool:
-    """The caller's words ask to leave a message ("can I leave a message", "tell her I
-    called"). ``take_message`` is refused without them: the under-load model took messages in
-    answer to plain questions (bench answers)."""
-    return bool(_MESSAGE.search(words))
-
-
-def farewell(reply: str, words: str = "") -> bool:
-    """The agent takes leave, so the call ends once the reply is heard.
-
-    Its reply ends on a goodbye and asks nothing, or the caller's ``words`` only took leave
-    ("Thanks, bye!") and the reply asks nothing back.
-    """
-    text = reply.strip()
-    if not text or "?" in text:
-        return False
-    if _LAST_WORD_BYE.search(text):
-        return True
-    said = words.strip()
-    return bool(said) and bool(re.search(r"\bbye\b|goodbye|good bye", said, re.IGNORECASE)) \
-        and bool(_FAREWELL.match(said))
-
-
-def names_a_tool(text: str, names: list[str] | tuple[str, ...]) -> bool:
-    """Whether spoken ``text`` talks about the tools instead of using them.
-
-    The small models sometimes describe a call in words ("you can call the take_message
-    function with the target accounts"): a caller must not hear that (bench answers).
-    """
-    low = text.lower()
-    return bool(re.search(r"\bfunctions?\b", low)) or any(
-        (("_" in n and n in low) or f'"{n}"' in low) for n in names)

@@ -1,0 +1,109 @@
+"""What the caller's words (and the reply's) decide without the model.
+
+The LLM decides most of a turn, but a few things are plain in the words and too costly to
+leave to a 1.5B model's judgement (bench tools): a caller who asks to be put through to a
+directory entry by name is transferred at once (:func:`requested_transfer`), a goodbye ends the
+call (:func:`farewell`), and the model's own calls are checked against what the caller said
+(:func:`took_leave`, :func:`asks_for_message`) so it never hangs up on a question.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from agent.turn.knowledge import terms
+
+_FAREWELL = re.compile(
+    r"^(?:(?:ok(?:ay)?|alright|great|perfect|thanks?(?: you)?(?: (?:so much|very much))?(?: for "
+    r"(?:calling|your help|the help|everything|that))?|that'?s (?:all|it|everything)|"
+    r"you'?re (?:very )?welcome|my pleasure|have a (?:great|nice|good|lovely) "
+    r"(?:day|evening|afternoon|weekend)|take care|bye(?:[- ]bye)?|good ?bye|goodbye for now|"
+    r"see you)[\s,.!]*)+$", re.IGNORECASE)
+
+
+_LAST_WORD_BYE = re.compile(r"\b(?:good ?bye|bye(?:[- ]bye)?)(?: for now)?[\s.!]*$", re.IGNORECASE)
+
+
+_LEAVE = re.compile(r"\b(?:bye|goodbye|good bye|that'?s (?:all|it|everything)|nothing (?:else|"
+                    r"more)|no,? thanks?|thanks?|thank you|hang up|end (?:the|this) call)\b",
+                    re.IGNORECASE)
+
+
+def took_leave(words: str) -> bool:
+    """The caller's words could end a call (a goodbye, thanks, "that's all").
+
+    ``end_call`` is refused without them, so the agent never hangs up on a question (nor
+    on one that opens with thanks: "Thanks, and when do you close?").
+    """
+    return bool(_LEAVE.search(words)) and "?" not in words
+
+
+_MESSAGE = re.compile(r"\bmessage|\bleave (a|my|him|her|them)\b|\btell (him|her|them|the)\b|"
+                      r"\blet (him|her|them|the \w+) know\b|\bpass (it|this|that) on\b|"
+                      r"\bcall (me|us) back\b|\bvoicemail", re.IGNORECASE)
+
+
+def asks_for_message(words: str) -> bool:
+    """The caller's words ask to leave a message ("can I leave a message", "tell her I
+    called"). ``take_message`` is refused without them: the under-load model took messages in
+    answer to plain questions (bench answers)."""
+    return bool(_MESSAGE.search(words))
+
+
+def farewell(reply: str, words: str = "") -> bool:
+    """The agent takes leave, so the call ends once the reply is heard.
+
+    Its reply ends on a goodbye and asks nothing, or the caller's ``words`` only took leave
+    ("Thanks, bye!") and the reply asks nothing back.
+    """
+    text = reply.strip()
+    if not text or "?" in text:
+        return False
+    if _LAST_WORD_BYE.search(text):
+        return True
+    said = words.strip()
+    return bool(said) and bool(re.search(r"\bbye\b|goodbye|good bye", said, re.IGNORECASE)) \
+        and bool(_FAREWELL.match(said))
+
+
+def names_a_tool(text: str, names: list[str] | tuple[str, ...]) -> bool:
+    """Whether spoken ``text`` talks about the tools instead of using them.
+
+    The small models sometimes describe a call in words ("you can call the take_message
+    function with the target accounts"): a caller must not hear that (bench answers).
+    """
+    low = text.lower()
+    return bool(re.search(r"\bfunctions?\b", low)) or any(
+        (("_" in n and n in low) or f'"{n}"' in low) for n in names)
+
+
+_ASKS_FOR = re.compile(
+    r"\b(?:transfer(?:red)?\s+(?:me|us|my call|this call)|transfer\s+to|"
+    r"connect(?:ed)?\s+(?:me|us)|put\s+(?:me|us)\s+through|pass\s+me\s+(?:on|over|to)|"
+    r"(?:speak|talk)\s+(?:to|with)(?!\s+you\b))", re.IGNORECASE)
+_NOT = re.compile(r"\b(?:don'?t|do not|not|never|no need)\b", re.IGNORECASE)
+_QUESTION = re.compile(r"\b(?:what|when|where|how|why|which)\b", re.IGNORECASE)
+
+
+def requested_transfer(words: str, directory: Mapping) -> str | None:
+    """The directory entry the caller asks to be put through to, when the words leave no doubt.
+
+    A request verb ("transfer me", "connect me", "put me through", "talk to") followed by the
+    words of exactly one entry's name or description ("the children's section", "someone
+    about my late fees"). A question besides the request, a negation, or two entries that fit
+    as well leave it to the model. ``directory``: the profile's entries by name, each with a
+    ``description``.
+    """
+    asked = _ASKS_FOR.search(words)
+    if asked is None or _NOT.search(words[:asked.start()]) or _QUESTION.search(words):
+        return None
+    wanted = set(terms(words[asked.end():]))
+    scores = {}
+    for name, entry in directory.items():
+        named = set(terms(name.replace("-", " ").replace("_", " ")))
+        about = set(terms(getattr(entry, "description", "") or "")) - named
+        scores[name] = 2 * len(named & wanted) + len(about & wanted)
+    best = max(scores.values(), default=0)
+    winners = [n for n, s in scores.items() if s == best]
+    return winners[0] if best > 0 and len(winners) == 1 else None
