@@ -4,6 +4,7 @@ Both are started with ``python -m agent.cli.main`` from the project root, log to
 count as up once their log says so (``event=ready`` of the serve's worker; ``event=cluster-ready``
 once kamailio routes to every worker). :func:`bench_config` writes the benchmarks' config (one
 profile on extension 101, SQLite call log), which :func:`read_call_log` reads back;
+:func:`shipped_models` reads what config.toml's default profile runs, for a bench of what ships;
 :func:`free_port`, :func:`free_block` and :func:`caller_media` find ports on 127.0.0.1.
 Started as processes, not imported: the bench stays clear of pjsua2 and of the cluster's code,
 and measures what a user runs.
@@ -18,6 +19,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -151,7 +153,7 @@ def bench_config(port: int, rtp: int, work: Path, llm: str, threads: int,
                  asr: str = "base", *, stage_threads: int | None = None,
                  max_silence_s: float | None = None, llm_backend: str = "llama-batch",
                  under_load: tuple[str, str] | None = None, sip_extra: str = "",
-                 tts: str = "kokoro") -> str:
+                 tts: str = "kokoro", max_tokens: tuple[int, int] = (40, 40)) -> str:
     """A config for the benchmarks: one profile on extension 101, SQLite in ``work``.
 
     Args:
@@ -170,11 +172,13 @@ def bench_config(port: int, rtp: int, work: Path, llm: str, threads: int,
         sip_extra: more ``[sip]`` keys (e.g. ``allow = [...]``).
         tts: ``kokoro`` (as shipped: af_heart with hibari's lead, and hibari under load) or
             ``piper``.
+        max_tokens: ``llm.max_tokens`` of the profile and of its ``under_load`` profile.
     """
     asr_threads = "" if stage_threads is None else f", threads = {stage_threads}"
     voice = ('backend = "piper"' if tts == "piper"
              else 'backend = "kokoro-onnx", voice = "af_heart", lead = "hibari"')
-    extra = f"tts = {{ {voice}{'' if stage_threads is None else f', threads = {stage_threads}'} }}\n"
+    tts_threads = "" if stage_threads is None else f", threads = {stage_threads}"
+    extra = f"tts = {{ {voice}{tts_threads} }}\n"
     if max_silence_s is not None:
         extra += f"limits = {{ max_silence_s = {max_silence_s:g} }}\n"
     return f"""
@@ -190,22 +194,76 @@ url = "sqlite:///{work}/calls.db"
 spool_dir = "{work}/spool"
 [profiles.fast]
 greeting = "Hello, quick assistant here."
-llm = {{ backend = "{llm_backend}", model = "{llm}", max_tokens = 40, threads = {threads} }}
+llm = {{ backend = "{llm_backend}", model = "{llm}", max_tokens = {max_tokens[0]}, \
+threads = {threads} }}
 asr = {{ model = "{asr}", initial_prompt = "A caller phones the public library with a question."\
 {asr_threads} }}
-{extra}{_quick(under_load, llm_backend, threads, asr_threads, tts)}[dialplan]
+{extra}{_quick(under_load, llm_backend, threads, asr_threads, tts, max_tokens[1])}[dialplan]
 "101" = "fast"
 """
 
 
 def _quick(models: tuple[str, str] | None, backend: str, threads: int, asr_threads: str,
-           tts: str = "kokoro") -> str:
+           tts: str = "kokoro", max_tokens: int = 40) -> str:
     if models is None:
         return ""
     asr, llm = models
     voice = 'tts = { backend = "hibari" }\n' if tts != "piper" else ""
     return f"""under_load = "quick"
 [profiles.quick]
-llm = {{ backend = "{backend}", model = "{llm}", max_tokens = 40, threads = {threads} }}
+llm = {{ backend = "{backend}", model = "{llm}", max_tokens = {max_tokens}, threads = {threads} }}
 asr = {{ model = "{asr}"{asr_threads} }}
 {voice}"""
+
+
+@dataclass(frozen=True)
+class Shipped:
+    """What a profile of the shipped config.toml runs, in :func:`bench_config`'s terms."""
+
+    profile: str
+    asr: str
+    """ASR model (``asr.model``)."""
+    llm: str
+    """LLM model (``llm.model``), as the config names it (a ``-fastest`` pick stays a pick)."""
+    llm_backend: str
+    threads: int
+    """``llm.threads``."""
+    max_tokens: tuple[int, int]
+    """``llm.max_tokens`` of the profile and of its ``under_load`` profile."""
+    under_load: tuple[str, str] | None
+    """(ASR, LLM) of its ``under_load`` profile; None: it has none."""
+    tts: str
+    """``kokoro`` (af_heart with hibari's lead) or ``piper``: :func:`bench_config`'s ``tts``."""
+
+    def describe(self) -> str:
+        """One line: ``base + qwen... (under load: base + qwen...), kokoro``."""
+        quick = f" (under load: {' + '.join(self.under_load)})" if self.under_load else ""
+        voice = "af_heart with hibari's lead" if self.tts == "kokoro" else "piper"
+        return f"{self.asr} + {self.llm}{quick}, {voice}"
+
+
+def shipped_models(config: Path = ROOT / "config.toml", profile: str = "default") -> Shipped:
+    """The models ``profile`` of ``config`` (the shipped config.toml) runs.
+
+    Raises:
+        ValueError: the profile is not there, or its voice is one :func:`bench_config` cannot
+            write (only kokoro-onnx af_heart with hibari's lead, or piper).
+    """
+    from dialplan import load_config
+
+    profiles = load_config(config).profiles
+    if profile not in profiles:
+        raise ValueError(f"{config}: no profile {profile!r}")
+    p = profiles[profile]
+    quick = profiles.get(p.under_load) if p.under_load else None
+    if p.tts.backend == "piper":
+        tts = "piper"
+    elif (p.tts.backend, p.tts.voice, p.tts.lead) == ("kokoro-onnx", "af_heart", "hibari"):
+        tts = "kokoro"
+    else:
+        raise ValueError(f"{config}: profile {profile!r} speaks with {p.tts.backend} "
+                         f"{p.tts.voice!r} (lead {p.tts.lead!r}); the bench config has only "
+                         "kokoro-onnx af_heart with hibari's lead, and piper")
+    return Shipped(profile, p.asr.model, p.llm.model, p.llm.backend, p.llm.threads,
+                   (p.llm.max_tokens, quick.llm.max_tokens if quick else p.llm.max_tokens),
+                   (quick.asr.model, quick.llm.model) if quick else None, tts)

@@ -1,19 +1,23 @@
 """``callagent bench soak``: many calls with unruly callers against a real supervised ``serve``.
 
 Starts ``callagent serve`` (supervised worker, the bench profile of :func:`bench_config` on
-extension 101, small models by default so a soak is cheap) and places ``--calls`` sipp calls,
+extension 101; small models by default so a soak is cheap, ``--shipped`` for the models
+config.toml's default profile runs) and places ``--calls`` sipp calls,
 ``--concurrency`` at a time (one sipp process per call, its own ports), until the calls or
 ``--max-minutes`` run out. Each caller behaves at random (seeded by ``--seed``): asks a spoken
 question and waits for the answer; hangs up mid-question or mid-reply; talks over the agent
 with a second question 4-8 s after the first (while it thinks or replies); stays silent (quiet
 RTP) and hangs up; sends an RFC 2833 DTMF digit. Before some calls it sends a few malformed SIP
-requests (the kind SIP.md reports once crashed a pjsua2 agent) straight at the agent's port.
+requests (the kind SIP.md reports once crashed a pjsua2 agent) straight at the agent's port,
+and before some a few INVITEs from 127.0.0.2, which ``sip.allow`` leaves out (each should be
+answered 403; the callers are 127.0.0.1).
 
 At the end it prints what a long run should not show: calls placed / answered (200 OK), turns
-and unanswered turns (call log), worker crashes (``event=worker-died`` lines of the serve log),
-call records still open after the agent stopped, calls without an end reason, the worker's RSS
-at start / end / peak (sampled every second from ``/proc``), and the reply packet gap p99 from a
-loopback capture. A benchmark, not a test: it asserts nothing.
+and unanswered turns (call log), unauthorised INVITEs sent / answered 403, worker crashes
+(``event=worker-died`` lines of the serve log), call records still open after the agent stopped,
+calls without an end reason, the worker's RSS at start / end / peak (sampled every second from
+``/proc``) and its growth after the first tenth of the calls, and the reply packet gap p99 from
+a loopback capture. A benchmark, not a test: it asserts nothing.
 """
 
 from __future__ import annotations
@@ -39,11 +43,21 @@ from agent.bench.agentproc import (
     free_block,
     free_port,
     read_call_log,
+    shipped_models,
     start_serve,
 )
 from agent.bench.header import markdown_header, markdown_table
 from agent.bench.malformed import send_malformed
-from agent.bench.soak_callers import BEHAVIOURS, Outcome, Plan, place, plan_calls
+from agent.bench.soak_callers import (
+    ALLOWED_FROM,
+    BEHAVIOURS,
+    UNAUTHORISED_FROM,
+    Outcome,
+    Plan,
+    place,
+    plan_calls,
+    send_unauthorised,
+)
 from agent.bench.wire import Capture, each_call, gaps_ms, split_calls
 from db.stats import percentile
 
@@ -85,6 +99,14 @@ class Result:
     refused_then_redialled: dict = field(default_factory=dict)
     behaviours: dict = field(default_factory=dict)
     malformed_sent: int = 0
+    unauthorised_sent: int = 0
+    """INVITEs from 127.0.0.2 (outside ``sip.allow``)."""
+    unauthorised_answered_403: int = 0
+    unauthorised_answers: dict = field(default_factory=dict)
+    """Their final answers: SIP status -> INVITEs (all 403 when the gate holds)."""
+    unauthorised_unanswered: int = 0
+    unauthorised_logged: int = 0
+    """``event=call-rejected`` lines of the serve log with code 403 for 127.0.0.2."""
     turns: int = 0
     unanswered_turns: int = 0
     unanswered_by_reason: dict = field(default_factory=dict)
@@ -104,6 +126,8 @@ class Result:
     rss_growth_after_warm_pct: float | None = None
     reply_gap_p99_ms: float | None = None
     minutes: float = 0.0
+    models: str = ""
+    """What the bench profile ran."""
     work: str = ""
 
 
@@ -113,6 +137,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-minutes", type=float, default=20.0,
                         help="stop launching calls after this long (default 20)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the callers' behaviour")
+    parser.add_argument("--shipped", action="store_true",
+                        help="the bench profile runs config.toml's default profile's models "
+                             "(ASR; LLM with its backend, threads and max_tokens; under_load's "
+                             "ASR and LLM; voice) instead of --asr-model, --profile-llm, "
+                             "--llm-backend and --llm-threads")
     parser.add_argument("--profile-llm", default="smollm2-135m", help="LLM of the bench profile")
     parser.add_argument("--llm-backend", default="llama-batch",
                         choices=("llama-cpp", "llama-batch", "xllamacpp"),
@@ -145,8 +174,8 @@ def run(args: argparse.Namespace) -> int:
     agent_ports = range(rtp, rtp + RTP_PORT_RANGE)
     media = caller_media(args.concurrency, agent_ports)  # each slot's -mp
     config = work / "config.toml"
-    config.write_text(bench_config(port, rtp, work, args.profile_llm, args.llm_threads,
-                                   args.asr_model, llm_backend=args.llm_backend))
+    text, models = _config(args, port, rtp, work)
+    config.write_text(text)
     plans = plan_calls(args.calls, args.seed, work, port)
     serve_log = work / "serve.log"
     proc = start_serve(config, serve_log)
@@ -157,6 +186,7 @@ def run(args: argparse.Namespace) -> int:
     rng = random.Random(args.seed + 1)
     outcomes: list[Outcome] = []
     sent = 0
+    gate = Gate()
     began = time.monotonic()
     open_before = None
     try:
@@ -176,6 +206,8 @@ def run(args: argparse.Namespace) -> int:
                     slot = slots.pop()
                     if plan.malformed and time.monotonic() <= deadline:
                         sent += send_malformed(port, rng, plan.n, plan.malformed)
+                if plan.unauthorised and time.monotonic() <= deadline:
+                    gate.add(*send_unauthorised(plan, work, port))
                 try:
                     return place(plan, work, port, media[slot], deadline)
                 finally:
@@ -199,6 +231,8 @@ def run(args: argparse.Namespace) -> int:
             proc.kill()
             proc.wait()
     result = _result(args, plans, outcomes, sent, work, serve_log, sampler, open_before)
+    gate.fill(result, serve_log)
+    result.models = models
     _warm_rss(result, sampler, sorted(ended_at))
     result.minutes = round((time.monotonic() - began) / 60, 2)
     if capture:
@@ -209,6 +243,46 @@ def run(args: argparse.Namespace) -> int:
         result.reply_gap_p99_ms = None if p99 is None else round(p99, 1)
     _print(result, args.format)
     return 0
+
+
+def _config(args: argparse.Namespace, port: int, rtp: int, work: Path) -> tuple[str, str]:
+    """The bench config (callers allowed from 127.0.0.1 only) and a line naming its models."""
+    allow = f'allow = ["{ALLOWED_FROM}/32"]'
+    if not args.shipped:
+        return (bench_config(port, rtp, work, args.profile_llm, args.llm_threads, args.asr_model,
+                             llm_backend=args.llm_backend, sip_extra=allow),
+                f"{args.asr_model} + {args.profile_llm}, af_heart with hibari's lead")
+    shipped = shipped_models()
+    return (bench_config(port, rtp, work, shipped.llm, shipped.threads, shipped.asr,
+                         llm_backend=shipped.llm_backend, under_load=shipped.under_load,
+                         tts=shipped.tts, max_tokens=shipped.max_tokens, sip_extra=allow),
+            f"config.toml's {shipped.profile}: {shipped.describe()}")
+
+
+class Gate:
+    """The unauthorised INVITEs' outcomes, added up from the callers' threads."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.sent = self.unanswered = 0
+        self.answers: dict[str, int] = {}
+
+    def add(self, sent: int, answers: dict[int, int], unanswered: int) -> None:
+        with self.lock:
+            self.sent += sent
+            self.unanswered += unanswered
+            for code, n in answers.items():
+                self.answers[str(code)] = self.answers.get(str(code), 0) + n
+
+    def fill(self, result: Result, serve_log: Path) -> None:
+        result.unauthorised_sent = self.sent
+        result.unauthorised_answers = dict(sorted(self.answers.items()))
+        result.unauthorised_answered_403 = self.answers.get("403", 0)
+        result.unauthorised_unanswered = self.unanswered
+        source = re.escape(UNAUTHORISED_FROM)
+        result.unauthorised_logged = len(re.findall(
+            rf"event=call-rejected .*?code=403 .*?source={source}\b",
+            serve_log.read_text(errors="replace")))
 
 
 def _warm_rss(result: Result, sampler: RssSampler, ended_at: list[float]) -> None:
@@ -271,6 +345,7 @@ def _print(r: Result, fmt: str) -> None:
     if fmt == "json":
         print(json.dumps(asdict(r), indent=2))
         return
+    other = ", ".join(f"{c}: {n}" for c, n in r.unauthorised_answers.items() if c != "403")
     rows = [
         ("calls placed / planned", f"{r.calls_placed} / {r.calls_planned}"),
         ("answered (200 OK)", r.answered),
@@ -282,6 +357,10 @@ def _print(r: Result, fmt: str) -> None:
         ("answered/placed per behaviour",
          ", ".join(f"{b} {v}" for b, v in r.behaviours.items())),
         ("malformed SIP requests sent", r.malformed_sent),
+        (f"unauthorised INVITEs ({UNAUTHORISED_FROM}) sent / answered 403",
+         f"{r.unauthorised_sent} / {r.unauthorised_answered_403}"),
+        ("unauthorised INVITEs: other answers; unanswered; 403s logged",
+         f"{other or '-'}; {r.unauthorised_unanswered}; {r.unauthorised_logged}"),
         ("call records", r.call_records),
         ("turns recorded", r.turns),
         ("unanswered turns", f"{r.unanswered_turns} {r.unanswered_by_reason or ''}"),
@@ -296,7 +375,9 @@ def _print(r: Result, fmt: str) -> None:
         (f"worker RSS after the first {r.warm_calls} calls MB, growth after",
          f"{r.rss_warm_mb} / {r.rss_growth_after_warm_pct} %"),
         ("reply packet gap p99 (ms)", r.reply_gap_p99_ms),
+        ("minutes", r.minutes),
     ]
     print(markdown_header(f"bench soak ({r.minutes} min)") + "\n")
+    print(f"Models: {r.models}\n")
     print(markdown_table(("measure", "value"), rows, right=(1,)))
     print(f"\naudio, logs, call log and capture: {r.work}")

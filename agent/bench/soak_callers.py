@@ -3,7 +3,8 @@
 Each caller behaves at random: asks a spoken question and waits for the answer; hangs up
 mid-question or mid-reply; talks over the agent with a second question 4-8 s after the first;
 stays silent (quiet RTP) and hangs up; sends an RFC 2833 DTMF digit. A caller refused with 486
-or 503 redials, like a person would.
+or 503 redials, like a person would. Before some calls a few INVITEs come from
+:data:`UNAUTHORISED_FROM`, an address the soak's ``sip.allow`` leaves out: each should get 403.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.bench.agentproc import free_port
+from agent.bench.flood import flood_argv, flood_outcome
 from agent.bench.samples import QUESTIONS
 from agent.bench.wire import scenario, spoken_ulaw
 from models.audio import PHONE_RATE
@@ -27,6 +29,10 @@ WAIT_S = 10.0  # after a question, for the reply
 EXTENSION = "101"
 REDIALS = 4  # after 1, 2, 4 and 8 s
 REDIAL_S = 1.0
+ALLOWED_FROM = "127.0.0.1"
+"""The callers' address, the only one the soak's ``sip.allow`` lets in."""
+UNAUTHORISED_FROM = "127.0.0.2"
+"""Loopback too, but outside ``sip.allow``: its INVITEs should get 403 before any media."""
 
 
 # ---- callers ------------------------------------------------------------------------------------
@@ -42,6 +48,8 @@ class Plan:
     audio: Path | None = None
     digit: str = ""
     malformed: int = 0
+    unauthorised: int = 0
+    """INVITEs from :data:`UNAUTHORISED_FROM` just before the call."""
 
 
 def _silence(s: float) -> bytes:
@@ -51,6 +59,8 @@ def _silence(s: float) -> bytes:
 def plan_calls(n: int, seed: int, work: Path, port: int) -> list[Plan]:
     """The callers, drawn from ``seed`` (the audio files are made here, once per question)."""
     rng = random.Random(seed)
+    # Its own stream: the callers a seed draws are those it drew before this was added.
+    gate_rng = random.Random(f"unauthorised {seed}")
     spoken = {}
     for i, q in enumerate(QUESTIONS):
         spoken[q] = spoken_ulaw(q, work / f"q{i}.ulaw", lead_s=0, tail_s=0).read_bytes()
@@ -83,6 +93,8 @@ def plan_calls(n: int, seed: int, work: Path, port: int) -> list[Plan]:
             p.audio.write_bytes(audio)
         if rng.random() < 0.25:
             p.malformed = rng.randint(1, 3)
+        if gate_rng.random() < 0.25:
+            p.unauthorised = gate_rng.randint(1, 3)
         plans.append(p)
     return plans
 
@@ -154,3 +166,25 @@ def _dial(plan: Plan, work: Path, port: int, media_port: int, out: Outcome,
     out.seconds = time.monotonic() - started
     out.status = final_status(msg_log)
     out.answered = out.status == 200
+
+
+def send_unauthorised(plan: Plan, work: Path, port: int) -> tuple[int, dict[int, int], int]:
+    """``plan.unauthorised`` INVITEs from :data:`UNAUTHORISED_FROM` within a second (sipp).
+
+    Few enough for the source's ``sip.invite_rate`` bucket, so the gate's answer is the allow
+    list's 403, not the rate's 503.
+
+    Returns:
+        (INVITEs sent, final answers by SIP status, INVITEs never answered).
+    """
+    xml = scenario("uac_reject", work / f"unauthorised{plan.n}.xml", code=403)
+    argv = flood_argv(xml, port, plan.unauthorised, 1.0, source=UNAUTHORISED_FROM)
+    try:
+        res = subprocess.run(argv, capture_output=True, text=True, timeout=40)
+    except subprocess.TimeoutExpired:
+        return plan.unauthorised, {}, plan.unauthorised
+    (work / f"unauthorised{plan.n}.out").write_text(res.stdout + res.stderr)
+    sent, answers, unanswered = flood_outcome(res.stdout, xml, expected=403)
+    if sent == 0:  # sipp did not run its calls (no summary): none of them was answered
+        return plan.unauthorised, answers, plan.unauthorised
+    return sent, answers, unanswered
