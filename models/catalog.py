@@ -128,6 +128,17 @@ CATALOG: dict[str, BundledModel] = {
             "Apache-2.0/BSD; loaded with ctypes, the package's own imports are not needed)",
         ),
         BundledModel(
+            name="wordllama-l2-256",
+            stage="embed",
+            packages=("wordllama==0.4.0.post1",),
+            parts=(Part("wordllama", "weights/l2_supercat_256.safetensors"),),
+            output="l2_supercat_256.safetensors",
+            sha256="64b47a2dc493cb8e85944076601189739852d7b64e0e1eedcb1937a251cd9fd5",
+            size=16_384_096,
+            description="WordLlama sentence vectors (256-d, from Llama 2's token table; MIT): "
+            "which facts a caller's question is about",
+        ),
+        BundledModel(
             name="smart-turn-v3.2",
             stage="eot",
             packages=("pipecat-ai==1.14.0",),

@@ -15,7 +15,7 @@ import numpy as np
 
 from agent.turn.result import TurnResult
 from agent.turn.textsplit import speakable
-from agent.turn.knowledge import Knowledge
+from agent.turn.knowledge import knowledge_of
 from agent.turn.timeline import TurnTimeline
 from agent.turn.tools import Toolbox, spoken_name
 from db.records import TurnRecord
@@ -90,7 +90,7 @@ class TurnRunner:
         self.tools = Toolbox(profile)
         self.system_prompt = self.tools.system_prompt(profile.system_prompt)
         """The persona and the tools it may use: one prefix, primed and reused by every turn."""
-        self.knowledge = (Knowledge(profile.facts, f"{profile.system_prompt} {profile.greeting}")
+        self.knowledge = (knowledge_of(profile.facts, f"{profile.system_prompt} {profile.greeting}")
                           if profile.facts else None)
         """The profile's facts; a turn's prompt carries those its words are about."""
 
