@@ -82,19 +82,6 @@ def test_words_that_ask_no_fact_get_the_rule_to_say_so():
     assert "don't know" in NO_NOTES
 
 
-def test_the_prompt_carries_the_notes_after_the_words_and_the_history_stays_plain():
-    from agent.turn.runner import TurnRunner
-    from models.llm.base import Message
-
-    config = load_config(ROOT / "config.toml")
-    runner = TurnRunner(stages=None, profile=config.profiles["default"])
-    prompt = runner.prompt([Message("user", "hi")], "Are you open on Sunday?")
-    assert prompt[0].content == runner.system_prompt and prompt[1].content == "hi"
-    assert prompt[-1].content.startswith("Are you open on Sunday?\n\n[Facts you know: ")
-    assert "The library is closed on Sunday." in prompt[-1].content
-    assert "closed on Sunday" not in runner.system_prompt
-
-
 def test_bench_answers_judges_facts_and_invented_numbers():
     known = numbers(LIBRARY.read_text())
     sat = QUESTIONS[0]

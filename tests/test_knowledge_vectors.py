@@ -63,3 +63,18 @@ def test_words_about_no_fact_get_no_facts(words):
 
 def test_one_knowledge_per_profile_and_process():
     assert knowledge_of(FACTS, "persona") is knowledge_of(FACTS, "persona")
+
+
+def test_the_prompt_carries_the_facts_before_the_words_and_the_history_stays_plain():
+    from agent.turn.runner import TurnRunner
+    from dialplan import load_config
+    from models.llm.base import Message
+
+    config = load_config(LIBRARY.parent.parent.parent / "config.toml")
+    runner = TurnRunner(stages=None, profile=config.profiles["default"])
+    prompt = runner.prompt([Message("user", "hi")], "Are you open on Sunday?")
+    assert prompt[0].content == runner.system_prompt and prompt[1].content == "hi"
+    assert prompt[-1].content.startswith("[Facts you know: ")
+    assert prompt[-1].content.endswith("The caller says:]\n\nAre you open on Sunday?")
+    assert "The library is closed on Sunday." in prompt[-1].content
+    assert "closed on Sunday" not in runner.system_prompt

@@ -213,12 +213,13 @@ def test_a_call_cut_short_still_counts_when_it_named_its_tool(text):
     assert (call.name, call.arguments) == ("transfer", {"target": "children"})
 
 
-def test_end_call_is_refused_when_the_caller_did_not_take_leave():
+def test_end_call_is_refused_when_the_caller_did_not_take_leave_and_asked_without_tools():
     end = '<tool_call>\n{"name": "end_call", "arguments": {}}\n</tool_call>'
     result, _, llm, tts = run([end, "We open at nine."])  # the caller asked "hello there"
     assert result.action is None
     assert [(u.name, u.outcome) for u in result.tools] == [("end_call", "invalid")]
-    assert "did not take leave" in llm.prompts[1][-1].content
+    assert "# Tools" in llm.prompts[0][0].content and "# Tools" not in llm.prompts[1][0].content
+    assert llm.prompts[1][-1].content == "hello there"  # asked again, not told off
     assert " ".join(tts.texts) == "We open at nine."
     assert farewell("Thank you! I'm here if you need anything else.",
                     "Okay, thanks for your help. Bye.")

@@ -57,6 +57,8 @@ Submit = Callable[..., Future]
 
 MAX_TOOL_ROUNDS = 2
 """Tool answers (or "no such tool" notes) fed back to the model in one turn, at most."""
+WORDS_REFUSE = ("end_call", "take_message")
+"""Tools refused when the caller's words do not ask for them (:meth:`Toolbox.problem`)."""
 
 
 class Reply:
@@ -288,6 +290,13 @@ class Reply:
         problem = self.runner.tools.problem(call, self.result.transcript)
         if problem:
             self._used(call, "invalid", 0.0, problem)
+            if call.name in WORDS_REFUSE and not self._said and not self._plain:
+                # A hang-up or a message the caller's words did not ask for ("What time do you
+                # open on Saturday?" -> end_call): told so, the 1.5B called a tool again or
+                # said nothing (bench answers); asked without the tools, it answers.
+                self._plain, self._scanner = True, ToolCallScanner()
+                self._ask(self.result.transcript)
+                return
             if len(self._rounds) // 2 < MAX_TOOL_ROUNDS:
                 self._answered(call, json_error(problem))
             else:
