@@ -45,9 +45,11 @@ _MESSAGE = re.compile(r"\bmessage|\bleave (a|my|him|her|them)\b|\btell (him|her|
 
 
 def asks_for_message(words: str) -> bool:
-    """The caller's words ask to leave a message ("can I leave a message", "tell her I
-    called"). ``take_message`` is refused without them: the under-load model took messages in
-    answer to plain questions (bench answers)."""
+    """Whether the caller's words ask to leave a message ("tell her I called").
+
+    ``take_message`` is refused without them: the under-load model took messages in answer to
+    plain questions (bench answers).
+    """
     return bool(_MESSAGE.search(words))
 
 

@@ -111,8 +111,10 @@ def terms(text: str) -> list[str]:
 
 
 def known_numbers(texts) -> set[str]:
-    """The numbers ``texts`` state, each also as its digits and without leading zeros: a number
-    may be read out digit by digit ("five five five, zero one four two")."""
+    """The numbers ``texts`` state, each also as its digits and without leading zeros.
+
+    A number may be read out digit by digit ("five five five, zero one four two").
+    """
     known = set().union(*(numbers(t) for t in texts))
     return known | {d for n in known if n.isdigit() for d in n} | {
         str(int(n)) for n in known if n.isdigit()}
@@ -183,13 +185,17 @@ class Knowledge:
         return NOTES.format(facts=" ".join(f.text for f in found))
 
     def unfounded(self, clause: str, given: str) -> set[str]:
-        """Numbers ``clause`` states that no fact, nor the persona, nor ``given`` (the caller's
-        words) holds: a reply saying them would be making them up."""
+        """Numbers ``clause`` states that no fact, the persona or ``given`` holds.
+
+        ``given``: the caller's words. A reply saying such a number would be making it up.
+        """
         return numbers(clause) - self._known - numbers(given)
 
 
 @lru_cache(maxsize=32)
 def knowledge_of(facts: tuple[Fact, ...], persona: str) -> Knowledge:
-    """A profile's :class:`Knowledge`, with sentence vectors; made once per process, since
-    every call's runner asks for it and the facts' vectors are the same each time."""
+    """A profile's :class:`Knowledge`, with sentence vectors, made once per process.
+
+    Every call's runner asks for it, and the facts' vectors are the same each time.
+    """
     return Knowledge(facts, persona, embedder().embed)

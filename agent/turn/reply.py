@@ -13,16 +13,13 @@ until :meth:`Reply.open_gate`, and a reply that is cancelled before that leaves 
 untouched.
 
 Where the profile offers tools (:mod:`agent.turn.tools`), the stream goes through a
-:class:`~agent.turn.tools.ToolCallScanner` first: a tool call is never spoken. A call the call
-itself carries out (end, transfer, take a message, collect digits) ends the reply with its
-phrase and is handed to the session in the result (``result.action``), which acts once the
-phrase is heard. An HTTP tool runs here, once the gate is open (a speculation never calls
-out), and its answer goes back to the model for a second round that is spoken like any reply.
+:class:`~agent.turn.tools.ToolCallScanner` first: a tool call is never spoken; what is done
+with it is :mod:`agent.turn.reply_tools`. Before the model, the caller's words may decide
+(:mod:`agent.turn.intent`: a transfer asked for by name).
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections import deque
 from collections.abc import Callable
@@ -32,20 +29,13 @@ from functools import partial
 import numpy as np
 
 from agent.turn.doubt import doubtful
-from agent.turn.http_tool import ToolFailed, call_http_tool
-from agent.turn.result import ToolUse, TurnResult
+from agent.turn.intent import farewell, names_a_tool, requested_transfer
+from agent.turn.reply_tools import ToolSteps
+from agent.turn.result import TurnResult
 from agent.turn.runner import TurnRunner
 from agent.turn.textsplit import ClauseSplitter, speakable
 from agent.turn.timeline import TurnTimeline
-from agent.turn.intent import farewell, names_a_tool, requested_transfer
-from agent.turn.tools import (
-    CALL_CONTROL,
-    ToolCall,
-    ToolCallScanner,
-    announcement,
-    as_hermes,
-    tool_response,
-)
+from agent.turn.tools import ToolCall, ToolCallScanner, as_hermes
 from agent.turn.urgency import Urgency
 from models.asr.base import Transcript
 from models.audio import StreamResampler, float_to_pcm16
@@ -55,13 +45,8 @@ from models.priority import JobCancelled, Priority, cancel_on
 Submit = Callable[..., Future]
 """``submit(fn, *args, stage=, priority=, then=, cancel=)``: :meth:`CallJobs.submit`."""
 
-MAX_TOOL_ROUNDS = 2
-"""Tool answers (or "no such tool" notes) fed back to the model in one turn, at most."""
-WORDS_REFUSE = ("end_call", "take_message")
-"""Tools refused when the caller's words do not ask for them (:meth:`Toolbox.problem`)."""
 
-
-class Reply:
+class Reply(ToolSteps):
     """The answer to one transcript, on the call's loop.
 
     Args:
@@ -245,8 +230,10 @@ class Reply:
         return False
 
     def _unfounded(self, chunk: str) -> bool:
-        """True (and ``dont_know`` said instead) if ``chunk`` states a number no fact holds,
-        or talks about the tools instead of using them."""
+        """Whether ``chunk`` must not be said (``dont_know`` is said instead).
+
+        It states a number no fact holds, or talks about the tools instead of using them.
+        """
         k = self.runner.knowledge
         if k is None:
             return False
@@ -259,98 +246,6 @@ class Reply:
         self._put(self.runner.profile.dont_know)
         self._llm_end()
         return True
-
-    # ---- tools -------------------------------------------------------------------------------
-
-    def _announce(self, text: str, priority=None) -> None:
-        """Say a fixed phrase (a tool's announcement, ``repeat``) from the profile's cache."""
-        if not text:
-            return
-        if self.t.first_chunk_text_at is None:
-            self.t.first_chunk_text_at = self._now()
-        self._said.append(text)
-        self._speaking = True
-        self._submit(self._timed(self.runner.speak), text, stage="tts",
-                     priority=priority or self.urgency.tts, cancel=self._cancel,
-                     then=self._announced)
-
-    def _announced(self, f: Future) -> None:
-        self._speaking = False
-        out = self._outcome(f, self._finish)
-        if out is None:
-            return
-        pcm, at = out
-        if self.t.tts_first_audio_at is None and len(pcm):
-            self.t.tts_first_audio_at = at
-        self._out(pcm)
-        self._finish()
-
-    def _tool(self, call: ToolCall) -> None:
-        self._close_stream()
-        problem = self.runner.tools.problem(call, self.result.transcript)
-        if problem:
-            self._used(call, "invalid", 0.0, problem)
-            if call.name in WORDS_REFUSE and not self._said and not self._plain:
-                # A hang-up or a message the caller's words did not ask for ("What time do you
-                # open on Saturday?" -> end_call): told so, the 1.5B called a tool again or
-                # said nothing (bench answers); asked without the tools, it answers.
-                self._plain, self._scanner = True, ToolCallScanner()
-                self._ask(self.result.transcript)
-                return
-            if len(self._rounds) // 2 < MAX_TOOL_ROUNDS:
-                self._answered(call, json_error(problem))
-            else:
-                self._llm_end()
-            return
-        if call.name in CALL_CONTROL:
-            self.result.action = call
-            self._announce(announcement(call, self.runner.profile))
-            self._llm_end()
-            return
-        self._tool_call = call
-        if self.gate_open:
-            self._run_tool()
-
-    def _run_tool(self) -> None:
-        call, self._tool_call = self._tool_call, None
-        self._tooling = self._now()
-        self._submit(call_http_tool, self.runner.tools.http[call.name], call.arguments,
-                     stage="http", priority=self.urgency.llm, cancel=self._cancel,
-                     then=lambda f: self._tool_done(call, f))
-
-    def _tool_done(self, call: ToolCall, f: Future) -> None:
-        took, self._tooling = self._now() - self._tooling, None
-        try:
-            content = f.result()
-        except JobCancelled:
-            self._llm_end()
-            return
-        except ToolFailed as e:
-            self._tool_failed(call, e.outcome, e.detail, took)
-            return
-        except Exception as e:  # noqa: BLE001 - a tool's bug is the tool's failure
-            self._tool_failed(call, "error", repr(e), took)
-            return
-        self._used(call, "ok", took, content[:200])
-        if self.cancelled:
-            self._llm_end()
-            return
-        self._answered(call, content)
-
-    def _tool_failed(self, call: ToolCall, outcome: str, detail: str, took: float) -> None:
-        self._used(call, outcome, took, detail)
-        self.result.tool_error = f"{call.name}: {outcome}"
-        self._put(self.runner.profile.tool_error)
-        self._llm_end()
-
-    def _answered(self, call: ToolCall, content: str) -> None:
-        """Feed the tool's answer back: the model's second round is the spoken reply."""
-        self._rounds += [Message("assistant", call.raw), Message("user", tool_response(content))]
-        self._scanner = ToolCallScanner()
-        self._ask(self.result.transcript)
-
-    def _used(self, call: ToolCall, outcome: str, took: float, detail: str = "") -> None:
-        self.result.tools.append(ToolUse(call.name, call.arguments_json, outcome, took, detail))
 
     def _close_stream(self) -> None:
         if self._stream is not None:
@@ -390,9 +285,11 @@ class Reply:
                      then=self._spoken)
 
     def _waited_for(self, text: str) -> bool:
-        """Whether the caller would wait for ``text``: the reply's first clause, or a later one
-        the voice would not have ready before the audio already sent runs out. The lead voice
-        (``tts.lead``) speaks those, so the reply has no hole where the voice changes over."""
+        """Whether the caller would wait for ``text``, so the lead voice (``tts.lead``) says it.
+
+        The reply's first clause, or a later one the voice would not have ready before the
+        audio already sent runs out: the reply has no hole where the voice changes over.
+        """
         if not self.result.tts or self.t.tts_first_audio_at is None:
             return True
         ahead = self.result.audio_out_s - (self._now() - self.t.tts_first_audio_at)
@@ -499,8 +396,3 @@ class Reply:
             elif r.reply_text:
                 self.history.append(Message("assistant", r.reply_text))
         self._on_done(r, self._error)
-
-
-def json_error(problem: str) -> str:
-    """A tool's refusal as the JSON the model reads back."""
-    return json.dumps({"error": problem})

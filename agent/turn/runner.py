@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from agent.turn.knowledge import knowledge_of
 from agent.turn.result import TurnResult
 from agent.turn.textsplit import speakable
-from agent.turn.knowledge import knowledge_of
 from agent.turn.timeline import TurnTimeline
 from agent.turn.tools import Toolbox, spoken_name
 from db.records import TurnRecord

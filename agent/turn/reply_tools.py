@@ -1,0 +1,131 @@
+"""The tool side of a turn's reply: fixed phrases, call control, HTTP tools and their rounds.
+
+A mixin of :class:`agent.turn.reply.Reply`, kept apart so that the reply's stream of words
+and speech reads on its own. It uses the reply's state and steps (``result``, ``runner``,
+``_ask``, ``_put``, ``_llm_end``, ``_finish``...): it is not a stage and has no state of
+its own beyond the reply's. A call the call itself carries out (end, transfer, take a
+message, collect digits) ends the reply with its phrase and is handed to the session in
+``result.action``; an HTTP tool runs once the gate is open and its answer goes back to the
+model for a second round.
+"""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import Future
+
+from agent.turn.http_tool import ToolFailed, call_http_tool
+from agent.turn.result import ToolUse
+from agent.turn.tools import (
+    CALL_CONTROL,
+    ToolCall,
+    ToolCallScanner,
+    announcement,
+    tool_response,
+)
+from models.llm.base import Message
+from models.priority import JobCancelled
+
+MAX_TOOL_ROUNDS = 2
+"""Tool answers (or "no such tool" notes) fed back to the model in one turn, at most."""
+WORDS_REFUSE = ("end_call", "take_message")
+"""Tools refused when the caller's words do not ask for them (:meth:`Toolbox.problem`)."""
+
+
+class ToolSteps:
+    """What a :class:`~agent.turn.reply.Reply` does with a tool call or a fixed phrase."""
+
+    def _announce(self, text: str, priority=None) -> None:
+        """Say a fixed phrase (a tool's announcement, ``repeat``) from the profile's cache."""
+        if not text:
+            return
+        if self.t.first_chunk_text_at is None:
+            self.t.first_chunk_text_at = self._now()
+        self._said.append(text)
+        self._speaking = True
+        self._submit(self._timed(self.runner.speak), text, stage="tts",
+                     priority=priority or self.urgency.tts, cancel=self._cancel,
+                     then=self._announced)
+
+    def _announced(self, f: Future) -> None:
+        self._speaking = False
+        out = self._outcome(f, self._finish)
+        if out is None:
+            return
+        pcm, at = out
+        if self.t.tts_first_audio_at is None and len(pcm):
+            self.t.tts_first_audio_at = at
+        self._out(pcm)
+        self._finish()
+
+    def _tool(self, call: ToolCall) -> None:
+        self._close_stream()
+        problem = self.runner.tools.problem(call, self.result.transcript)
+        if problem:
+            self._used(call, "invalid", 0.0, problem)
+            if call.name in WORDS_REFUSE and not self._said and not self._plain:
+                # A hang-up or a message the caller's words did not ask for ("What time do you
+                # open on Saturday?" -> end_call): told so, the 1.5B called a tool again or
+                # said nothing (bench answers); asked without the tools, it answers.
+                self._plain, self._scanner = True, ToolCallScanner()
+                self._ask(self.result.transcript)
+                return
+            if len(self._rounds) // 2 < MAX_TOOL_ROUNDS:
+                self._answered(call, json_error(problem))
+            else:
+                self._llm_end()
+            return
+        if call.name in CALL_CONTROL:
+            self.result.action = call
+            self._announce(announcement(call, self.runner.profile))
+            self._llm_end()
+            return
+        self._tool_call = call
+        if self.gate_open:
+            self._run_tool()
+
+    def _run_tool(self) -> None:
+        call, self._tool_call = self._tool_call, None
+        self._tooling = self._now()
+        self._submit(call_http_tool, self.runner.tools.http[call.name], call.arguments,
+                     stage="http", priority=self.urgency.llm, cancel=self._cancel,
+                     then=lambda f: self._tool_done(call, f))
+
+    def _tool_done(self, call: ToolCall, f: Future) -> None:
+        took, self._tooling = self._now() - self._tooling, None
+        try:
+            content = f.result()
+        except JobCancelled:
+            self._llm_end()
+            return
+        except ToolFailed as e:
+            self._tool_failed(call, e.outcome, e.detail, took)
+            return
+        except Exception as e:  # noqa: BLE001 - a tool's bug is the tool's failure
+            self._tool_failed(call, "error", repr(e), took)
+            return
+        self._used(call, "ok", took, content[:200])
+        if self.cancelled:
+            self._llm_end()
+            return
+        self._answered(call, content)
+
+    def _tool_failed(self, call: ToolCall, outcome: str, detail: str, took: float) -> None:
+        self._used(call, outcome, took, detail)
+        self.result.tool_error = f"{call.name}: {outcome}"
+        self._put(self.runner.profile.tool_error)
+        self._llm_end()
+
+    def _answered(self, call: ToolCall, content: str) -> None:
+        """Feed the tool's answer back: the model's second round is the spoken reply."""
+        self._rounds += [Message("assistant", call.raw), Message("user", tool_response(content))]
+        self._scanner = ToolCallScanner()
+        self._ask(self.result.transcript)
+
+    def _used(self, call: ToolCall, outcome: str, took: float, detail: str = "") -> None:
+        self.result.tools.append(ToolUse(call.name, call.arguments_json, outcome, took, detail))
+
+
+def json_error(problem: str) -> str:
+    """A tool's refusal as the JSON the model reads back."""
+    return json.dumps({"error": problem})
