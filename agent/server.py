@@ -49,7 +49,7 @@ from agent.turn.runner import StageCache
 from db.placement import this_host
 from db.records import CallLog
 from dialplan import Config, Dialplan, Profile
-from dialplan.config import sip_nonce_key, sip_passwords
+from dialplan.config import sip_passwords
 
 CLOCK_RATE = 8000  # G.711 rate; the bridge resamples G.722 calls to it
 
@@ -75,8 +75,7 @@ class Server:
         self.profiles = ReadyProfiles(self.dialplan, self.cache, out_rate=CLOCK_RATE)
         self.events: queue.Queue = queue.Queue()
         # Passwords are read here, before any model loads: a missing one fails at start.
-        self.gate = CallGate(config.sip, sip_passwords(config.sip.auth),
-                             nonce_key=sip_nonce_key())
+        self.gate = CallGate(config.sip, sip_passwords(config.sip.auth))
         self.sip = SipAgent(config.sip, self.events, clock_rate=CLOCK_RATE, gate=self.gate)
         self.sessions: dict[int, CallSession] = {}
         self._ending: list[CallSession] = []

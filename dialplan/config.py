@@ -5,8 +5,8 @@ value of the wrong type fails at start with :class:`ConfigError` naming the full
 (``profiles.fast.llm.max_tokens``), never mid-call. Profiles are merged here, so each
 :class:`~dialplan.options.Profile` is complete and validated on its own. What the file leaves to
 the environment (an OpenAI-compatible server's key, :data:`API_KEY_ENV`; ``sip.auth``'s
-passwords, :func:`sip_passwords`; the digest nonces' shared key, :func:`sip_nonce_key`) is read
-here too, the one place outside the CLI that reads it.
+passwords, :func:`sip_passwords`) is read here too, the one place outside the CLI that reads
+it.
 """
 
 from __future__ import annotations
@@ -244,32 +244,6 @@ def sip_passwords(auth: SIPAuthOptions, env: Mapping[str, str] | None = None) ->
                 raise ConfigError(f"{key}: {ref} is empty (the password is its first line)")
         out[user] = password
     return out
-
-
-NONCE_KEY_ENV = "CALLAGENT_SIP_NONCE_KEY"
-"""The HMAC key of ``sip.auth``'s nonces, hex (at least 16 bytes), shared by agents behind one
-proxy: kamailio hands the INVITE that answers a challenge to any worker, which must recognise
-the nonce another one issued. ``callagent cluster`` sets it for its workers; unset, each process
-draws its own."""
-
-
-def sip_nonce_key(env: Mapping[str, str] | None = None) -> bytes | None:
-    """The shared nonce key of :data:`NONCE_KEY_ENV`; None when unset (a key per process).
-
-    Raises:
-        ConfigError: not hex, or shorter than 16 bytes (the value itself is not repeated).
-    """
-    env = os.environ if env is None else env
-    text = env.get(NONCE_KEY_ENV, "").strip()
-    if not text:
-        return None
-    try:
-        key = bytes.fromhex(text)
-    except ValueError:
-        raise ConfigError(f"{NONCE_KEY_ENV}: not hexadecimal") from None
-    if len(key) < 16:
-        raise ConfigError(f"{NONCE_KEY_ENV}: {len(key)} bytes, at least 16 needed")
-    return key
 
 
 def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:

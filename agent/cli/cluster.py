@@ -9,23 +9,21 @@ Wiring only (config, ports, signals); :mod:`agent.cluster.cluster` runs it. The 
 runs nothing: it writes ``kamailio.cfg`` and ``dispatcher.list`` for a kamailio on its own host
 in front of agents on others (``agent/cluster/deploy/``, README "Cluster").
 
-kamailio screens callers with the config's ``sip.allow`` and ``sip.invite_rate``; the workers
-share one digest nonce key (``CALLAGENT_SIP_NONCE_KEY``, drawn here unless already set), so
-the INVITE that answers one worker's challenge is accepted by whichever worker it reaches.
+kamailio screens callers with the config's ``sip.allow`` and ``sip.invite_rate`` and
+authenticates them with its ``[sip.auth]`` (the passwords are read here, from the environment or
+files, and written into kamailio.cfg, mode 0600); the workers check no credentials themselves.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import secrets
 import signal
 import sys
 import threading
 from pathlib import Path
 
 from agent.cli import options as cliopts
-from dialplan.config import NONCE_KEY_ENV
+from dialplan.config import sip_passwords
 
 
 def add_parser(subparsers) -> None:
@@ -60,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
 
     from agent import log
     from agent.cluster.cluster import Cluster, absolute_config, plan
-    from agent.cluster.edge import EdgeScreen
+    from agent.cluster.edge import screen_of
     from agent.cluster.kamailio import executable
     from db.migrate import mask_url, upgrade
 
@@ -84,15 +82,15 @@ def run(args: argparse.Namespace) -> int:
     except OperationalError as e:
         log.event("calllog-unreachable", error=str(e.orig or e)[:300], level=30)
 
-    # The workers inherit it; an operator's own (agents on several hosts) is kept.
-    os.environ.setdefault(NONCE_KEY_ENV, secrets.token_hex(32))
+    # Read before anything starts: a missing password fails here, not in kamailio.
+    screen = screen_of(sip, sip_passwords(sip.auth))
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     cluster = Cluster(workers, (host, public), absolute_config(args.config), config.db.url,
                       db_override=args.db, metrics_port=metrics, state_dir=args.state_dir,
                       log_level=args.log_level, metrics_host=sip.metrics_host,
-                      screen=EdgeScreen(sip.allow, sip.invite_rate, sip.invite_burst))
+                      screen=screen)
     log.event("cluster-config", db=mask_url(config.db.url), workers=len(workers),
               sip=",".join(f"{w.id}={w.sip_port}" for w in workers),
               rtp=",".join(f"{w.id}={w.rtp_port}" for w in workers),
@@ -105,8 +103,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _write_kamailio(args: argparse.Namespace) -> int:
-    from agent.cluster.edge import EdgeScreen, address_list
-    from agent.cluster.kamailio import Destination, dispatcher_list, render_config
+    from agent.cluster.edge import address_list, screen_of
+    from agent.cluster.kamailio import Destination, dispatcher_list, render_config, write_private
     from dialplan import ConfigError
 
     if not args.listen or not args.agent:
@@ -119,14 +117,16 @@ def _write_kamailio(args: argparse.Namespace) -> int:
     dests = [Destination(f"w{i}", uri) for i, uri in enumerate(args.agent, start=1)]
     (out / "dispatcher.list").write_text(dispatcher_list(dests))
     sip = cliopts.load(args).sip
-    screen = EdgeScreen(sip.allow, sip.invite_rate, sip.invite_burst)
+    screen = screen_of(sip, sip_passwords(sip.auth))  # on this (the front) host
     (out / "address.list").write_text(address_list(screen.allow))
     # For Debian's kamailio.service: it daemonizes (log to syslog, the journal) and gives
-    # kamailio /run/kamailio for its ctl socket.
-    (out / "kamailio.cfg").write_text(render_config(
+    # kamailio /run/kamailio for its ctl socket. The config may hold [sip.auth]'s passwords:
+    # 0600, owned by the kamailio user the unit runs it as (when written as root).
+    write_private(out / "kamailio.cfg", render_config(
         args.listen, Path("/run/kamailio"), out / "dispatcher.list", log_stderr=False,
         screen=screen, address_file=(out / "address.list").resolve()))
     print(f"wrote {out / 'kamailio.cfg'}, {out / 'dispatcher.list'} and "
           f"{out / 'address.list'} ({len(dests)} agents behind {args.listen}; callers from "
-          f"{', '.join(screen.allow) or 'anywhere'})")
+          f"{', '.join(screen.allow) or 'anywhere'}"
+          f"{', authenticated' if screen.authenticates else ''})")
     return 0

@@ -11,8 +11,9 @@ call-log writer also marks calls any dead process left open as ``lost``.
 
 ``--worker-id`` (set by ``callagent cluster``) records the id on each call and log line and
 limits that closing to this worker's calls; ``--metrics-port`` (or ``sip.metrics_port``) serves
-Prometheus ``/metrics`` (:mod:`agent.cluster.metrics`). ``--allow`` and ``--invite-rate`` are how
-the cluster makes its workers accept kamailio alone, which screens callers at the edge.
+Prometheus ``/metrics`` (:mod:`agent.cluster.metrics`). ``--allow``, ``--invite-rate`` and
+``--no-auth`` are how the cluster makes its workers accept kamailio alone, which screens and
+authenticates callers at the edge.
 """
 
 from __future__ import annotations
@@ -49,6 +50,9 @@ def add_parser(subparsers) -> None:
                         "get kamailio's address")
     p.add_argument("--invite-rate", type=float, default=None, metavar="PER_S",
                    help="INVITEs per second per source (over [sip].invite_rate; 0 = no limit)")
+    p.add_argument("--no-auth", action="store_true",
+                   help="no digest authentication here (over [sip.auth]): a cluster's workers, "
+                        "whose kamailio authenticates callers")
     p.set_defaults(func=run)
 
 
@@ -115,6 +119,8 @@ def _config(args: argparse.Namespace) -> Config:
             sip = dataclasses.replace(sip, allow=tuple(args.allow))
         if args.invite_rate is not None:
             sip = dataclasses.replace(sip, invite_rate=args.invite_rate)
+        if args.no_auth:  # no users = off; their passwords are then not read either
+            sip = dataclasses.replace(sip, auth=dataclasses.replace(sip.auth, users={}))
     except ValueError as e:  # SIPOptions checks them as it does the file's
         raise ConfigError(f"sip.{e}") from None
     if not 0 <= sip.metrics_port <= 65535:

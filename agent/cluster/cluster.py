@@ -9,9 +9,9 @@ cluster plans the ports (:func:`plan`), then runs, all as children of this one p
   ``lost``, with its id;
 * kamailio (:mod:`agent.cluster.kamailio`) on the public SIP port, round-robin over the
   workers that answer its OPTIONS pings, failing over on 486/503/408; restarted if it dies.
-  It screens callers (``sip.allow``, ``sip.invite_rate``: :mod:`agent.cluster.edge`), and the
-  workers accept INVITEs from kamailio alone (:attr:`WorkerSpec.edge`); they check
-  ``[sip.auth]`` credentials with one nonce key the cluster's command gives them all;
+  It screens callers (``sip.allow``, ``sip.invite_rate``, and ``[sip.auth]``'s digest
+  credentials with one-time nonces: :mod:`agent.cluster.edge`), and the workers accept INVITEs
+  from kamailio alone, without checking credentials again (:attr:`WorkerSpec.edge`);
 * the aggregated ``/metrics`` (:mod:`agent.cluster.aggregate`) on ``sip.metrics_port`` of
   ``sip.metrics_host``.
 
@@ -60,8 +60,9 @@ class WorkerSpec:
     """Where the worker's /metrics listens (``sip.metrics_host``, from the config it loads)."""
     edge: str = ""
     """kamailio's address, the only source whose INVITEs the worker takes (``serve --allow``,
-    its own rate limit off: every call comes from there, screened by kamailio already); empty =
-    the config's ``sip.allow`` and ``sip.invite_rate``."""
+    its own rate limit and digest authentication off, ``--invite-rate 0 --no-auth``: every call
+    comes from there, screened and authenticated by kamailio already); empty = the config's
+    ``sip.allow``, ``sip.invite_rate`` and ``[sip.auth]``."""
 
     @property
     def uri(self) -> str:
@@ -82,7 +83,7 @@ class WorkerSpec:
         if db_url:
             cmd += ["--db", db_url]
         if self.edge:
-            cmd += ["--allow", self.edge, "--invite-rate", "0"]
+            cmd += ["--allow", self.edge, "--invite-rate", "0", "--no-auth"]
         return cmd + ["--host", self.host, "--port", str(self.sip_port), "--rtp-port",
                       str(self.rtp_port), "--worker-id", self.id, "--metrics-port",
                       str(self.metrics_port), "--worker"]
@@ -153,7 +154,8 @@ class Cluster:
         metrics_host: the address it listens on (``sip.metrics_host``).
         state_dir: kamailio's config, pid file and ctl socket; None = a temp dir removed at exit.
         log_level: the workers' log level.
-        screen: who may call, checked by kamailio (the config's ``sip.allow``, ``invite_rate``).
+        screen: who may call, checked by kamailio (the config's ``sip.allow``, ``invite_rate``,
+            ``[sip.auth]`` with its passwords: :func:`~agent.cluster.edge.screen_of`).
     """
 
     def __init__(self, workers: list[WorkerSpec], public: tuple[str, int],

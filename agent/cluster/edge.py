@@ -1,9 +1,9 @@
-"""Who may call a cluster, decided by kamailio at the edge: ``sip.allow`` and ``sip.invite_rate``.
+"""Who may call a cluster, decided by kamailio at the edge: ``sip.allow``, ``invite_rate``, auth.
 
 Behind kamailio every INVITE reaches a worker from kamailio's own address, so a worker's
 :class:`~agent.sip.gate.CallGate` can no longer tell callers apart by source: the cluster makes
-its workers accept kamailio alone (``serve --allow``, their own rate limit off) and has kamailio
-screen each new INVITE by the caller's address instead, in the gate's order:
+its workers accept kamailio alone (``serve --allow``, their own rate limit and digest
+authentication off) and has kamailio screen each new INVITE instead, in the gate's order:
 
 1. ``pike`` (``sip.invite_rate`` / ``invite_burst``): a source sending more INVITEs than
    :func:`pike_density` in a :data:`PIKE_WINDOW_S` window gets 503 with ``Retry-After``
@@ -11,9 +11,14 @@ screen each new INVITE by the caller's address instead, in the gate's order:
    no log line per INVITE.
 2. ``permissions`` (``sip.allow``): the source must be in the address file
    (:func:`address_list`, no database: ``address_file``); else 403.
+3. ``auth`` (``[sip.auth]``): digest credentials, answered as a lone ``serve`` answers them
+   (:mod:`agent.sip.digest`): none for the realm, or a nonce kamailio cannot use, get 401 and a
+   challenge (MD5, ``qop=auth``; ``stale=true`` on an expired nonce), an unknown user or a wrong
+   password 403. The passwords go into an ``htable`` when kamailio starts (written into
+   kamailio.cfg, which is therefore mode 0600). Nonces are good once (``one_time_nonce``): one
+   kamailio sees every INVITE, so an authenticated INVITE replayed is challenged again,
+   whichever worker it would reach. The credentials are removed before the INVITE is relayed.
 
-Digest authentication (``[sip.auth]``) stays with the workers, which share one nonce key
-(:data:`dialplan.config.NONCE_KEY_ENV`), so a challenge from one is answered to another.
 Requests inside a dialog are not screened (as in the gate): a caller in a call keeps it. Text
 only; imports no pjsua2.
 """
@@ -22,8 +27,12 @@ from __future__ import annotations
 
 import ipaddress
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from dialplan import ConfigError
+from dialplan.options import SIPOptions
 
 PIKE_WINDOW_S = 2
 """pike's ``sampling_time_unit``: short enough to catch a burst, long enough to count a rate.
@@ -31,6 +40,9 @@ A blocked source is let through again after a window below the density, so it is
 ``Retry-After``."""
 ADDRESS_GROUP = 1
 """The permissions group of the allowed networks."""
+PASSWORDS_TABLE = "callers"
+"""The htable of ``[sip.auth]``'s users: user name -> password."""
+_PLAIN_REALM = re.compile(r"[\w.@:+ -]+")
 
 
 @dataclass(frozen=True)
@@ -43,6 +55,23 @@ class EdgeScreen:
     """``sip.invite_rate``: INVITEs per second per source; 0 = no limit."""
     invite_burst: int = 10
     """``sip.invite_burst``."""
+    realm: str = "callagent"
+    """``sip.auth.realm``: the realm of kamailio's challenges."""
+    passwords: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    """``sip.auth``'s users and their passwords (:func:`dialplan.config.sip_passwords`); empty =
+    no authentication. Written into kamailio.cfg, never logged (not in ``repr``)."""
+    nonce_ttl_s: float = 300.0
+    """``sip.auth.nonce_ttl_s``: kamailio's ``nonce_expire``."""
+
+    @property
+    def authenticates(self) -> bool:
+        return bool(self.passwords)
+
+
+def screen_of(sip: SIPOptions, passwords: Mapping[str, str]) -> EdgeScreen:
+    """The edge screen of a config's ``[sip]`` and ``sip.auth``'s passwords (read at start)."""
+    return EdgeScreen(sip.allow, sip.invite_rate, sip.invite_burst, sip.auth.realm,
+                      tuple(sorted(passwords.items())), sip.auth.nonce_ttl_s)
 
 
 def pike_density(rate: float, burst: int) -> int:
@@ -68,6 +97,26 @@ def address_list(allow: Sequence[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def cfg_string(text: str) -> str:
+    """``text`` as a kamailio.cfg string literal (quotes and backslashes escaped).
+
+    Raises:
+        ConfigError: ``text`` holds a line break or another control character, which no
+            password or user name read from a line has.
+    """
+    if any(ord(c) < 32 or ord(c) == 127 for c in text):
+        raise ConfigError("sip.auth: a user name or password holds a control character")
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _realm(screen: EdgeScreen) -> str:
+    # kamailio expands variables ($...) in a function's realm: plain words only, quoted.
+    if not _PLAIN_REALM.fullmatch(screen.realm):
+        raise ConfigError(f"sip.auth.realm: {screen.realm!r}: behind kamailio only letters, "
+                          "digits, spaces and . @ : + - _")
+    return f'"{screen.realm}"'
+
+
 def modules(screen: EdgeScreen, address_file: str) -> str:
     """The ``loadmodule``/``modparam`` lines the screen needs (none when it checks nothing)."""
     out = []
@@ -82,11 +131,23 @@ def modules(screen: EdgeScreen, address_file: str) -> str:
     if screen.allow:
         out += ['loadmodule "permissions.so"',
                 f'modparam("permissions", "address_file", "{address_file}")']
+    if screen.authenticates:
+        out += ['loadmodule "auth.so"',
+                'loadmodule "htable.so"',
+                # Each nonce authenticates one INVITE: a replay is challenged again (the
+                # workers each remembered only their own, issue 47).
+                'modparam("auth", "one_time_nonce", 1)',
+                f'modparam("auth", "nonce_expire", {max(1, math.ceil(screen.nonce_ttl_s))})',
+                f'modparam("htable", "htable", "{PASSWORDS_TABLE}=>size=4;")']
     return "\n".join(out) + "\n" if out else ""
 
 
 def route(screen: EdgeScreen) -> str:
-    """``route[SCREEN]``: called for each new INVITE before it is handed to a worker."""
+    """``route[SCREEN]``: called for each new INVITE before it is handed to a worker.
+
+    With ``[sip.auth]``, also ``route[AUTH]`` (called from it) and the
+    ``event_route[htable:mod-init]`` that puts the passwords into their htable.
+    """
     body = []
     if screen.invite_rate > 0:
         body.append(f"""    if (!pike_check_req()) {{
@@ -101,5 +162,67 @@ def route(screen: EdgeScreen) -> str:
         sl_send_reply("403", "Forbidden");
         exit;
     }}""")
+    if screen.authenticates:
+        body.append("    route(AUTH);")
     body.append("    return;")  # kamailio refuses an empty block
-    return "route[SCREEN] {\n" + "\n".join(body) + "\n}\n"
+    out = "route[SCREEN] {\n" + "\n".join(body) + "\n}\n"
+    return out + (_auth_routes(screen) if screen.authenticates else "")
+
+
+def _auth_routes(screen: EdgeScreen) -> str:
+    realm, table = _realm(screen), PASSWORDS_TABLE
+    fill = "\n".join(f"    $var(user) = {cfg_string(user)};\n"
+                     f"    $sht({table}=>$var(user)) = {cfg_string(password)};"
+                     for user, password in screen.passwords)
+    who = "source=$si sip_call_id=$ci"
+    return f"""
+route[AUTH] {{
+    # Stateful from here (replies too), so a retransmitted INVITE is absorbed, not checked
+    # again: its one-time nonce is spent (kamailio's auth README, one_time_nonce).
+    if (!t_newtran()) {{
+        sl_reply_error();
+        exit;
+    }}
+    if (!has_credentials({realm})) {{
+        xlog("L_INFO", "event=call-rejected code=401 reason=challenge {who}\\n");
+        www_challenge({realm}, "1");
+        exit;
+    }}
+    if ($sht({table}=>$au) == $null) {{
+        xlog("L_NOTICE", "event=call-rejected code=403 reason=bad-credentials why=unknown-user "
+             "user=$au {who}\\n");
+        send_reply("403", "Forbidden");
+        exit;
+    }}
+    if (pv_www_authenticate({realm}, "$sht({table}=>$au)", "0")) {{
+        consume_credentials();  # the workers need not see them
+        xlog("L_INFO", "event=call-authenticated user=$au {who}\\n");
+        return;
+    }}
+    $var(rc) = $rc;
+    if ($var(rc) == -2) {{
+        xlog("L_NOTICE", "event=call-rejected code=403 reason=bad-credentials "
+             "why=wrong-password user=$au {who}\\n");
+        send_reply("403", "Forbidden");
+        exit;
+    }}
+    if ($var(rc) == -4) {{
+        xlog("L_INFO", "event=call-rejected code=401 reason=stale user=$au {who}\\n");
+        www_challenge({realm}, "17");  # 16: stale=true, the phone answers without asking
+        exit;
+    }}
+    # -6: a nonce used before (a replay); -1: one kamailio did not issue, or malformed.
+    $var(why) = "unknown-nonce";
+    if ($var(rc) == -6) {{
+        $var(why) = "nonce-reused";
+    }}
+    xlog("L_INFO", "event=call-rejected code=401 reason=challenge why=$var(why) user=$au "
+         "{who}\\n");
+    www_challenge({realm}, "1");
+    exit;
+}}
+
+event_route[htable:mod-init] {{
+{fill}
+}}
+"""

@@ -9,8 +9,9 @@ last refusal. kamailio pings every worker with SIP OPTIONS each ``ds_ping_interv
 that stops answering is taken out of the rotation and put back when it answers 200 again. Both
 transitions fire ``event_route[dispatcher:dst-down/dst-up]``, logged as ``worker-down`` /
 ``worker-up`` lines that :class:`Kamailio` re-logs as our own structured events. Each new INVITE
-is screened first (``sip.invite_rate`` with ``pike``, ``sip.allow`` with ``permissions``):
-:mod:`agent.cluster.edge`.
+is screened first (``sip.invite_rate`` with ``pike``, ``sip.allow`` with ``permissions``,
+``[sip.auth]`` with ``auth``): :mod:`agent.cluster.edge`. With ``[sip.auth]`` the config holds
+the passwords, so it is always written mode 0600 (:func:`write_private`).
 
 Runs without root: its own runtime dir, pid file and config in a state dir, foreground
 (``-DD``), logging to stderr (``-E``), which a thread turns into our log lines. Imports no
@@ -77,7 +78,8 @@ def render_config(listen: str, state_dir: Path, list_file: Path | str,
         modules_dir: kamailio's module dir; None = kamailio's compiled-in default.
         log_stderr: log to stderr (a child of the cluster); False = syslog (a kamailio
             started by its own systemd unit, which daemonizes and closes stderr).
-        screen: who may call, checked on each new INVITE (:mod:`agent.cluster.edge`).
+        screen: who may call, checked on each new INVITE (:mod:`agent.cluster.edge`); with
+            ``[sip.auth]`` its passwords are in the text.
         address_file: the allowed networks (:func:`~agent.cluster.edge.address_list`), read
             when ``screen.allow`` is set.
 
@@ -166,7 +168,7 @@ request_route {{
     record_route();
     if (!ds_select_dst("1", "4")) {{
         xlog("L_WARN", "event=no-worker sip_call_id=$ci\\n");
-        sl_send_reply("503", "No Agent Available");
+        send_reply("503", "No Agent Available");  # stateful once route[AUTH] made it so
         exit;
     }}
     xlog("L_INFO", "event=dispatch sip_call_id=$ci to=$du\\n");
@@ -225,7 +227,8 @@ class Kamailio:
         state_dir: where the config, dispatcher list, pid file and ctl socket go.
         on_event: called with (event name, fields) for each script event (``worker-up``...),
             after it is logged; fields carry the ``worker`` id when the line names a worker.
-        screen: who may call (``sip.allow``, ``sip.invite_rate``), checked by kamailio.
+        screen: who may call (``sip.allow``, ``sip.invite_rate``, ``[sip.auth]``), checked
+            by kamailio.
     """
 
     def __init__(self, listen: str, destinations: Sequence[Destination], state_dir: Path,
@@ -251,8 +254,9 @@ class Kamailio:
         lst.write_text(dispatcher_list(self.destinations))
         addresses = self.state_dir / "address.list"
         addresses.write_text(edge.address_list(self.screen.allow))
-        self.config_path.write_text(render_config(self.listen, self.state_dir, lst,
-                                                  screen=self.screen, address_file=addresses))
+        write_private(self.config_path, render_config(self.listen, self.state_dir, lst,
+                                                      screen=self.screen,
+                                                      address_file=addresses))
         return self.config_path
 
     def argv(self) -> list[str]:
@@ -343,6 +347,22 @@ class Kamailio:
         # kamailio's own start-up and shutdown chatter is INFO/NOTICE: ours at DEBUG.
         lvl = _LEVELS.get(level, logging.INFO)
         log.event("kamailio", level=logging.DEBUG if lvl <= logging.INFO else lvl, msg=text)
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path``, readable by its owner alone (0600): kamailio.cfg may hold
+    ``[sip.auth]``'s passwords.
+
+    Written as root, the file belongs to the ``kamailio`` user (if there is one): Debian's
+    kamailio.service starts kamailio as that user, which must read it.
+    """
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        os.fchmod(fd, 0o600)  # a file that was there keeps its old mode through O_CREAT
+        user = _drop_to()
+        if user is not None:
+            shutil.chown(path, user, user)
+        f.write(text)
 
 
 def executable() -> str:

@@ -9,7 +9,10 @@ caller's address>`` under a per-process random key, so any nonce this process is
 checked without remembering it, a forged or foreign one fails, and an old one expires (it is
 then refused as ``stale``, and the caller is challenged again with ``stale=true``, so a client
 re-sends without asking its user). Responses already accepted are remembered until their nonce
-expires, so a captured INVITE replayed within that time is refused too.
+expires, so a captured INVITE replayed within that time is refused too. That memory is this
+process's own: a cluster's workers do none of this, kamailio authenticates its callers at the
+edge with one-time nonces and the same codes, a replay there challenged again (401) rather than
+refused (:mod:`agent.cluster.edge`).
 
 Only MD5 and ``qop=auth``: what SIP phones and sipp speak. Pure Python; imports no pjsua2.
 """
@@ -212,7 +215,7 @@ class DigestAuth:
             return Check("bad", user, problem)
         age = self._nonce_age(mine["nonce"], source)
         if age is None:
-            # Not this process's (a restart, another worker) or forged: challenge again.
+            # Not this process's (issued before a restart) or forged: challenge again.
             return Check("challenge", user, "unknown nonce")
         expected = digest_response(user, self.realm, self._passwords[user], method,
                                    mine["uri"], mine["nonce"], mine["nc"], mine["cnonce"], "auth")

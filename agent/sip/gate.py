@@ -66,17 +66,15 @@ class CallGate:
             empty = no authentication.
         clock: monotonic seconds for the rate limit (tests inject one).
         wall_clock: wall-clock seconds for the nonces.
-        nonce_key: the nonces' HMAC key, shared by the workers behind one proxy (a challenge
-            one issued is answered to another); None = random, this process's own.
     """
 
     def __init__(self, options: SIPOptions, passwords: dict[str, str] | None = None,
                  clock: Callable[[], float] = time.monotonic,
-                 wall_clock: Callable[[], float] = time.time, nonce_key: bytes | None = None):
+                 wall_clock: Callable[[], float] = time.time):
         self.options = options
         self.limiter = InviteLimiter(options.invite_rate, options.invite_burst, clock)
         self.auth = (DigestAuth(options.auth.realm, passwords, options.auth.nonce_ttl_s,
-                                wall_clock, key=nonce_key) if passwords else None)
+                                wall_clock) if passwords else None)
 
     def screen(self, source: str, message: str) -> Screening:
         """The decision for an INVITE (its whole text) whose packet came from ``source``."""
