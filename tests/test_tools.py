@@ -10,7 +10,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from fakes import FakeLLM, FakeTTS, fake_stages
+from fakes import FakeASR, FakeLLM, FakeTTS, fake_stages
 from replies import answer
 
 from agent.turn.intent import farewell
@@ -141,9 +141,13 @@ class ScriptedLLM(FakeLLM):
             yield Piece(text[i:i + 4])
 
 
-def run(replies: list[str], **over):
+ASKS = "Can I talk to someone?"
+"""Words that may call for a tool: the turn is asked with the tools block."""
+
+
+def run(replies: list[str], words: str = ASKS, **over):
     llm, tts = ScriptedLLM(replies), FakeTTS(s_per_char=0.001)
-    runner = TurnRunner(fake_stages(llm=llm, tts=tts), profile(**over))
+    runner = TurnRunner(fake_stages(llm=llm, tts=tts, asr=FakeASR([words])), profile(**over))
     history: list[Message] = []
     result, _ = answer(runner, history)
     return result, history, llm, tts
@@ -191,7 +195,7 @@ def test_neither_words_nor_a_call_is_asked_again_without_the_tools():
     assert [(u.name, u.outcome) for u in result.tools] == [("?", "malformed")]
     assert "# Tools" in llm.prompts[0][0].content
     assert "# Tools" not in llm.prompts[1][0].content  # the persona alone
-    assert llm.prompts[1][-1] == Message("user", "hello there")
+    assert llm.prompts[1][-1] == Message("user", ASKS)
     assert " ".join(tts.texts) == "We have many dinosaur books."
     assert result.action is None and not result.tool_error
 
@@ -215,11 +219,11 @@ def test_a_call_cut_short_still_counts_when_it_named_its_tool(text):
 
 def test_end_call_is_refused_when_the_caller_did_not_take_leave_and_asked_without_tools():
     end = '<tool_call>\n{"name": "end_call", "arguments": {}}\n</tool_call>'
-    result, _, llm, tts = run([end, "We open at nine."])  # the caller asked "hello there"
+    result, _, llm, tts = run([end, "We open at nine."])
     assert result.action is None
     assert [(u.name, u.outcome) for u in result.tools] == [("end_call", "invalid")]
     assert "# Tools" in llm.prompts[0][0].content and "# Tools" not in llm.prompts[1][0].content
-    assert llm.prompts[1][-1].content == "hello there"  # asked again, not told off
+    assert llm.prompts[1][-1].content == ASKS  # asked again, not told off
     assert " ".join(tts.texts) == "We open at nine."
     assert farewell("Thank you! I'm here if you need anything else.",
                     "Okay, thanks for your help. Bye.")
@@ -277,3 +281,54 @@ DIRECTORY = {"front-desk": DirectoryEntry("sip:200@x", "memberships and general 
 def test_a_transfer_request_names_one_entry_or_is_left_to_the_model(words, target):
     from agent.turn.intent import requested_transfer
     assert requested_transfer(words, DIRECTORY) == target
+
+
+def test_a_plain_question_is_asked_without_the_tools_and_an_action_with_them():
+    result, history, llm, _ = run(["We open at nine."], words="When do you open on Saturday?")
+    assert "# Tools" not in llm.prompts[0][0].content and result.reply_text == "We open at nine."
+    _, _, llm, _ = run(["Sure."], words="Thanks, that's all.")
+    assert "# Tools" in llm.prompts[0][0].content
+    # An answer to a reply that offered a transfer may need one: "Yes, please."
+    runner = TurnRunner(fake_stages(llm=ScriptedLLM([])), profile())
+    offer = [Message("user", "What's the museum's number?"),
+             Message("assistant", "Sorry, I don't know that. I can put you through to the staff.")]
+    assert runner.uses_tools(offer, "Yes, please.") and not runner.uses_tools([], "Yes, please.")
+
+
+def test_a_plain_question_still_acts_when_the_model_calls_a_tool_anyway():
+    result, _, llm, tts = run([CALL], words="Do you have books for children?")
+    assert "# Tools" not in llm.prompts[0][0].content
+    assert result.action == ToolCall("transfer", {"target": "children"}, raw=CALL)
+
+
+def test_a_message_asked_for_in_words_is_taken_without_the_model():
+    result, history, llm, tts = run(["Sure, go ahead."],
+                                    words="Can I leave a message for the librarian?")
+    assert llm.prompts == [] and result.action.name == "take_message"
+    assert result.action.source == "caller" and history[-1].content == result.action.raw
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("words,leaves", [
+    ("Can I leave a message for the librarian?", True), ("Please tell her that I called.", True),
+    ("Could you take a message?", True), ("Did you get my message?", False),
+    ("I don't want to leave a message.", False), ("What's your phone number?", False),
+])
+def test_leaves_message(words, leaves):
+    from agent.turn.intent import leaves_message
+    assert leaves_message(words) is leaves
+
+
+def test_every_context_is_primed_with_the_persona_and_one_with_the_tools_too():
+    class Priming(ScriptedLLM):
+        primed: list[tuple[str, bool]] = []
+
+        def prime(self, system_prompt: str, spread: bool = True) -> None:
+            self.primed.append((system_prompt, spread))
+
+    llm = Priming([])
+    runner = TurnRunner(fake_stages(llm=llm), profile())
+    runner.warm_up()
+    assert llm.primed == [(runner.profile.system_prompt, True), (runner.system_prompt, False)]
+    runner.prime()  # a call's own priming: the prompt most of its turns start with
+    assert llm.primed[-1] == (runner.profile.system_prompt, True)

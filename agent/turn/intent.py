@@ -4,7 +4,9 @@ The LLM decides most of a turn, but a few things are plain in the words and too 
 leave to a 1.5B model's judgement (bench tools): a caller who asks to be put through to a
 directory entry by name is transferred at once (:func:`requested_transfer`), a goodbye ends the
 call (:func:`farewell`), and the model's own calls are checked against what the caller said
-(:func:`took_leave`, :func:`asks_for_message`) so it never hangs up on a question.
+(:func:`took_leave`, :func:`asks_for_message`) so it never hangs up on a question. Words that
+ask for nothing to be done (:func:`asks_for_action`) are answered without the tools block,
+which led the 1.5B astray on plain questions (bench answers).
 """
 
 from __future__ import annotations
@@ -109,3 +111,37 @@ def requested_transfer(words: str, directory: Mapping) -> str | None:
     best = max(scores.values(), default=0)
     winners = [n for n, s in scores.items() if s == best]
     return winners[0] if best > 0 and len(winners) == 1 else None
+
+
+_LEAVES = re.compile(r"\b(?:leave|take|pass on|give (?:him|her|them)) "
+                     r"(?:a |my |him a |her a |them a )?(?:message|voicemail)\b|"
+                     r"\btell (?:him|her|them) (?:i|that)\b|\bcall me back\b", re.IGNORECASE)
+
+
+def leaves_message(words: str) -> bool:
+    """Whether the caller plainly asks to leave a message ("Can I leave a message for her?").
+
+    Stricter than :func:`asks_for_message`: these words take the message without the model.
+    """
+    return bool(_LEAVES.search(words)) and not _NOT.search(words)
+
+
+_ACTION = re.compile(
+    r"\b(?:transfer|connect|put (?:me|us) through|speak|talk|someone|somebody|anyone|person|"
+    r"human|staff|operator|manager|librarian|department|desk|message|voicemail|call (?:me|us) "
+    r"back|tell (?:him|her|them)|let (?:him|her|them|the \w+) know|bye|goodbye|good bye|"
+    r"hang up|that'?s (?:all|it|everything)|nothing (?:else|more)|thanks?|thank you|keypad|"
+    r"extension)\b", re.IGNORECASE)
+
+
+def asks_for_action(words: str, last_reply: str = "") -> bool:
+    """Whether a turn may need a tool.
+
+    The caller's words ask for a person, a message or an end, or answer a reply
+    (``last_reply``) that offered one ("Shall I put you through?" - "Yes, please").
+    """
+    if _ACTION.search(words):
+        return True
+    return bool(last_reply) and bool(re.search(
+        r"\b(?:transfer|put you through|connect you|message|front desk|staff)\b", last_reply,
+        re.IGNORECASE))

@@ -29,7 +29,7 @@ from functools import partial
 import numpy as np
 
 from agent.turn.doubt import doubtful
-from agent.turn.intent import farewell, names_a_tool, requested_transfer
+from agent.turn.intent import farewell, leaves_message, names_a_tool, requested_transfer
 from agent.turn.reply_tools import ToolSteps
 from agent.turn.result import TurnResult
 from agent.turn.runner import TurnRunner
@@ -121,17 +121,30 @@ class Reply(ToolSteps):
         if doubt:
             self._ask_again(doubt)
             return
-        target = (requested_transfer(tr.text, self.runner.profile.directory)
-                  if "transfer" in self.runner.tools.names else None)
-        if target is not None:
-            # Asked for by name: no 2 s of JSON decoding, and no chance of "Sure, I can take
-            # you there" with nothing done (bench tools).
+        decided = self._decided(tr.text)
+        if decided is not None:
             self.t.llm_first_token_at = self._now()
-            args = {"target": target}
-            self._tool(ToolCall("transfer", args, raw=as_hermes("transfer", args),
-                                source="caller"))
+            self._tool(decided)
             return
+        self._plain = not self.runner.uses_tools(self.history, tr.text)
         self._ask(tr.text)
+
+    def _decided(self, words: str) -> ToolCall | None:
+        """An action the caller's words alone ask for (:mod:`agent.turn.intent`).
+
+        A transfer by name, a message: no 2 s of JSON decoding, and no chance of "Sure, I can
+        take you there" with nothing done (bench tools).
+        """
+        names = self.runner.tools.names
+        target = (requested_transfer(words, self.runner.profile.directory)
+                  if "transfer" in names else None)
+        if target is not None:
+            args = {"target": target}
+            return ToolCall("transfer", args, raw=as_hermes("transfer", args), source="caller")
+        if "take_message" in names and leaves_message(words):
+            return ToolCall("take_message", {}, raw=as_hermes("take_message", {}),
+                            source="caller")
+        return None
 
     def _ask(self, words: str) -> None:
         """Start (or, after a tool's answer, continue) the LLM's reply to ``words``."""

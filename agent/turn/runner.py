@@ -10,9 +10,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
+from agent.turn.intent import asks_for_action
 from agent.turn.knowledge import knowledge_of
 from agent.turn.result import TurnResult
 from agent.turn.textsplit import speakable
@@ -89,15 +91,36 @@ class TurnRunner:
         self._phrases: dict[str, np.ndarray] = {}
         self.tools = Toolbox(profile)
         self.system_prompt = self.tools.system_prompt(profile.system_prompt)
-        """The persona and the tools it may use: one prefix, primed and reused by every turn."""
+        """The persona and the tools it may use: the prefix of the turns that may act."""
+        self.always_tools = bool(self.tools.http)
+        """An HTTP tool answers questions ("Do you have Dune?"): every turn is offered it."""
         self.knowledge = (knowledge_of(profile.facts, f"{profile.system_prompt} {profile.greeting}")
                           if profile.facts else None)
         """The profile's facts; a turn's prompt carries those its words are about."""
 
+    def uses_tools(self, history: list[Message], words: str) -> bool:
+        """Whether the turn on ``words`` is asked with the tools block (else the persona alone).
+
+        Only turns whose words may call for an action (:func:`~agent.turn.intent.asks_for_action`)
+        are: with the block in its prompt the 1.5B answered plain questions with tool calls,
+        refusals or the tools' descriptions (bench answers).
+        """
+        if not self.tools:
+            return False
+        if self.always_tools:
+            return True
+        last = next((m.content for m in reversed(history) if m.role == "assistant"), "")
+        return asks_for_action(words, last)
+
+    @property
+    def main_prompt(self) -> str:
+        """The system prompt most turns start with: the one every context is primed with."""
+        return self.system_prompt if self.always_tools else self.profile.system_prompt
+
     def prime(self) -> None:
-        """Put this profile's system prompt in the LLM's KV cache before the first turn."""
+        """Put this profile's main system prompt in the LLM's KV cache before the first turn."""
         with priority(Priority.BACKGROUND):
-            self.stages.llm.prime(self.system_prompt)
+            self.stages.llm.prime(self.main_prompt)
 
     def warm_up(self) -> None:
         """Run every stage once, so the first calls do not pay their first pass.
@@ -111,6 +134,10 @@ class TurnRunner:
             # the warm-up's decoding left every later call's decoding slower (bench call, one
             # call). Not explained; the main thread keeps its OpenMP team.
             self.stages.llm.scheduler.submit(self.prime, stage="llm").result()
+            if self.main_prompt != self.system_prompt:  # one context keeps the other prefix
+                self.stages.llm.scheduler.submit(
+                    partial(self.stages.llm.prime, self.system_prompt, spread=False),
+                    stage="llm").result()
             self.stages.asr.warm_up()
             if self.stages.eot is not None:
                 self.stages.eot.score(np.zeros(ASR_RATE, np.float32))

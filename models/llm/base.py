@@ -155,8 +155,12 @@ class LLM(Scheduled, ABC):
             del msgs[1]
         return msgs
 
-    def prime(self, system_prompt: str) -> None:  # noqa: B027 - optional hook, no-op default
-        """Evaluate a system prompt ahead of the first turn (backends with a KV cache)."""
+    def prime(self, system_prompt: str, spread: bool = True) -> None:  # noqa: B027 - optional
+        """Evaluate a system prompt ahead of the first turn (backends with a KV cache).
+
+        ``spread``: the first time, into every free context (the main prompt); False: into
+        one (a second prefix some turns use, which must not push the main one out).
+        """
 
     def prefill(self, messages: list[Message], cancel: threading.Event) -> int:
         """Evaluate ``messages`` up to the last one's words ahead of the request (no reply).

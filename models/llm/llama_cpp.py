@@ -64,7 +64,7 @@ class LlamaCppLLM(LLM):
         self._free = threading.Condition()
         self._primed: set[str] = set()
 
-    def prime(self, system_prompt: str) -> None:
+    def prime(self, system_prompt: str, spread: bool = True) -> None:
         """Fill contexts' KV caches with the system prompt so first turns start fast.
 
         One token is generated; the cache keeps the prompt's prefix for the next request.
@@ -75,7 +75,7 @@ class LlamaCppLLM(LLM):
         """
         msgs = tuple(self.fit([Message("system", system_prompt), Message("user", "Hello")]))
         with self._free:
-            first = system_prompt not in self._primed
+            first = spread and system_prompt not in self._primed
             self._primed.add(system_prompt)
         streams = []
         with priority(Priority.BACKGROUND):

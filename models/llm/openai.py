@@ -100,7 +100,7 @@ class OpenAILLM(LLM):
             body["stream_options"] = {"include_usage": True}
         return body
 
-    def prime(self, system_prompt: str) -> None:
+    def prime(self, system_prompt: str, spread: bool = True) -> None:
         """Have the server evaluate the system prompt once, ahead of the first turn.
 
         llama.cpp's server and vLLM keep evaluated prompt prefixes, so the first turn then

@@ -61,7 +61,7 @@ class XLlamaCppLLM(LLM):
         self._primed: set[str] = set()
         self._primed_lock = threading.Lock()
 
-    def prime(self, system_prompt: str) -> None:
+    def prime(self, system_prompt: str, spread: bool = True) -> None:
         """Evaluate the system prompt so the next turns reuse it.
 
         The first time a prompt is primed, every slot gets it at once: a slot that has never
@@ -70,7 +70,7 @@ class XLlamaCppLLM(LLM):
         priming needs one slot: llama.cpp hands a request the slot whose prompt it shares most.
         """
         with self._primed_lock:
-            first = system_prompt not in self._primed
+            first = spread and system_prompt not in self._primed
             self._primed.add(system_prompt)
         messages = [Message("system", system_prompt), Message("user", "Hello")]
         threads = [threading.Thread(target=self._prime_one, args=(messages,), daemon=True)

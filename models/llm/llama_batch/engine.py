@@ -106,14 +106,14 @@ class BatchedLlamaLLM(LLM):
 
     # -- requests
 
-    def prime(self, system_prompt: str) -> None:
+    def prime(self, system_prompt: str, spread: bool = True) -> None:
         """Evaluate the system prompt so first turns find it cached.
 
         The first time, one sequence evaluates it and every other free one gets a copy of its
         cache; later, one sequence (a call's own) is primed.
         """
         with self._cond:
-            first = system_prompt not in self._primed
+            first = spread and system_prompt not in self._primed
             self._primed.add(system_prompt)
         with priority(Priority.BACKGROUND):
             gen = self._start(self.fit([Message("system", system_prompt),
