@@ -65,7 +65,7 @@ def test_one_knowledge_per_profile_and_process():
     assert knowledge_of(FACTS, "persona") is knowledge_of(FACTS, "persona")
 
 
-def test_the_prompt_carries_the_facts_before_the_words_and_the_history_stays_plain():
+def test_the_prompt_carries_the_facts_after_the_words_and_the_history_stays_plain():
     from agent.turn.runner import TurnRunner
     from dialplan import load_config
     from models.llm.base import Message
@@ -74,7 +74,6 @@ def test_the_prompt_carries_the_facts_before_the_words_and_the_history_stays_pla
     runner = TurnRunner(stages=None, profile=config.profiles["default"])
     prompt = runner.prompt([Message("user", "hi")], "Are you open on Sunday?")
     assert prompt[0].content == runner.system_prompt and prompt[1].content == "hi"
-    assert prompt[-1].content.startswith("[Facts you know: ")
-    assert prompt[-1].content.endswith("The caller says:]\n\nAre you open on Sunday?")
+    assert prompt[-1].content.startswith("Are you open on Sunday?\n\n[Facts you know: ")
     assert "The library is closed on Sunday." in prompt[-1].content
     assert "closed on Sunday" not in runner.system_prompt

@@ -83,6 +83,7 @@ ADMITS = re.compile(
     r"dont know|do not know|not sure|no information|dont have (that|this|any|the)|"
     r"do not have (that|this|any|the)|not able to|unable to|cant (tell|say|help|find|give)|"
     r"cannot (tell|say|help|find|give)|not provided|not available|no details|"
+    r"(dont|do not) have enough information|not specified|"
     r"(cant|cannot|can not|unable to) (provide|determine|confirm|share)|"
     r"transfer|connect you|put you through|front desk|"
     r"(check|ask) with|staff|leave a message")

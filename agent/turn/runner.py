@@ -175,12 +175,11 @@ class TurnRunner:
         tokens the turn reuses only if the two prompts agree up to the words. ``after``: this
         turn's tool calls and their answers, for the round after a tool; ``tools=False``: the
         persona alone, for a model that answered neither in words nor with a call. With a
-        knowledge file, the facts that match ``words`` come just before them
-        (:mod:`agent.turn.knowledge`).
+        knowledge file, the facts that match ``words`` follow them (:mod:`agent.turn.knowledge`).
         """
         system = self.system_prompt if tools else self.profile.system_prompt
         if self.knowledge is not None and words:
-            words = f"[{self.knowledge.notes(words)}]\n\n{words}"
+            words = f"{words}\n\n[{self.knowledge.notes(words)}]"
         return [Message("system", system), *history, Message("user", words), *after]
 
     def transcribe(self, utterance: Utterance | SpeechPaused, timeline: TurnTimeline) -> Transcript:
