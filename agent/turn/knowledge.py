@@ -61,9 +61,8 @@ SYNONYMS = {
 """What a caller says that a fact puts otherwise ("how late" is about closing)."""
 
 NOTES = "Facts you know: {facts} Anything not in these facts, you don't know."
-NO_NOTES = ("You know no facts about this. If it asks for one, say you don't know and ask "
-            "whether they want to be put through to the staff; never guess a number, price, "
-            "time or date.")
+NO_NOTES = ("You know no facts about this. If it asks for one, say you don't know and offer to "
+            "transfer the caller; never guess a number, price, time or date.")
 
 _ONES = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
          "fifteen sixteen seventeen eighteen nineteen").split()
