@@ -332,3 +332,24 @@ def test_every_context_is_primed_with_the_persona_and_one_with_the_tools_too():
     assert llm.primed == [(runner.profile.system_prompt, True), (runner.system_prompt, False)]
     runner.prime()  # a call's own priming: the prompt most of its turns start with
     assert llm.primed[-1] == (runner.profile.system_prompt, True)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("reply,target", [
+    ("I'll transfer you to the staff who can help.", "front-desk"),  # keypad 0's entry
+    ("Let me connect you with accounts.", "accounts"),
+    ("Transferring you to the children's section now.", "children"),
+    ("I can put you through to the front desk.", None),  # an offer, not a promise
+    ("I'll put you on hold for a moment.", None),
+    ("We open at nine.", None),
+])
+def test_a_promised_transfer_is_kept(reply, target):
+    from agent.turn.intent import promised_transfer
+    assert promised_transfer(reply, DIRECTORY, {"0": "transfer:front-desk"}) == target
+
+
+def test_a_reply_that_promises_a_transfer_without_a_call_makes_it():
+    result, history, _, _ = run(["Sorry, I don't know that. I'll transfer you to the front desk."],
+                                words="Who is the director?", keypad={"0": "transfer:front-desk"})
+    assert result.action == ToolCall("transfer", {"target": "front-desk"}, implicit=True)
+    assert history[-1].content == result.reply_text  # its words, as said

@@ -113,6 +113,30 @@ def requested_transfer(words: str, directory: Mapping) -> str | None:
     return winners[0] if best > 0 and len(winners) == 1 else None
 
 
+_PROMISE = re.compile(r"\b(?:i'?ll|i will|let me|i am going to|i'?m going to) (?:now )?"
+                      r"(?:transfer you|connect you|put you through)\b|\btransferring you\b|"
+                      r"\bputting you through\b|\bconnecting you\b", re.IGNORECASE)
+
+
+def promised_transfer(reply: str, directory: Mapping, keypad: Mapping | None = None) -> str | None:
+    """The directory entry a reply promised to transfer the caller to, if it promised one.
+
+    "I'll transfer you to the staff who can help." said without a call is a promise the
+    caller waits on: it is kept. An offer ("I can put you through") is not a promise. The
+    entry is the one the reply names, else keypad 0's transfer, else the directory's first.
+    """
+    said = _PROMISE.search(reply)
+    if said is None or not directory:
+        return None
+    named = requested_transfer("transfer me " + reply[said.end():], directory)
+    if named is not None:
+        return named
+    zero = (keypad or {}).get("0", "")
+    if zero.startswith("transfer:") and zero.split(":", 1)[1] in directory:
+        return zero.split(":", 1)[1]
+    return next(iter(directory))
+
+
 _LEAVES = re.compile(r"\b(?:leave|take|pass on|give (?:him|her|them)) "
                      r"(?:a |my |him a |her a |them a )?(?:message|voicemail)\b|"
                      r"\btell (?:him|her|them) (?:i|that)\b|\bcall me back\b", re.IGNORECASE)

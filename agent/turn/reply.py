@@ -29,7 +29,13 @@ from functools import partial
 import numpy as np
 
 from agent.turn.doubt import doubtful
-from agent.turn.intent import farewell, leaves_message, names_a_tool, requested_transfer
+from agent.turn.intent import (
+    farewell,
+    leaves_message,
+    names_a_tool,
+    promised_transfer,
+    requested_transfer,
+)
 from agent.turn.reply_tools import ToolSteps
 from agent.turn.result import TurnResult
 from agent.turn.runner import TurnRunner
@@ -401,6 +407,12 @@ class Reply(ToolSteps):
                 and "end_call" in self.runner.tools.names
                 and farewell(r.reply_text, r.transcript)):
             r.action = ToolCall("end_call", implicit=True)  # it said goodbye: it hangs up
+        elif (r.action is None and not failed and self._scanner is not None
+                and "transfer" in self.runner.tools.names):
+            p = self.runner.profile
+            target = promised_transfer(r.reply_text, p.directory, p.keypad)
+            if target is not None:  # "I'll transfer you now": what it said, it does
+                r.action = ToolCall("transfer", {"target": target}, implicit=True)
         if self.gate_open and not (self._repeat or self._empty or failed):
             self.history.append(Message("user", r.transcript))
             self.history.extend(self._rounds)
