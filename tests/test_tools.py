@@ -102,6 +102,12 @@ def test_farewell_when_the_caller_only_took_leave_and_the_reply_asks_nothing():
     assert farewell("Thank you! I'll be here if you need anything else.", "Okay thanks bye.")
     assert not farewell("Anything else I can help with?", "Okay thanks bye.")
     assert not farewell("We open at nine.", "Bye the way, when do you open?")
+    # The caller's last word was goodbye: "We will hang up now." hangs up.
+    assert farewell("Thank you for your call. We will hang up now.",
+                    "No, that's everything. Goodbye.")
+    assert farewell("We will hang up.",
+                    "Thanks, that answers my question. Have a nice day. Goodbye.")
+    assert not farewell("Sure.", "Goodbye? No wait, one more thing.")
 
 
 def test_toolbox_prompt_lists_the_profile_tools_and_directory_in_qwen_format():

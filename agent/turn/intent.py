@@ -58,8 +58,8 @@ def asks_for_message(words: str) -> bool:
 def farewell(reply: str, words: str = "") -> bool:
     """The agent takes leave, so the call ends once the reply is heard.
 
-    Its reply ends on a goodbye and asks nothing, or the caller's ``words`` only took leave
-    ("Thanks, bye!") and the reply asks nothing back.
+    Its reply ends on a goodbye and asks nothing, or the caller's ``words`` took leave
+    ("Thanks, bye!", "No, that's everything. Goodbye.") and the reply asks nothing back.
     """
     text = reply.strip()
     if not text or "?" in text:
@@ -67,8 +67,9 @@ def farewell(reply: str, words: str = "") -> bool:
     if _LAST_WORD_BYE.search(text):
         return True
     said = words.strip()
-    return bool(said) and bool(re.search(r"\bbye\b|goodbye|good bye", said, re.IGNORECASE)) \
-        and bool(_FAREWELL.match(said))
+    if not said or not re.search(r"\bbye\b|goodbye|good bye", said, re.IGNORECASE):
+        return False
+    return bool(_FAREWELL.match(said)) or ("?" not in said and bool(_LAST_WORD_BYE.search(said)))
 
 
 def names_a_tool(text: str, names: list[str] | tuple[str, ...]) -> bool:
