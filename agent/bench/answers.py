@@ -23,7 +23,15 @@ from pathlib import Path
 import numpy as np
 from rich.console import Console
 
-from agent.bench.answers_questions import QUESTIONS, QUICK, Question, invented, numbers, right
+from agent.bench.answers_questions import (
+    PARAPHRASES,
+    QUESTIONS,
+    QUICK,
+    Question,
+    invented,
+    numbers,
+    right,
+)
 from agent.bench.clips import kept_clip
 from agent.bench.header import progress_printer
 from agent.bench.samples import spoken
@@ -36,7 +44,9 @@ from dialplan import Config
 from dialplan.options import Profile, TTSOptions
 from dialplan.plan import under_load
 from models import catalog
+from models.asr.base import Transcript
 from models.audio import ASR_RATE
+from models.metrics import ASRMetrics
 
 USES_CONFIG = True
 
@@ -47,8 +57,10 @@ GROUPS: dict[str, tuple[str, ...]] = {
                         "kokoro:if_sara", "kokoro:pf_dora", "kokoro:im_nicola"),
     "espeak-ng": ("espeak:en-us", "espeak:en-gb+f3", "espeak:en-us+m5", "espeak:en-gb-x-rp"),
     "hibari": ("hibari:heart",),
+    "typed": ("text:typed",),
 }
-"""The callers: each question is said once per group, by its voices in turn."""
+"""The callers: each question is said once per group, by its voices in turn. ``typed`` says
+nothing: its words go to the model as written, so the ear's share of the misses shows."""
 
 
 @dataclass
@@ -102,6 +114,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", default="default", help="whose persona, facts and models answer")
     p.add_argument("--quick", action="store_true",
                    help=f"{len(QUICK)} of the {len(QUESTIONS)} questions")
+    p.add_argument("--paraphrases", action="store_true",
+                   help=f"the {len(PARAPHRASES)} held-out questions in other words instead")
     p.add_argument("--no-under-load", action="store_true",
                    help="only the profile's own models, not its under-load profile's too")
     p.add_argument("--groups", default=",".join(GROUPS),
@@ -146,6 +160,9 @@ def measure(profiles: Sequence[Profile], questions: Sequence[Question], groups: 
     planned = plan(questions, groups)
     audio = []
     for i, (q, voice, _) in enumerate(planned):
+        if voice.startswith("text:"):
+            audio.append(None)
+            continue
         a, rate = say(voice, q.text, cache, clips)
         audio.append(apply(CONDITIONS[REFERENCE], a, rate, seed_for("bench answers", voice + q.text)))
         progress(f"said {i + 1}/{len(planned)} ({voice}): {q.text}")
@@ -155,7 +172,10 @@ def measure(profiles: Sequence[Profile], questions: Sequence[Question], groups: 
         stages = cache.stages(profile)
         if profile.asr not in heard:
             heard[profile.asr] = []
-            for i, a in enumerate(audio):
+            for i, (a, (q, _, _)) in enumerate(zip(audio, planned, strict=True)):
+                if a is None:  # typed: the words as written
+                    heard[profile.asr].append((typed(q.text), 0.0))
+                    continue
                 t0 = time.monotonic()
                 tr = stages.asr.transcribe(a)
                 heard[profile.asr].append((tr, time.monotonic() - t0))
@@ -167,7 +187,7 @@ def measure(profiles: Sequence[Profile], questions: Sequence[Question], groups: 
         run = ModelRun(profile.name, llm_label(profile.llm.model), profile.asr.model)
         for i, ((q, voice, group), (tr, asr_s), a) in enumerate(
                 zip(planned, heard[profile.asr], audio, strict=True)):
-            reply, t = answer(runner, tr, len(a) / ASR_RATE)
+            reply, t = answer(runner, tr, 0.0 if a is None else len(a) / ASR_RATE)
             r = reply.result
             action = r.action.name if r.action is not None else "none"
             first = (None if t.tts_first_audio_at is None or t.asr_done_at is None
@@ -187,6 +207,11 @@ def measure(profiles: Sequence[Profile], questions: Sequence[Question], groups: 
                      f"{' [' + action + ']' if action != 'none' else ''}")
         runs.append(run)
     return runs
+
+
+def typed(text: str) -> Transcript:
+    """``text`` as if heard perfectly (the ``typed`` group)."""
+    return Transcript(text=text, metrics=ASRMetrics("typed", 0.0, 0.0, 0.0))
 
 
 def profiles_for(config: Config, name: str, under: bool = True) -> list[Profile]:
@@ -220,7 +245,8 @@ def run(args: argparse.Namespace, config: Config) -> int:
     except ValueError as e:
         err.print(f"callagent bench answers: {e}")
         return 2
-    questions = [QUESTIONS[i] for i in QUICK] if args.quick else list(QUESTIONS)
+    questions = (list(PARAPHRASES) if args.paraphrases
+                 else [QUESTIONS[i] for i in QUICK] if args.quick else list(QUESTIONS))
     started = time.monotonic()
     progress = progress_printer(err)
 
