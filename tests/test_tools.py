@@ -276,6 +276,7 @@ DIRECTORY = {"front-desk": DirectoryEntry("sip:200@x", "memberships and general 
     ("Put me through to the front desk.", "front-desk"),
     ("I'd like to talk to somebody about a fine.", "accounts"),
     ("Can I speak with the children's section?", "children"),
+    ("I'd like to talk to a real person, please.", "front-desk"),  # keypad 0: the operator
     # Left to the model: no entry named, a question besides, a negation, talk to *you*.
     ("Transfer me, please.", None),
     ("What time does the children's section close? Can you transfer me?", None),
@@ -286,7 +287,9 @@ DIRECTORY = {"front-desk": DirectoryEntry("sip:200@x", "memberships and general 
 ])
 def test_a_transfer_request_names_one_entry_or_is_left_to_the_model(words, target):
     from agent.turn.intent import requested_transfer
-    assert requested_transfer(words, DIRECTORY) == target
+    assert requested_transfer(words, DIRECTORY, operator="front-desk") == target
+    if target == "front-desk" and "desk" not in words:
+        assert requested_transfer(words, DIRECTORY) is None  # no operator: the model decides
 
 
 def test_a_plain_question_is_asked_without_the_tools_and_an_action_with_them():

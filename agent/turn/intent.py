@@ -91,14 +91,16 @@ _NOT = re.compile(r"\b(?:don'?t|do not|not|never|no need)\b", re.IGNORECASE)
 _QUESTION = re.compile(r"\b(?:what|when|where|how|why|which)\b", re.IGNORECASE)
 
 
-def requested_transfer(words: str, directory: Mapping) -> str | None:
+def requested_transfer(words: str, directory: Mapping, operator: str | None = None
+                       ) -> str | None:
     """The directory entry the caller asks to be put through to, when the words leave no doubt.
 
     A request verb ("transfer me", "connect me", "put me through", "talk to") followed by the
     words of exactly one entry's name or description ("the children's section", "someone
-    about my late fees"). A question besides the request, a negation, or two entries that fit
-    as well leave it to the model. ``directory``: the profile's entries by name, each with a
-    ``description``.
+    about my late fees"), or by a person and no entry ("a real person", "someone") when there
+    is an ``operator`` (keypad 0's entry, by the phone convention). A question besides the
+    request, a negation, or two entries that fit as well leave it to the model.
+    ``directory``: the profile's entries by name, each with a ``description``.
     """
     asked = _ASKS_FOR.search(words)
     if asked is None or _NOT.search(words[:asked.start()]) or _QUESTION.search(words):
@@ -111,7 +113,21 @@ def requested_transfer(words: str, directory: Mapping) -> str | None:
         scores[name] = 2 * len(named & wanted) + len(about & wanted)
     best = max(scores.values(), default=0)
     winners = [n for n, s in scores.items() if s == best]
-    return winners[0] if best > 0 and len(winners) == 1 else None
+    if best > 0:
+        return winners[0] if len(winners) == 1 else None
+    if operator in directory and _PERSON.search(words[asked.end():]):
+        return operator
+    return None
+
+
+_PERSON = re.compile(r"\b(?:person|human|someone|somebody|anyone|operator|staff|receptionist|"
+                     r"librarian|people)\b", re.IGNORECASE)
+
+
+def operator_of(keypad: Mapping) -> str | None:
+    """The entry keypad 0 transfers to: the operator, by the phone convention."""
+    zero = keypad.get("0", "")
+    return zero.split(":", 1)[1] if zero.startswith("transfer:") else None
 
 
 _PROMISE = re.compile(r"\b(?:i'?ll|i will|let me|i am going to|i'?m going to) (?:now )?"
@@ -132,10 +148,8 @@ def promised_transfer(reply: str, directory: Mapping, keypad: Mapping | None = N
     named = requested_transfer("transfer me " + reply[said.end():], directory)
     if named is not None:
         return named
-    zero = (keypad or {}).get("0", "")
-    if zero.startswith("transfer:") and zero.split(":", 1)[1] in directory:
-        return zero.split(":", 1)[1]
-    return next(iter(directory))
+    zero = operator_of(keypad or {})
+    return zero if zero in directory else next(iter(directory))
 
 
 _LEAVES = re.compile(r"\b(?:leave|take|pass on|give (?:him|her|them)) "

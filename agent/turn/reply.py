@@ -33,6 +33,7 @@ from agent.turn.intent import (
     farewell,
     leaves_message,
     names_a_tool,
+    operator_of,
     promised_transfer,
     requested_transfer,
 )
@@ -142,7 +143,8 @@ class Reply(ToolSteps):
         take you there" with nothing done (bench tools).
         """
         names = self.runner.tools.names
-        target = (requested_transfer(words, self.runner.profile.directory)
+        p = self.runner.profile
+        target = (requested_transfer(words, p.directory, operator_of(p.keypad))
                   if "transfer" in names else None)
         if target is not None:
             args = {"target": target}
