@@ -29,20 +29,13 @@ from functools import partial
 import numpy as np
 
 from agent.turn.doubt import doubtful
-from agent.turn.intent import (
-    farewell,
-    leaves_message,
-    names_a_tool,
-    operator_of,
-    promised_transfer,
-    requested_transfer,
-)
+from agent.turn.intent import farewell, names_a_tool, promised_transfer
 from agent.turn.reply_tools import ToolSteps
 from agent.turn.result import TurnResult
 from agent.turn.runner import TurnRunner
 from agent.turn.textsplit import ClauseSplitter, speakable
 from agent.turn.timeline import TurnTimeline
-from agent.turn.tools import ToolCall, ToolCallScanner, as_hermes
+from agent.turn.tools import ToolCall, ToolCallScanner
 from agent.turn.urgency import Urgency
 from models.asr.base import Transcript
 from models.audio import StreamResampler, float_to_pcm16
@@ -135,24 +128,6 @@ class Reply(ToolSteps):
             return
         self._plain = not self.runner.uses_tools(self.history, tr.text)
         self._ask(tr.text)
-
-    def _decided(self, words: str) -> ToolCall | None:
-        """An action the caller's words alone ask for (:mod:`agent.turn.intent`).
-
-        A transfer by name, a message: no 2 s of JSON decoding, and no chance of "Sure, I can
-        take you there" with nothing done (bench tools).
-        """
-        names = self.runner.tools.names
-        p = self.runner.profile
-        target = (requested_transfer(words, p.directory, operator_of(p.keypad))
-                  if "transfer" in names else None)
-        if target is not None:
-            args = {"target": target}
-            return ToolCall("transfer", args, raw=as_hermes("transfer", args), source="caller")
-        if "take_message" in names and leaves_message(words):
-            return ToolCall("take_message", {}, raw=as_hermes("take_message", {}),
-                            source="caller")
-        return None
 
     def _ask(self, words: str) -> None:
         """Start (or, after a tool's answer, continue) the LLM's reply to ``words``."""

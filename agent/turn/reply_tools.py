@@ -6,7 +6,8 @@ and speech reads on its own. It uses the reply's state and steps (``result``, ``
 its own beyond the reply's. A call the call itself carries out (end, transfer, take a
 message, collect digits) ends the reply with its phrase and is handed to the session in
 ``result.action``; an HTTP tool runs once the gate is open and its answer goes back to the
-model for a second round.
+model for a second round. An action the caller's words alone ask for is taken before the model
+is asked (:mod:`agent.turn.intent`).
 """
 
 from __future__ import annotations
@@ -15,12 +16,14 @@ import json
 from concurrent.futures import Future
 
 from agent.turn.http_tool import ToolFailed, call_http_tool
+from agent.turn.intent import leaves_message, operator_of, requested_transfer
 from agent.turn.result import ToolUse
 from agent.turn.tools import (
     CALL_CONTROL,
     ToolCall,
     ToolCallScanner,
     announcement,
+    as_hermes,
     tool_response,
 )
 from models.llm.base import Message
@@ -34,6 +37,24 @@ WORDS_REFUSE = ("end_call", "take_message")
 
 class ToolSteps:
     """What a :class:`~agent.turn.reply.Reply` does with a tool call or a fixed phrase."""
+
+    def _decided(self, words: str) -> ToolCall | None:
+        """An action the caller's words alone ask for (:mod:`agent.turn.intent`).
+
+        A transfer by name, a message: no 2 s of JSON decoding, and no chance of "Sure, I can
+        take you there" with nothing done (bench tools).
+        """
+        names = self.runner.tools.names
+        p = self.runner.profile
+        target = (requested_transfer(words, p.directory, operator_of(p.keypad))
+                  if "transfer" in names else None)
+        if target is not None:
+            args = {"target": target}
+            return ToolCall("transfer", args, raw=as_hermes("transfer", args), source="caller")
+        if "take_message" in names and leaves_message(words):
+            return ToolCall("take_message", {}, raw=as_hermes("take_message", {}),
+                            source="caller")
+        return None
 
     def _announce(self, text: str, priority=None) -> None:
         """Say a fixed phrase (a tool's announcement, ``repeat``) from the profile's cache."""
