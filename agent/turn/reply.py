@@ -220,8 +220,7 @@ class Reply(ToolSteps):
             self._used(bad, "malformed", 0.0, bad.raw)
             if not self._said and not self._plain:
                 self._close_stream()
-                self._plain, self._scanner = True, ToolCallScanner()
-                self._ask(self.result.transcript)
+                self._ask_plain()
                 return True
         return False
 

@@ -56,6 +56,11 @@ class ToolSteps:
                             source="caller")
         return None
 
+    def _ask_plain(self) -> None:
+        """Ask the model again without the tools block (its stream already closed)."""
+        self._plain, self._scanner = True, ToolCallScanner()
+        self._ask(self.result.transcript)
+
     def _announce(self, text: str, priority=None) -> None:
         """Say a fixed phrase (a tool's announcement, ``repeat``) from the profile's cache."""
         if not text:
@@ -88,8 +93,7 @@ class ToolSteps:
                 # A hang-up or a message the caller's words did not ask for ("What time do you
                 # open on Saturday?" -> end_call): told so, the 1.5B called a tool again or
                 # said nothing (bench answers); asked without the tools, it answers.
-                self._plain, self._scanner = True, ToolCallScanner()
-                self._ask(self.result.transcript)
+                self._ask_plain()
                 return
             if len(self._rounds) // 2 < MAX_TOOL_ROUNDS:
                 self._answered(call, json_error(problem))
