@@ -57,6 +57,19 @@ WINDOW_FRAMES = 3000
 """Whisper's fixed 30 s window, which faster-whisper pads every segment to."""
 
 
+def padded(audio: np.ndarray, frames: int | None) -> np.ndarray:
+    """``audio`` followed by digital silence up to its encoder window (``frames``; None: 30 s).
+
+    Whisper was trained on audio padded with silence, whose log-mel frames sit at the clip's
+    floor. faster-whisper pads the *features* with zeros instead, a level well above that floor,
+    and in a short window Whisper then stops early on fast speakers ("When is story time for
+    the kids?" heard as "When", "...a DVD?" as "...a d": bench answers, hibari and Kokoro
+    voices) with low confidence. Padding the audio gives the encoder what it was trained on.
+    """
+    want = (frames or WINDOW_FRAMES) * ASR_RATE // FRAMES_PER_S
+    return audio if len(audio) >= want else np.pad(audio, (0, want - len(audio)))
+
+
 def _short_window_model(base: type) -> type:
     """``WhisperModel`` whose encoder reads only the frames that hold the utterance.
 
@@ -261,11 +274,12 @@ class FasterWhisperASR(ASR):
         model = self._model
         model.frames.n = self._window_frames(audio)
         try:
-            return self._decode(model, audio, o)
+            return self._decode(model, padded(audio, model.frames.n), o,
+                                max_tokens(len(audio) / ASR_RATE))
         finally:
             model.frames.n = None
 
-    def _decode(self, model, audio: np.ndarray, o: ASROptions) -> Hypothesis:
+    def _decode(self, model, audio: np.ndarray, o: ASROptions, budget: int) -> Hypothesis:
         segments, _info = model.transcribe(
             audio,
             language=None if self._english_only else (o.language or None),
@@ -276,7 +290,7 @@ class FasterWhisperASR(ASR):
             hotwords=" ".join(o.hotwords) or None,
             without_timestamps=True,
             vad_filter=False,  # utterances are already VAD-bounded
-            max_new_tokens=max_tokens(len(audio) / ASR_RATE),
+            max_new_tokens=budget,
         )
         segments = list(segments)
         text = " ".join(s.text.strip() for s in segments)

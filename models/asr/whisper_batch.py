@@ -53,11 +53,10 @@ class BatchDecoder:
 
     def encode(self, audios: list[np.ndarray], frames: int):
         """The encoder's output for utterances of one window (a CTranslate2 StorageView)."""
-        feats = []
-        for audio in audios:
-            f = self._model.feature_extractor(audio)
-            f = f[:, :min(f.shape[-1] - 1, frames)]  # the last frame is padding's
-            feats.append(np.pad(f, ((0, 0), (0, frames - f.shape[-1]))))
+        from models.asr.faster_whisper import padded
+
+        # Silence, not zero features, after the speech: see faster_whisper.padded.
+        feats = [self._model.feature_extractor(padded(a, frames))[:, :frames] for a in audios]
         x = self._ct2.StorageView.from_array(np.ascontiguousarray(np.stack(feats), np.float32))
         return self._model.model.encode(x, to_cpu=False)
 
