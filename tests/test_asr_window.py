@@ -96,7 +96,8 @@ def test_the_warm_up_meets_every_window_of_a_question_up_to_10_s(stage_cache, mo
 def test_the_window_is_padded_with_silence_up_to_its_frames():
     audio = np.ones(int(1.5 * ASR_RATE), np.float32)
     out = padded(audio, 700)
-    assert len(out) == 7 * ASR_RATE and np.all(out[: len(audio)] == 1) and not out[len(audio):].any()
+    assert len(out) == 7 * ASR_RATE and np.all(out[: len(audio)] == 1)
+    assert not out[len(audio):].any()
     assert len(padded(audio, None)) == 30 * ASR_RATE  # the full window
     long = np.ones(31 * ASR_RATE, np.float32)
     assert padded(long, None) is long  # longer than a window: faster-whisper splits it

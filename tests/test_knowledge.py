@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from agent.bench.answers_questions import QUESTIONS, UNKNOWN, invented, right
-from agent.turn.knowledge import NO_NOTES, Knowledge, numbers, stem
+from agent.turn.knowledge import NO_NOTES, Knowledge, numbers, placeholder, stem
 from dialplan import ConfigError, load_config, parse_config
 from dialplan.knowledge import Fact, load_facts
 
@@ -140,3 +140,13 @@ def test_a_reply_that_talks_about_its_tools_is_not_said():
     result, _ = say_with_facts('You can call the "take_message" function with the target '
                                  'accounts.', "I lost my card")
     assert "names a tool" in result.unfounded and "function" not in result.reply_text
+
+
+def test_a_reply_with_a_template_slot_is_not_said():
+    # The 1.5B's answer to "What's the head librarian's email address?" (bench answers).
+    result, _ = say_with_facts("The head librarian's email address is [insert email address].",
+                               "What's the head librarian's email address?")
+    assert "a placeholder" in result.unfounded and "[" not in result.reply_text
+    assert "I don't know that" in result.reply_text
+    assert placeholder("Call 555-XXXX or write to {name}") and placeholder("Hi <name>")
+    assert not placeholder("Story time is at 10:30 am, no sign-up needed.")

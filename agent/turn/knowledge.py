@@ -91,6 +91,18 @@ def numbers(text: str) -> set[str]:
     return out
 
 
+_SLOT = re.compile(r"\[[^\]]*\]|\{[^}]*\}|<[^>]*>|\b[xX]{3,}\b")
+
+
+def placeholder(text: str) -> bool:
+    """Whether ``text`` holds a slot a template leaves to fill ("[insert email address]").
+
+    A small model writes one ("{name}", "555-XXXX") where it has no fact (bench answers), and
+    read out it is nonsense to a caller.
+    """
+    return bool(_SLOT.search(text))
+
+
 def stem(word: str) -> str:
     """A crude English stem: enough for "opens"/"open", "prices"/"price", "children's"."""
     w = word.lower().replace("’", "'").removesuffix("'s").strip("'")

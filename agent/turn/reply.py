@@ -30,6 +30,7 @@ import numpy as np
 
 from agent.turn.doubt import doubtful
 from agent.turn.intent import farewell, names_a_tool, promised_transfer
+from agent.turn.knowledge import placeholder
 from agent.turn.reply_tools import ToolSteps
 from agent.turn.result import TurnResult
 from agent.turn.runner import TurnRunner
@@ -227,15 +228,16 @@ class Reply(ToolSteps):
     def _unfounded(self, chunk: str) -> bool:
         """Whether ``chunk`` must not be said (``dont_know`` is said instead).
 
-        It states a number no fact holds, or talks about the tools instead of using them.
+        It states a number no fact holds, leaves a template's slot unfilled, or talks about
+        the tools instead of using them.
         """
         k = self.runner.knowledge
         if k is None:
             return False
-        made_up = k.unfounded(chunk, self.result.transcript)
-        if not made_up and not names_a_tool(chunk, self.runner.tools.names):
+        made_up, slot = k.unfounded(chunk, self.result.transcript), placeholder(chunk)
+        if not made_up and not slot and not names_a_tool(chunk, self.runner.tools.names):
             return False
-        why = ", ".join(sorted(made_up)) if made_up else "names a tool"
+        why = ", ".join(sorted(made_up)) or ("a placeholder" if slot else "names a tool")
         self.result.unfounded = f"{chunk} ({why})"
         self._close_stream()
         self._put(self.runner.profile.dont_know)
