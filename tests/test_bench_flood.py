@@ -38,14 +38,27 @@ def test_the_floods_answers_come_from_sipps_summary_and_error_file(tmp_path):
     assert argv[argv.index("-i") + 1] == flood.FLOOD_FROM
 
 
+@pytest.mark.unit
+def test_each_set_of_questions_is_asked_quiet_of_one_agent_and_flooded_of_another():
+    assert flood.plan(2) == [[(False, 0), (True, 1)], [(True, 0), (False, 1)],
+                             [(False, 2), (True, 3)], [(True, 2), (False, 3)]]
+    assert flood.plan(1, balanced=False) == [[(False, 0), (True, 1)]]
+    rounds = [flood.FloodRound(f, 2, 2, v, 0, questions=q) for f, q, v in
+              [(False, 0, [1000, 1200]), (True, 1, [1500]), (True, 0, [1210]),
+               (False, 1, [1400, 1600]), (True, 2, [900])]]
+    assert flood.paired(rounds) == [(0, 1100, 1210), (1, 1500, 1500)]  # set 2: no quiet
+
+
 @pytest.mark.sip
 @pytest.mark.model
 @pytest.mark.tool
 @pytest.mark.needs("sipp", "tshark", "espeak-ng", "sox")
 @pytest.mark.timeout(900)
 def test_two_callers_are_answered_through_a_flood_of_200_invites_a_second(tmp_path, capsys):
+    # One agent, quiet then flooded (the bench's balanced squares take two agents a square).
     args = argparse.Namespace(rate=200, flood_s=10.0, callers=2, rounds=1, threads=1,
-                              profile_llm="smollm2-135m", asr_model="tiny.en", hold_s=15.0)
+                              profile_llm="smollm2-135m", asr_model="tiny.en", hold_s=15.0,
+                              balanced=False)
     rounds = flood.measure(args, tmp_path)
     assert rounds is not None, (tmp_path / "serve.log").read_text()[-3000:]
     quiet, flooded = rounds
@@ -58,6 +71,7 @@ def test_two_callers_are_answered_through_a_flood_of_200_invites_a_second(tmp_pa
     assert set(flooded.flood) <= {403, 503}, flood.line(flooded)
     # The bucket lets its burst and rate through (to the allow list's 403); the rest is 503.
     assert flooded.flood.get(503, 0) >= 0.95 * flooded.sent, flood.line(flooded)
+    assert quiet.agent_cpu_s > 0 and flooded.flood_cpu_s > 0, flood.line(flooded)
     flood.print_table(rounds, args)
     with capsys.disabled():
         print("\n" + "\n".join(flood.line(r) for r in rounds))

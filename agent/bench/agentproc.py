@@ -85,6 +85,26 @@ def caller_media(callers: int, agent_ports: range) -> list[int]:
     return [start + 4 * i for i in range(callers)]
 
 
+def tree_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) that process ``pid`` and its live descendants have used.
+
+    Linux ``/proc``; 0 for processes gone meanwhile. What a process's finished children used
+    is not counted: the agent's workers live as long as the bench reads them.
+    """
+    tick = os.sysconf("SC_CLK_TCK")
+    total, todo = 0.0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick
+            for task in Path(f"/proc/{p}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
 def read_call_log(db: Path, sql: str, params: tuple = ()) -> list[tuple]:
     """The rows of one query of a benchmark's SQLite call log (the connection closed after)."""
     con = sqlite3.connect(db)
