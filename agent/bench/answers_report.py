@@ -66,6 +66,11 @@ def _row(label: str, turns, base_p50: float | None) -> str:
             f"{_p(answer, 50)}{ratio} | {_p(answer, 90)} |")
 
 
+def _spoken(turns):
+    """The turns a voice said (not the typed group's)."""
+    return [t for t in turns if not t.voice.startswith("text:")]
+
+
 HEAD = ("| | facts right | unknown: says so | invented | say again | WER of the callers | "
         "answer p50 | answer p90 |\n|---|---|---|---|---|---|---|---|")
 
@@ -89,12 +94,13 @@ def report(runs, profile: Profile, groups: Sequence[str]) -> str:
         "nor the question hold. Say again: the ASR was unsure and the agent asked. Answer: from "
         "the end of the caller's audio to the reply's first audio (ASR + LLM + first clause's "
         "TTS; endpointing left out); ratios against the first row, same run. Intervals: 95 %.",
-        "**By model**", HEAD,
-        *(_row(f"{r.name}: {r.llm}, {r.asr}", r.turns, base_p50) for r in runs),
+        "**By model** (spoken questions: every voice group but typed)",
+        "\n".join([HEAD, *(_row(f"{r.name}: {r.llm}, {r.asr}", _spoken(r.turns), base_p50)
+                           for r in runs)]),
     ]
     for r in runs:
-        parts += [f"**By caller voice: {r.name}**", HEAD,
-                  *(_row(g, [t for t in r.turns if t.group == g], base_p50) for g in groups)]
+        parts += [f"**By caller voice: {r.name}**", "\n".join([HEAD, *(
+            _row(g, [t for t in r.turns if t.group == g], base_p50) for g in groups)])]
     for r in runs:
         wrong = [t for t in r.turns if not t.right]
         if wrong:
