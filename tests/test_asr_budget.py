@@ -2,7 +2,7 @@
 
 Greedy tiny.en looped on this voice and question in ``bench wer`` ("I lost my car, I knew I knew
 I knew..." to Whisper's 448-token limit, 4.3 s of decoding for 2.6 s of speech), when the
-window after the speech held zero features; with silence there (``faster_whisper.padded``) it
+window after the speech held zero features; with silence there (``whisper_batch.padded``) it
 no longer loops, and the budget still bounds whatever it decodes.
 """
 
@@ -17,7 +17,8 @@ from agent.bench.wer.questions import NAMES, QUESTIONS
 from agent.turn.doubt import doubtful, looped
 from dialplan.options import ASROptions
 from models.asr.base import Transcript
-from models.asr.faster_whisper import max_tokens, padded
+from models.asr.faster_whisper import max_tokens
+from models.asr.whisper_batch import padded
 from models.audio import ASR_RATE, PHONE_RATE, pcm16_to_float, resample, through_phone_line
 from models.metrics import ASRMetrics
 

@@ -13,7 +13,7 @@ import pytest
 
 from agent.bench.samples import spoken
 from dialplan.options import ASROptions, TTSOptions
-from models.asr.faster_whisper import padded
+from models.asr.whisper_batch import padded
 from models.audio import ASR_RATE, PHONE_RATE, pcm16_to_float, resample, through_phone_line
 
 pytestmark = pytest.mark.model

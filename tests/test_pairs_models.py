@@ -73,7 +73,7 @@ def beside_another_caller(scheduler: Scheduler, work: Callable[[], object]) -> d
 @pytest.mark.tool
 def test_a_whisper_pass_on_one_core_hears_what_it_hears_on_two(stage_cache):
     asr = stage_cache.models.asr(ASROptions(model="base", max_batch=1))
-    audio, rate = spoken("Can I renew my books over the phone?", voice="en+f3")
+    audio, rate = spoken("Can I renew my books over the phone?", voice="en")
     line = resample(pcm16_to_float(through_phone_line(audio, rate)), PHONE_RATE, ASR_RATE)
     wide = asr.transcribe(line)
     seen = beside_another_caller(asr.scheduler, lambda: asr.transcribe(line))

@@ -16,6 +16,7 @@ import numpy as np
 from dialplan.options import ASROptions
 from models import catalog
 from models.asr.base import ASR, Hypothesis
+from models.asr.whisper_batch import WINDOW_FRAMES, padded
 from models.audio import ASR_RATE
 from models.errors import ModelMissingError
 from models.scheduler import Scheduler
@@ -53,21 +54,7 @@ FRAMES_PER_S = 100
 """Whisper's log-mel frames per second of audio (hop 160 at 16 kHz)."""
 WARM_UP_MAX_S = 10
 """The warm-up meets every encoder window of utterances up to this long (whole seconds)."""
-WINDOW_FRAMES = 3000
-"""Whisper's fixed 30 s window, which faster-whisper pads every segment to."""
 
-
-def padded(audio: np.ndarray, frames: int | None) -> np.ndarray:
-    """``audio`` followed by digital silence up to its encoder window (``frames``; None: 30 s).
-
-    Whisper was trained on audio padded with silence, whose log-mel frames sit at the clip's
-    floor. faster-whisper pads the *features* with zeros instead, a level well above that floor,
-    and in a short window Whisper then stops early on fast speakers ("When is story time for
-    the kids?" heard as "When", "...a DVD?" as "...a d": bench answers, hibari and Kokoro
-    voices) with low confidence. Padding the audio gives the encoder what it was trained on.
-    """
-    want = (frames or WINDOW_FRAMES) * ASR_RATE // FRAMES_PER_S
-    return audio if len(audio) >= want else np.pad(audio, (0, want - len(audio)))
 
 
 def _short_window_model(base: type) -> type:

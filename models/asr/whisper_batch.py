@@ -22,6 +22,23 @@ LOG_PROB_THRESHOLD = -1.0
 """faster-whisper's defaults: a window more likely silence than speech, decoded with low
 confidence, has no segment."""
 MAX_INITIAL_TIMESTAMP_S = 1.0
+HOP = 160
+"""Samples of 16 kHz audio a log-mel frame advances."""
+WINDOW_FRAMES = 3000
+"""Whisper's fixed 30 s window, in frames, which faster-whisper pads every segment to."""
+
+
+def padded(audio: np.ndarray, frames: int | None) -> np.ndarray:
+    """``audio`` followed by digital silence up to its encoder window (``frames``; None: 30 s).
+
+    Whisper was trained on audio padded with silence, whose log-mel frames sit at the clip's
+    floor. faster-whisper pads the *features* with zeros instead, a level well above that floor,
+    and in a short window Whisper then stops early on fast speakers ("When is story time for
+    the kids?" heard as "When", "...a DVD?" as "...a d": bench answers, hibari and Kokoro
+    voices) with low confidence. Padding the audio gives the encoder what it was trained on.
+    """
+    want = (frames or WINDOW_FRAMES) * HOP
+    return audio if len(audio) >= want else np.pad(audio, (0, want - len(audio)))
 
 
 class BatchDecoder:
@@ -53,9 +70,7 @@ class BatchDecoder:
 
     def encode(self, audios: list[np.ndarray], frames: int):
         """The encoder's output for utterances of one window (a CTranslate2 StorageView)."""
-        from models.asr.faster_whisper import padded
-
-        # Silence, not zero features, after the speech: see faster_whisper.padded.
+        # Silence, not zero features, after the speech: see padded.
         feats = [self._model.feature_extractor(padded(a, frames))[:, :frames] for a in audios]
         x = self._ct2.StorageView.from_array(np.ascontiguousarray(np.stack(feats), np.float32))
         return self._model.model.encode(x, to_cpu=False)
