@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -53,6 +52,7 @@ from agent.bench.agentproc import (
     read_call_log,
     start_cluster,
     start_serve,
+    stop,
 )
 from agent.bench.header import markdown_header, markdown_table
 from agent.bench.wer.questions import QUESTIONS
@@ -268,12 +268,7 @@ def run_setup(n: int, args, setup: Path, config: Path,
         return [one_round(n, c, args, setup, port, audio, agent_ports)
                 for c in args.concurrency]
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(90)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
 
 
 def one_round(n: int, concurrency: int, args, setup: Path, port: int, audio: list[Path],

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -44,6 +43,7 @@ from agent.bench.agentproc import (
     free_port,
     read_call_log,
     start_serve,
+    stop,
     tree_cpu_s,
 )
 from agent.bench.header import markdown_header, markdown_table
@@ -179,12 +179,7 @@ def measure(args: argparse.Namespace, work: Path) -> list[FloodRound] | None:
                 out.append(r)
                 print(line(out[-1]), flush=True)
         finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(90)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop(proc)
     return out
 
 

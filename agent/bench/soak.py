@@ -27,8 +27,6 @@ import json
 import random
 import re
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -45,6 +43,7 @@ from agent.bench.agentproc import (
     read_call_log,
     shipped_models,
     start_serve,
+    stop,
 )
 from agent.bench.header import markdown_header, markdown_table
 from agent.bench.malformed import send_malformed
@@ -224,12 +223,7 @@ def run(args: argparse.Namespace) -> int:
                 capture.__exit__(None, None, None)
     finally:
         sampler.stop.set()
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc, 60)
     result = _result(args, plans, outcomes, sent, work, serve_log, sampler, open_before)
     gate.fill(result, serve_log)
     result.models = models
