@@ -104,7 +104,7 @@ def test_the_window_is_padded_with_silence_up_to_its_frames():
 
 
 @pytest.mark.tool
-def test_a_fast_short_question_is_heard_to_its_end(stage_cache, monkeypatch):
+def test_a_fast_short_question_is_heard_to_its_end(stage_cache):
     # hibari says it in 1.6 s. With zero features after it (faster-whisper's own padding)
     # Whisper base stopped after the first word, "When", and after "...the library" of the next.
     speech = stage_cache.models.tts(TTSOptions(backend="hibari"))

@@ -57,9 +57,8 @@ def test_each_set_of_questions_is_asked_quiet_of_one_agent_and_flooded_of_anothe
 def test_two_callers_are_answered_through_a_flood_of_200_invites_a_second(tmp_path, capsys):
     # One agent, quiet then flooded (the bench's balanced squares take two agents a square).
     args = argparse.Namespace(rate=200, flood_s=10.0, callers=2, rounds=1, threads=1,
-                              profile_llm="smollm2-135m", asr_model="tiny.en", hold_s=15.0,
-                              balanced=False)
-    rounds = flood.measure(args, tmp_path)
+                              profile_llm="smollm2-135m", asr_model="tiny.en", hold_s=15.0)
+    rounds = flood.measure(args, tmp_path, balanced=False)
     assert rounds is not None, (tmp_path / "serve.log").read_text()[-3000:]
     quiet, flooded = rounds
     log = (tmp_path / "serve.log").read_text()

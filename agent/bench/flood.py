@@ -146,9 +146,10 @@ def plan(rounds: int, balanced: bool = True) -> list[list[tuple[bool, int]]]:
     return out
 
 
-def measure(args: argparse.Namespace, work: Path) -> list[FloodRound] | None:
+def measure(args: argparse.Namespace, work: Path,
+            balanced: bool = True) -> list[FloodRound] | None:
     """Start each agent of :func:`plan`, run its rounds, stop it; None if one did not start."""
-    agents = plan(args.rounds, getattr(args, "balanced", True))
+    agents = plan(args.rounds, balanced)
     sets = 1 + max(q for rounds in agents for _, q in rounds)
     audio = [spoken_ulaw(QUESTIONS[i % len(QUESTIONS)], work / f"question{i}.ulaw",
                          tail_s=args.hold_s, voice=("en-us", "en")[i % 2])
@@ -298,7 +299,8 @@ def paired(rounds: list[FloodRound]) -> list[tuple[int, float, float]]:
 
 def print_table(rounds: list[FloodRound], args) -> None:
     """The rounds as one markdown table, each flooded one over the quiet one of its questions."""
-    pairs = {q: quiet for q, quiet, _ in paired(rounds)}
+    both = paired(rounds)
+    pairs = {q: quiet for q, quiet, _ in both}
     rows = []
     for r in rounds:
         p50 = percentile(r.v2v_ms, 50)
@@ -317,7 +319,7 @@ def print_table(rounds: list[FloodRound], args) -> None:
           f"{FLOOD_FROM} (not allowed) for {args.flood_s:g} s.\n")
     quiet = percentile([v for r in rounds if not r.flooded for v in r.v2v_ms], 50)
     flooded = percentile([v for r in rounds if r.flooded for v in r.v2v_ms], 50)
-    ratios = [f / q for _, q, f in paired(rounds) if q]
+    ratios = [f / q for _, q, f in both if q]
     rows.append(("all", "", f"{sum(r.answered for r in rounds)}/{sum(r.placed for r in rounds)}",
                  "", f"quiet {quiet:.0f}, flooded {flooded:.0f}" if quiet and flooded else "-",
                  f"{flooded / quiet:.2f}x" if quiet and flooded else "n/a", "", "", "", ""))

@@ -16,7 +16,7 @@ import numpy as np
 from dialplan.options import ASROptions
 from models import catalog
 from models.asr.base import ASR, Hypothesis
-from models.asr.whisper_batch import WINDOW_FRAMES, padded
+from models.asr.whisper_batch import HOP, WINDOW_FRAMES, padded
 from models.audio import ASR_RATE
 from models.errors import ModelMissingError
 from models.scheduler import Scheduler
@@ -50,11 +50,10 @@ def max_tokens(duration_s: float) -> int:
     return min(MAX_NEW_TOKENS, TOKENS_PER_S * math.ceil(duration_s) + 8)
 
 
-FRAMES_PER_S = 100
-"""Whisper's log-mel frames per second of audio (hop 160 at 16 kHz)."""
+FRAMES_PER_S = ASR_RATE // HOP
+"""Whisper's log-mel frames per second of audio."""
 WARM_UP_MAX_S = 10
 """The warm-up meets every encoder window of utterances up to this long (whole seconds)."""
-
 
 
 def _short_window_model(base: type) -> type:
