@@ -112,13 +112,13 @@ def test_a_clause_stating_a_number_no_fact_holds_is_unfounded():
     assert k.unfounded("It costs 75 dollars.", "") == {"75"}
 
 
-def say_with_facts(reply: str, words: str):
-    """A fake LLM's ``reply`` to ``words`` on the library profile; the result and the history."""
+def say_with_facts(reply: str, words: str, profile: str = "default"):
+    """A fake LLM's ``reply`` to ``words`` on ``profile``; the result and the history."""
     from agent.turn.runner import TurnRunner
     from tests.fakes import FakeASR, FakeLLM, FakeTTS, fake_stages
     from tests.replies import answer
 
-    profile = load_config(ROOT / "config.toml").profiles["default"]
+    profile = load_config(ROOT / "config.toml").profiles[profile]
     stages = fake_stages(asr=FakeASR([words]), llm=FakeLLM(reply=reply), tts=FakeTTS())
     history: list = []
     result, _ = answer(TurnRunner(stages, profile), history)
@@ -150,3 +150,14 @@ def test_a_reply_with_a_template_slot_is_not_said():
     assert "I don't know that" in result.reply_text
     assert placeholder("Call 555-XXXX or write to {name}") and placeholder("Hi <name>")
     assert not placeholder("Story time is at 10:30 am, no sign-up needed.")
+
+
+def test_a_profile_without_facts_still_never_reads_out_a_slot():
+    """The slot check needs no knowledge file; numbers it cannot judge, so they are said, and
+    a profile without tools may say "function"."""
+    result, _ = say_with_facts("Please write to [insert email address].", "How do I reach you?",
+                               profile="fast")
+    assert "a placeholder" in result.unfounded and "[" not in result.reply_text
+    result, _ = say_with_facts("It costs 75 dollars. The function of a library is reading.",
+                               "What does it cost?", profile="fast")
+    assert result.unfounded == "" and "75 dollars" in result.reply_text

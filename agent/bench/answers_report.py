@@ -77,7 +77,8 @@ HEAD = ("| | facts right | unknown: says so | invented | say again | WER of the 
 
 def report(runs, profile: Profile, groups: Sequence[str]) -> str:
     """The markdown under the date/CPU header."""
-    base = [t.answer_s for t in runs[0].turns if t.answer_s is not None and not t.repeat]
+    # The spoken turns only: typed ones skip the ASR and would make every ratio look slow.
+    base = [t.answer_s for t in _spoken(runs[0].turns) if t.answer_s is not None and not t.repeat]
     base_p50 = float(np.percentile(base, 50)) if base else None
     n_q = len({t.question for t in runs[0].turns})
     parts = [

@@ -231,11 +231,12 @@ class Reply(ToolSteps):
         It states a number no fact holds, leaves a template's slot unfilled, or talks about
         the tools instead of using them.
         """
-        k = self.runner.knowledge
-        if k is None:
-            return False
-        made_up, slot = k.unfounded(chunk, self.result.transcript), placeholder(chunk)
-        if not made_up and not slot and not names_a_tool(chunk, self.runner.tools.names):
+        k, names = self.runner.knowledge, self.runner.tools.names
+        # Only the number check needs facts: a profile without them still never reads out a
+        # slot, nor, with tools, talks about them.
+        made_up = k.unfounded(chunk, self.result.transcript) if k is not None else set()
+        slot = placeholder(chunk)
+        if not made_up and not slot and not (names and names_a_tool(chunk, names)):
             return False
         why = ", ".join(sorted(made_up)) or ("a placeholder" if slot else "names a tool")
         self.result.unfounded = f"{chunk} ({why})"
