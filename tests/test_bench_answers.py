@@ -50,8 +50,8 @@ def test_the_tables_count_turns_and_time_ratios_against_the_first_models_spoken_
     text = report([ModelRun("default", "big", "base", base),
                    ModelRun("default/lite", "small", "base", fast)],
                   parse_config({}).profiles["default"], ["hibari", "typed"])
-    by_model = rows(text.split("**By model** (spoken questions: every voice group but typed)\n\n")[1]
-                    .split("\n\n")[0])
+    head = "**By model** (spoken questions: every voice group but typed)\n\n"
+    by_model = rows(text.split(head)[1].split("\n\n")[0])
     # Spoken turns only: 3 facts (one asked to repeat), 1 unknown; the repeat left out of the
     # answer time, and the typed turns out of the baseline (else default would be x1.00 of
     # 2.0 s against a p50 of 2.0 over 0.5-2.0 s, and lite's ratio 0.50 -> 0.67).

@@ -153,10 +153,13 @@ def test_a_reply_with_a_template_slot_is_not_said():
 
 
 def test_a_profile_without_facts_still_never_reads_out_a_slot():
-    """The slot check needs no knowledge file; numbers it cannot judge, so they are said, and
-    a profile without tools may say "function"."""
-    result, _ = say_with_facts("Please write to [insert email address].", "How do I reach you?",
-                               profile="fast")
+    """The slot check needs no knowledge file.
+
+    Numbers it cannot judge without facts, so they are said; a profile without tools may say
+    "function".
+    """
+    result, _ = say_with_facts("Please write to [insert email address].",
+                               "How do I reach you?", profile="fast")
     assert "a placeholder" in result.unfounded and "[" not in result.reply_text
     result, _ = say_with_facts("It costs 75 dollars. The function of a library is reading.",
                                "What does it cost?", profile="fast")
