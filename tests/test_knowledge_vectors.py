@@ -74,6 +74,6 @@ def test_the_prompt_carries_the_facts_after_the_words_and_the_history_stays_plai
     runner = TurnRunner(stages=None, profile=config.profiles["default"])
     prompt = runner.prompt([Message("user", "hi")], "Are you open on Sunday?")
     assert prompt[0].content == runner.system_prompt and prompt[1].content == "hi"
-    assert prompt[-1].content.startswith("Are you open on Sunday?\n\n[Facts you know: ")
-    assert "The library is closed on Sunday." in prompt[-1].content
+    assert prompt[-1].content.startswith("Are you open on Sunday?\n\n[Facts you know:\n")
+    assert "\nThe library is closed on Sunday.\n" in prompt[-1].content  # one fact a line
     assert "closed on Sunday" not in runner.system_prompt
