@@ -76,12 +76,7 @@ class Supervisor:
         proc = self.proc
         if proc is None or proc.poll() is not None:
             return 0 if proc is None else max(0, proc.returncode)
-        proc.send_signal(signal.SIGTERM)
-        try:
-            return proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            return proc.wait()
+        return terminate(proc, 30)
 
     def _close_open_calls(self, detail: str) -> int | None:
         """Close the calls the dead worker left open as ``lost``; None if the DB is down."""
@@ -111,3 +106,16 @@ def _describe(rc: int) -> str:
 def worker_argv(argv: list[str]) -> list[str]:
     """The worker's command line: this ``serve`` invocation, run as the worker."""
     return [sys.executable, "-m", "agent.cli.main", *argv, "--worker"]
+
+
+def terminate(proc: subprocess.Popen, timeout_s: float) -> int:
+    """SIGTERM ``proc``, SIGKILL if it has not ended within ``timeout_s``; its return code.
+
+    SIGTERM first: an agent ends its calls and closes their records, kamailio its process group.
+    """
+    proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.wait()

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import random
-import signal
 import socket
 import sqlite3
 import subprocess
@@ -152,19 +151,6 @@ def start_serve(config: Path, serve_log: Path, timeout_s: float = 240) -> subpro
     """
     return _start(["serve", "--config", str(config)], serve_log, "event=ready", timeout_s,
                   give_up="event=worker-died")
-
-
-def stop(proc: subprocess.Popen, timeout_s: float = 90) -> None:
-    """Stop an agent started here, SIGKILL if SIGTERM has not ended it within ``timeout_s``.
-
-    SIGTERM first: the agent ends its calls and closes their records.
-    """
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout_s)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 def start_cluster(config: Path, log: Path, workers: int,

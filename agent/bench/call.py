@@ -52,7 +52,6 @@ from agent.bench.agentproc import (
     read_call_log,
     start_cluster,
     start_serve,
-    stop,
 )
 from agent.bench.header import markdown_header, markdown_table
 from agent.bench.wer.questions import QUESTIONS
@@ -68,6 +67,7 @@ from agent.bench.wire import (
     split_calls,
     spoken_ulaw,
 )
+from agent.supervisor import terminate
 from db.stats import percentile, percentile_interval
 from dialplan.options import LLMOptions
 
@@ -268,7 +268,7 @@ def run_setup(n: int, args, setup: Path, config: Path,
         return [one_round(n, c, args, setup, port, audio, agent_ports)
                 for c in args.concurrency]
     finally:
-        stop(proc)
+        terminate(proc, 90)
 
 
 def one_round(n: int, concurrency: int, args, setup: Path, port: int, audio: list[Path],

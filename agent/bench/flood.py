@@ -43,7 +43,6 @@ from agent.bench.agentproc import (
     free_port,
     read_call_log,
     start_serve,
-    stop,
     tree_cpu_s,
 )
 from agent.bench.header import markdown_header, markdown_table
@@ -57,6 +56,7 @@ from agent.bench.wire import (
     split_calls,
     spoken_ulaw,
 )
+from agent.supervisor import terminate
 from db.stats import percentile
 from dialplan.options import LLMOptions
 
@@ -180,7 +180,7 @@ def measure(args: argparse.Namespace, work: Path,
                 out.append(r)
                 print(line(out[-1]), flush=True)
         finally:
-            stop(proc)
+            terminate(proc, 90)
     return out
 
 

@@ -43,7 +43,6 @@ from agent.bench.agentproc import (
     read_call_log,
     shipped_models,
     start_serve,
-    stop,
 )
 from agent.bench.header import markdown_header, markdown_table
 from agent.bench.malformed import send_malformed
@@ -58,6 +57,7 @@ from agent.bench.soak_callers import (
     send_unauthorised,
 )
 from agent.bench.wire import Capture, each_call, gaps_ms, split_calls
+from agent.supervisor import terminate
 from db.stats import percentile
 
 # ---- the worker's memory ------------------------------------------------------------------------
@@ -223,7 +223,7 @@ def run(args: argparse.Namespace) -> int:
                 capture.__exit__(None, None, None)
     finally:
         sampler.stop.set()
-        stop(proc, 60)
+        terminate(proc, 60)
     result = _result(args, plans, outcomes, sent, work, serve_log, sampler, open_before)
     gate.fill(result, serve_log)
     result.models = models

@@ -25,7 +25,6 @@ import os
 import pwd
 import re
 import shutil
-import signal
 import subprocess
 import threading
 from collections.abc import Callable, Sequence
@@ -35,6 +34,7 @@ from pathlib import Path
 from agent import log
 from agent.cluster import edge
 from agent.cluster.edge import EdgeScreen
+from agent.supervisor import terminate
 
 FAILOVER_CODES = "486|503|408"
 """Worker answers that send the call on to the next worker."""
@@ -309,12 +309,7 @@ class Kamailio:
         if proc is None:
             return None
         if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            terminate(proc, timeout)
         if self._pump is not None:
             self._pump.join(2.0)
         log.event("kamailio-stopped", pid=proc.pid, rc=proc.returncode)
