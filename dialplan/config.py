@@ -1,12 +1,12 @@
 """Parse ``config.toml`` once into typed, validated objects.
 
-Every key is checked against the dataclasses in :mod:`dialplan.options`: an unknown key or a
-value of the wrong type fails at start with :class:`ConfigError` naming the full key
-(``profiles.fast.llm.max_tokens``), never mid-call. Profiles are merged here, so each
-:class:`~dialplan.options.Profile` is complete and validated on its own. What the file leaves to
-the environment (an OpenAI-compatible server's key, :data:`API_KEY_ENV`; ``sip.auth``'s
-passwords, :func:`sip_passwords`) is read here too, the one place outside the CLI that reads
-it.
+Every key is checked against the dataclasses in :mod:`dialplan.options` and
+:mod:`dialplan.sip`: an unknown key or a value of the wrong type fails at start with
+:class:`ConfigError` naming the full key (``profiles.fast.llm.max_tokens``), never mid-call.
+Profiles are merged here, so each :class:`~dialplan.options.Profile` is complete and validated
+on its own. What the file leaves to the environment (an OpenAI-compatible server's key,
+:data:`API_KEY_ENV`; ``sip.auth``'s passwords, :func:`sip_passwords`) is read here too, the one
+place outside the CLI that reads it.
 """
 
 from __future__ import annotations
@@ -31,10 +31,9 @@ from dialplan.options import (
     LimitOptions,
     LLMOptions,
     Profile,
-    SIPAuthOptions,
-    SIPOptions,
     TTSOptions,
 )
+from dialplan.sip import SIPAuthOptions, SIPOptions
 
 STAGE_SECTIONS: dict[str, type] = {
     "audio": AudioOptions,

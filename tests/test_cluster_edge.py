@@ -32,7 +32,7 @@ from agent.cli.main import build_parser
 from agent.cluster import edge, kamailio
 from agent.cluster.cluster import edge_address, plan
 from dialplan import ConfigError
-from dialplan.options import SIPAuthOptions, SIPOptions
+from dialplan.sip import SIPAuthOptions, SIPOptions
 from tests.waiting import wait_until
 
 PASSWORD = "correct horse 47"

@@ -22,7 +22,7 @@ from agent.bench.wire import scenario
 from agent.sip.audiolink import AudioLink
 from agent.sip.events import IncomingCall, MediaActive, RegistrationChanged
 from agent.sip.useragent import SipAgent
-from dialplan.options import RegistrarOptions, SIPOptions
+from dialplan.sip import RegistrarOptions, SIPOptions
 
 pytestmark = [pytest.mark.sip, pytest.mark.needs("sipp")]
 

@@ -230,7 +230,7 @@ def test_tls_and_srtp_keys_are_checked_and_name_the_key():
 
 
 def test_an_invite_is_screened_once_as_its_account_is_picked_and_the_call_gets_that_verdict():
-    from dialplan.options import SIPOptions
+    from dialplan.sip import SIPOptions
 
     clock = [0.0]
     screens = Screens(CallGate(SIPOptions(allow=("127.0.0.1/32",), invite_rate=1,

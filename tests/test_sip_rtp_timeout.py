@@ -37,7 +37,7 @@ from agent.sip.events import (
     RtpTimeout,
 )
 from agent.sip.useragent import RTP_PORT_RANGE, SipAgent
-from dialplan.options import SIPOptions
+from dialplan.sip import SIPOptions
 from models.audio import speech_runs
 from tests.waiting import wait_until
 

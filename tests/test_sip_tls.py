@@ -19,7 +19,7 @@ from sipp.harness import ROOT
 from agent.bench.agentproc import free_port
 from agent.bench.wire import scenario, sipp
 from agent.sip.caller import call
-from dialplan.options import SIPOptions, TLSOptions
+from dialplan.sip import SIPOptions, TLSOptions
 
 pytestmark = [pytest.mark.sip, pytest.mark.tool, pytest.mark.needs("sipp", "openssl",
                                                                     "espeak-ng")]

@@ -25,7 +25,7 @@ from agent.bench.agentproc import free_port
 from agent.bench.wire import Capture, scenario, sipp_argv
 from agent.sip.events import SipError, TransferStatus
 from agent.sip.useragent import RTP_PORT_RANGE, SipAgent
-from dialplan.options import SIPOptions
+from dialplan.sip import SIPOptions
 
 pytestmark = pytest.mark.sip
 

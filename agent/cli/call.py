@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
         call,  # imports pjsua2 through agent.sip.useragent: only when calling
     )
 
-    from dialplan.options import SIPOptions, TLSOptions
+    from dialplan.sip import SIPOptions, TLSOptions
 
     tls = TLSOptions(*args.tls) if args.tls else TLSOptions()
     options = SIPOptions(host="127.0.0.1", port=args.port, rtp_port=args.rtp_port, max_calls=1,

@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from dialplan import ConfigError
-from dialplan.options import SIPOptions
+from dialplan.sip import SIPOptions
 
 PIKE_WINDOW_S = 2
 """pike's ``sampling_time_unit``: short enough to catch a burst, long enough to count a rate.

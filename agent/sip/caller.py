@@ -20,7 +20,7 @@ import soundfile as sf
 from agent.sip.audiolink import AudioLink
 from agent.sip.events import CallConnected, CallDisconnected, MediaActive, SipError
 from agent.sip.useragent import SipAgent
-from dialplan.options import SIPOptions
+from dialplan.sip import SIPOptions
 from models.audio import (
     PHONE_RATE,
     SPEECH_RMS,

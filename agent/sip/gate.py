@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from agent.sip.digest import DigestAuth, header_values
 from agent.sip.flood import InviteLimiter
-from dialplan.options import SIPOptions
+from dialplan.sip import SIPOptions
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""pjsua2 configuration from :class:`~dialplan.options.SIPOptions`: transports and the account.
+"""pjsua2 configuration from :class:`~dialplan.sip.SIPOptions`: transports and the account.
 
 Pure construction, run once by :class:`~agent.sip.useragent.SipAgent` on its ``sip`` thread
 while it creates the library: which transports listen (UDP, TCP, TLS with the configured
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pjsua2 as pj
 
-from dialplan.options import SIPOptions
+from dialplan.sip import SIPOptions
 
 RTP_PORT_RANGE = 100
 """RTP (and RTCP) ports used from ``sip.rtp_port`` on: pjsua2 moves to fresh ports for later

@@ -65,7 +65,7 @@ from agent.sip.events import (
     SipEvent,
     TransferStatus,
 )
-from dialplan.options import SIPOptions
+from dialplan.sip import SIPOptions
 
 FRAME_MS = 20
 RTP_POLL_S = 0.2

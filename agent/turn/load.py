@@ -33,7 +33,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from agent.turn.backlog import Backlog
-from dialplan.options import LimitOptions, SIPOptions
+from dialplan.options import LimitOptions
+from dialplan.sip import SIPOptions
 from models.priority import Priority
 from models.scheduler import Scheduler
 

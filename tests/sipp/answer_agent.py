@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from agent.sip.audiolink import AudioLink  # noqa: E402
 from agent.sip.events import CallDisconnected, IncomingCall  # noqa: E402
 from agent.sip.useragent import SipAgent  # noqa: E402
-from dialplan.options import SIPOptions, TLSOptions  # noqa: E402
+from dialplan.sip import SIPOptions, TLSOptions  # noqa: E402
 
 
 def looped(pcm: bytes):

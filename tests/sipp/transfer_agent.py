@@ -32,7 +32,7 @@ from agent.sip.events import (  # noqa: E402
     TransferStatus,
 )
 from agent.sip.useragent import SipAgent  # noqa: E402
-from dialplan.options import SIPOptions  # noqa: E402
+from dialplan.sip import SIPOptions  # noqa: E402
 
 ACT_AFTER_S = 0.5
 """From media active to the transfer or the digits."""
