@@ -400,7 +400,8 @@ class Profile:
     """Said when an HTTP tool times out, fails or answers something that is not JSON."""
     dont_know: str = "Sorry, I don't know that. I can put you through to someone who does."
     """With a knowledge file: said instead of a reply that would state a number (a price, a
-    time, a phone number) that neither the persona, its facts nor the caller gave."""
+    time, a phone number) that neither the persona, its facts nor the caller gave, or say the
+    library has (or lets the caller book) something the caller named that no fact mentions."""
     http_tools: dict[str, HttpTool] = field(default_factory=dict)
     """Not a key: the ``[tools.NAME]`` tables of the names in ``tools``, filled in at parse."""
     knowledge: str = ""

@@ -112,6 +112,27 @@ def test_a_clause_stating_a_number_no_fact_holds_is_unfounded():
     assert k.unfounded("It costs 75 dollars.", "") == {"75"}
 
 
+def test_a_claim_about_something_the_caller_named_and_no_fact_mentions_is_unfounded():
+    """Yes or no, the model knows nothing about it: a 3D printer, a wedding in the hall."""
+    k = Knowledge(load_facts(LIBRARY), "You are the phone assistant of a public library.")
+    printer = "Do you have a 3D printer, and how much does it cost to use?"
+    assert k.unfounded("We don't have a 3D printer.", printer) == {"3d", "printer"}
+    assert k.unfounded("Yes, we do have a 3D printer.", printer) == {"3d", "printer"}
+    assert k.unfounded("Yes, you can rent the meeting hall for a wedding.",
+                       "Can I rent the meeting hall for a wedding?") == {"wedding"}
+    assert k.unfounded("There is no coffee shop here.", "Is there a coffee shop?") == {
+        "coffee", "shop"}
+    # What a fact holds, or words the caller did not say, are no made-up claim.
+    assert k.unfounded("Yes, we have books in Spanish, French and Chinese.",
+                       "Do you have books in French?") == set()
+    assert k.unfounded("Yes, there is a free parking lot behind the building.",
+                       "Is there parking?") == set()
+    assert k.unfounded("Yes, you can book a study room at the front desk.",
+                       "Can I book a study room?") == set()
+    assert k.unfounded("We have many things to do.", "Do you have a 3D printer?") == set()
+    assert k.unfounded("I don't know whether we have a 3D printer.", printer) == set()
+
+
 def say_with_facts(reply: str, words: str, profile: str = "default"):
     """A fake LLM's ``reply`` to ``words`` on ``profile``; the result and the history."""
     from agent.turn.runner import TurnRunner
@@ -133,6 +154,16 @@ def test_a_reply_that_makes_a_number_up_is_not_said():
                                   "How many books do you own?")
     assert result.unfounded == "about 10,000 books. (10000)"
     assert "10,000" not in result.reply_text and "I don't know that" in result.reply_text
+    assert said[-1] == result.reply_text
+
+
+def test_a_reply_that_claims_what_no_fact_holds_is_not_said():
+    # The 1.5B's answer in every voice group (bench answers): whether there is one, it knows not.
+    result, said = say_with_facts("We don't have a 3D printer. Printing is 10 cents a page.",
+                                  "Do you have a 3D printer, and how much does it cost to use?")
+    assert result.unfounded == "We don't have a 3D printer. (3d, printer)"
+    dont_know = load_config(ROOT / "config.toml").profiles["default"].dont_know
+    assert result.reply_text == dont_know and "I don't know that" in dont_know
     assert said[-1] == result.reply_text
 
 

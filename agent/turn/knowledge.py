@@ -16,7 +16,10 @@ Small models asked to say "I don't know" when the facts do not answer say it to 
 told only that they know nothing else, they answer from the facts and mostly admit the rest,
 but some still make a number up (bench answers). So a reply's every clause is also checked
 before it is spoken: one that states a number that neither the persona, its facts nor the
-caller gave is not said (:meth:`Knowledge.unfounded`); the profile's ``dont_know`` is.
+caller gave is not said (:meth:`Knowledge.unfounded`); the profile's ``dont_know`` is. So is one
+that says the library has, or lets you book, something the caller named and no fact mentions
+("We don't have a 3D printer.", "Yes, you can rent the meeting hall for a wedding."): a claim
+without a number, the kind the 1.5B still made (bench answers).
 """
 
 from __future__ import annotations
@@ -52,7 +55,8 @@ SYNONYMS = {
     "early": ("open",), "cost": ("price", "fee"), "charge": ("fee", "price"),
     "pay": ("fee", "payment"), "price": ("cost",), "fee": ("cost",), "phone": ("number",),
     "call": ("number",), "print": ("printing",), "printing": ("print",),
-    "weekend": ("saturday", "sunday"), "kid": ("children",), "children": ("kid",),
+    "weekend": ("saturday", "sunday"), "weekday": ("monday", "friday"), "kid": ("children",),
+    "children": ("kid",),
     "borrow": ("loan", "lent"), "loan": ("borrow",),
     "renew": ("renewal",), "renewal": ("renew",), "room": ("study",), "wifi": ("internet",),
     "internet": ("wifi",), "computer": ("internet",), "where": ("address",), "locat": ("address",),
@@ -92,6 +96,17 @@ def numbers(text: str) -> set[str]:
         out.add("1")
     return out
 
+
+_CLAIM = re.compile(
+    r"\b(?:we|the library)\s+(?:do not |don't |does not |doesn't |do |does |also |only )?"
+    r"(?:have|has|offer|offers|sell|sells|rent|rents|lend|lends)\b(?P<what>[^.!?;:]*)"
+    r"|\bthere (?:is|are)\b(?P<there>[^.!?;:]*)"
+    r"|\byou can(?:not|'t)? (?:rent|book|reserve|hire)\b(?P<booked>[^.!?;:]*)", re.I)
+"""What a reply claims the library has (or has not) or lets a caller book: "We don't have a
+3D printer", "there is no café", "you can rent the meeting hall for a wedding"."""
+
+
+_UNSURE = re.compile(r"\b(?:don't|do not|doesn't|does not) know\b|\bnot sure\b", re.I)
 
 _SLOT = re.compile(r"\[[^\]]*\]|\{[^}]*\}|<[^>]*>|\b[xX]{3,}\b")
 
@@ -151,6 +166,8 @@ class Knowledge:
                  b: float = 0.75):
         self.facts = facts
         self._known = known_numbers([persona, *(f.shown for f in facts)])
+        self._vocabulary = set(terms(persona)).union(*(terms(f"{f.topic} {f.text}")
+                                                       for f in facts))
         self._docs = [Counter(terms(f"{f.topic} {f.text}")) for f in facts]
         self._len = [sum(d.values()) for d in self._docs]
         self._avg = sum(self._len) / len(self._len) if self._len else 0.0
@@ -198,11 +215,20 @@ class Knowledge:
         return NOTES.format(facts="\n".join(f.text for f in found))
 
     def unfounded(self, clause: str, given: str) -> set[str]:
-        """Numbers ``clause`` states that no fact, the persona or ``given`` holds.
+        """What ``clause`` states that no fact or the persona holds: numbers and claimed things.
 
-        ``given``: the caller's words. A reply saying such a number would be making it up.
+        ``given``: the caller's words. A number neither they nor a fact hold is made up; so is a
+        claim (:data:`_CLAIM`) about a word of theirs that no fact mentions: the model knows
+        nothing about it, whether it says yes or no. A number is returned as its digits, a
+        claimed word as said.
         """
-        return numbers(clause) - self._known - numbers(given)
+        said = set(terms(given))
+        unsure = _UNSURE.search(clause)  # "I don't know whether we have ...": no claim
+        claimed = set() if unsure else {w for m in _CLAIM.finditer(clause)
+                   for w in re.findall(r"[a-z0-9']+", m[m.lastgroup].lower())
+                   if w not in STOP and len(w) > 1 and stem(w) in said
+                   and not self._vocabulary.intersection((stem(w), *_SYNONYMS.get(stem(w), ())))}
+        return (numbers(clause) - self._known - numbers(given)) | claimed
 
 
 @lru_cache(maxsize=32)
