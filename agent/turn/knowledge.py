@@ -222,13 +222,20 @@ class Knowledge:
         nothing about it, whether it says yes or no. A number is returned as its digits, a
         claimed word as said.
         """
-        said = set(terms(given))
-        unsure = _UNSURE.search(clause)  # "I don't know whether we have ...": no claim
-        claimed = set() if unsure else {w for m in _CLAIM.finditer(clause)
-                   for w in re.findall(r"[a-z0-9']+", m[m.lastgroup].lower())
-                   if w not in STOP and len(w) > 1 and stem(w) in said
-                   and not self._vocabulary.intersection((stem(w), *_SYNONYMS.get(stem(w), ())))}
-        return (numbers(clause) - self._known - numbers(given)) | claimed
+        return (numbers(clause) - self._known - numbers(given)) | self._claimed(clause, given)
+
+    def _claimed(self, clause: str, given: str) -> set[str]:
+        """The words of ``given`` that ``clause`` makes a claim about and no fact mentions."""
+        if _UNSURE.search(clause):  # "I don't know whether we have a 3D printer": no claim
+            return set()
+        said, out = set(terms(given)), set()
+        for m in _CLAIM.finditer(clause):
+            for w in re.findall(r"[a-z0-9']+", m[m.lastgroup].lower()):
+                s = stem(w)
+                known = self._vocabulary.intersection((s, *_SYNONYMS.get(s, ())))
+                if w not in STOP and len(w) > 1 and s in said and not known:
+                    out.add(w)
+        return out
 
 
 @lru_cache(maxsize=32)
