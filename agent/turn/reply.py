@@ -88,6 +88,7 @@ class Reply(ToolSteps):
         self._scanner = ToolCallScanner() if runner.tools else None
         self._rounds: list[Message] = []  # this turn's tool calls and answers, for the history
         self._said: list[str] = []
+        self._sentence = ""  # the sentence's clauses said so far: a claim may span two
         self._tool_call: ToolCall | None = None  # an HTTP tool waiting for the gate
         self._tooling: float | None = None  # an HTTP tool in flight since
         self._plain = False  # asked again without the tools: it answered neither way
@@ -134,6 +135,7 @@ class Reply(ToolSteps):
         """Start (or, after a tool's answer, continue) the LLM's reply to ``words``."""
         tts = self.runner.profile.tts
         opener = tts.first_chunk_opener
+        self._sentence = ""
         self._splitter = ClauseSplitter(first_words=tts.first_chunk_words,
                                         hurry=self.urgency.hurry,
                                         openers=self._alone if opener == "alone" else opener,
@@ -207,8 +209,10 @@ class Reply(ToolSteps):
         if text is None or call is not None:
             chunks += self._splitter.flush()
         for chunk in chunks:
-            if self._unfounded(chunk):
+            sentence = f"{self._sentence} {chunk}".strip()
+            if self._unfounded(chunk, sentence):
                 return True
+            self._sentence = "" if sentence.endswith((".", "!", "?")) else sentence
             self._put(chunk)
         if call is not None:
             self._tool(call)
@@ -225,16 +229,18 @@ class Reply(ToolSteps):
                 return True
         return False
 
-    def _unfounded(self, chunk: str) -> bool:
+    def _unfounded(self, chunk: str, sentence: str) -> bool:
         """Whether ``chunk`` must not be said (``dont_know`` is said instead).
 
-        It states a number no fact holds, leaves a template's slot unfilled, or talks about
-        the tools instead of using them.
+        It states a number or makes a claim no fact holds, leaves a template's slot unfilled,
+        or talks about the tools instead of using them. Claims are read in the ``sentence`` so
+        far: a short first clause ("Yes, you can rent the meeting hall") may leave what it is
+        about ("for a wedding.") to the next.
         """
         k, names = self.runner.knowledge, self.runner.tools.names
-        # Only the number check needs facts: a profile without them still never reads out a
+        # Only the fact checks need facts: a profile without them still never reads out a
         # slot, nor, with tools, talks about them.
-        made_up = k.unfounded(chunk, self.result.transcript) if k is not None else set()
+        made_up = k.unfounded(sentence, self.result.transcript) if k is not None else set()
         slot = placeholder(chunk)
         if not made_up and not slot and not (names and names_a_tool(chunk, names)):
             return False
