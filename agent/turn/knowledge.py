@@ -166,9 +166,8 @@ class Knowledge:
                  b: float = 0.75):
         self.facts = facts
         self._known = known_numbers([persona, *(f.shown for f in facts)])
-        self._vocabulary = set(terms(persona)).union(*(terms(f"{f.topic} {f.text}")
-                                                       for f in facts))
         self._docs = [Counter(terms(f"{f.topic} {f.text}")) for f in facts]
+        self._vocabulary = set(terms(persona)).union(*self._docs)
         self._len = [sum(d.values()) for d in self._docs]
         self._avg = sum(self._len) / len(self._len) if self._len else 0.0
         df = Counter(t for d in self._docs for t in d)

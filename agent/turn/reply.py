@@ -34,7 +34,7 @@ from agent.turn.knowledge import placeholder
 from agent.turn.reply_tools import ToolSteps
 from agent.turn.result import TurnResult
 from agent.turn.runner import TurnRunner
-from agent.turn.textsplit import ClauseSplitter, speakable
+from agent.turn.textsplit import ClauseSplitter, ends_sentence, speakable
 from agent.turn.timeline import TurnTimeline
 from agent.turn.tools import ToolCall, ToolCallScanner
 from agent.turn.urgency import Urgency
@@ -212,7 +212,7 @@ class Reply(ToolSteps):
             sentence = f"{self._sentence} {chunk}".strip()
             if self._unfounded(chunk, sentence):
                 return True
-            self._sentence = "" if sentence.endswith((".", "!", "?")) else sentence
+            self._sentence = "" if ends_sentence(sentence) else sentence
             self._put(chunk)
         if call is not None:
             self._tool(call)

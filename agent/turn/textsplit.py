@@ -103,6 +103,12 @@ _OPENERS = {
 _MARKUP = re.compile(r"[*_#`>|~\[\]{}<>]")
 
 
+def ends_sentence(text: str) -> bool:
+    """Whether ``text`` (a clause the splitter cut) ends its sentence."""
+    text = text.rstrip()
+    return bool(text) and text[-1] in _SENTENCE_END
+
+
 def speakable(text: str) -> str:
     """Strip markdown and symbols a voice should not read out; collapse whitespace."""
     text = _MARKUP.sub("", _BULLETS.sub(" ", text))
