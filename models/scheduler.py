@@ -41,7 +41,8 @@ same jobs one after another on two (each pair of stages alone; bench call, 4 at 
 pairing on and off). A job reads what it got from :meth:`cores`.
 A job that would rather have both cores (``patient``: a prompt) still takes one that a less
 urgent job left free rather than wait for that job's end.
-Imports only :mod:`models.priority`: models call it, the agent sets priorities.
+Imports only :mod:`models.priority` and :mod:`models.workpool`: models call it, the agent
+sets priorities.
 """
 
 from __future__ import annotations
@@ -59,12 +60,11 @@ from models.priority import (
     JobCancelled,
     Priority,
     PriorityLike,
-    cancel_on,
     current_cancel,
     current_priority,
-    priority,
     rank_of,
 )
+from models.workpool import WorkPool
 
 _POLL_S = 0.01  # how soon a waiting job notices its cancel event
 PAIR_LEVEL = Priority.SPECULATIVE
@@ -131,25 +131,13 @@ class _Waiter:
         return (*rank_of(self.priority), self.seq)
 
 
-class _Task:
-    __slots__ = ("args", "cancel", "fn", "future", "priority", "seq", "stage")
-
-    def __init__(self, fn: Callable, args: tuple, stage: str, priority: PriorityLike,
-                 cancel: threading.Event | None, seq: int):
-        self.fn, self.args, self.stage, self.priority = fn, args, stage, priority
-        self.cancel, self.seq = cancel, seq
-        self.future: Future = Future()
-
-    def rank(self) -> tuple[int, float, int]:
-        return (*rank_of(self.priority), self.seq)
-
-
 class Scheduler:
     """Hands ``slots`` run slots to model jobs in priority order (FIFO within a priority).
 
     Model work reaches it in one of two ways. A call's loop never computes: it submits
-    (:meth:`submit`) a function, which runs on one of the scheduler's ``workers`` threads
-    and completes a future (the call turns the completion into a message of its inbox). The
+    (:meth:`submit`) a function, which runs on one of the ``workers`` threads of its
+    :class:`~models.workpool.WorkPool` and completes a future (the call turns the completion
+    into a message of its inbox). The
     function's model calls, and those of an engine thread a backend owns (the batched LLM),
     each take a run slot with :meth:`job`.
 
@@ -164,15 +152,13 @@ class Scheduler:
         self.slots = slots
         self.pairs = pairs
         self.workers = workers
-        self._tasks: list[_Task] = []
-        self._tasks_cond = threading.Condition()
-        self._pool: list[threading.Thread] = []
         self._narrow: list[_Waiter] = []
         """Narrow jobs running now (two of them fill a slot)."""
         self._lock = threading.Lock()
         self._running = 0
         self._waiting: list[_Waiter] = []
         self._seq = itertools.count()
+        self._pool = WorkPool(workers, self._seq)
         self._jobs = 0
         self._max_waiting = 0
         self._waited: dict[str, float] = {}
@@ -198,43 +184,7 @@ class Scheduler:
         the future fails with :class:`JobCancelled` and no model work is done.
         """
         prio = priority if priority is not None else current_priority()
-        task = _Task(fn, args, stage, prio, cancel, next(self._seq))
-        with self._tasks_cond:
-            if not self._pool:
-                self._start_pool()
-            self._tasks.append(task)
-            self._tasks_cond.notify()
-        return task.future
-
-    def _start_pool(self) -> None:
-        for i in range(self.workers):
-            t = threading.Thread(target=self._work, name=f"model-{i}", daemon=True)
-            self._pool.append(t)
-            t.start()
-
-    def _work(self) -> None:
-        while True:
-            with self._tasks_cond:
-                while not self._tasks:
-                    self._tasks_cond.wait()
-                _, task = min((t.rank(), t) for t in self._tasks)
-                self._tasks.remove(task)
-            if not task.future.set_running_or_notify_cancel():
-                continue
-            try:
-                if task.cancel is not None and task.cancel.is_set():
-                    raise JobCancelled(task.stage)
-                if task.cancel is not None:
-                    with priority(task.priority), cancel_on(task.cancel):
-                        result = task.fn(*task.args)
-                else:
-                    with priority(task.priority):
-                        result = task.fn(*task.args)
-            except BaseException as e:  # noqa: BLE001 - handed to whoever waits on the future
-                task.future.set_exception(e)
-            else:
-                task.future.set_result(result)
-            del task  # drop the result's references before waiting again
+        return self._pool.submit(fn, args, stage, prio, cancel)
 
     def observe(self, observer: Callable[[JobTrace], None]) -> None:
         """Call ``observer`` after every job that ran (from the job's thread, slot released).
