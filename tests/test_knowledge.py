@@ -177,6 +177,20 @@ def test_a_claim_split_over_two_clauses_is_caught_at_the_second():
     assert "I don't know that" in result.reply_text and "guests" not in result.reply_text
 
 
+def test_a_reply_that_says_open_on_a_closed_day_says_the_fact_instead():
+    # espeak-ng's "Are you open on Christmas Day?", heard as a statement (bench answers).
+    result, said = say_with_facts("We open on Christmas Day.", "You open on Christmas Day.")
+    assert result.unfounded == "We open on Christmas Day. (contradicts a fact)"
+    assert result.reply_text.startswith("The library is closed on public holidays")
+    assert "Christmas Day" in result.reply_text and said[-1] == result.reply_text
+    k = Knowledge(load_config(ROOT / "config.toml").profiles["default"].facts)
+    assert k.contradicted("Yes, the library is open on Sunday.").text == \
+        "The library is closed on Sunday."
+    for fine in ("We are closed on Sunday.", "We're open every day except Sunday.",
+                 "On Saturday we open at 10 am.", "We are not open on Thanksgiving Day."):
+        assert k.contradicted(fine) is None, fine
+
+
 def test_a_reply_that_talks_about_its_tools_is_not_said():
     result, _ = say_with_facts('You can call the "take_message" function with the target '
                                  'accounts.', "I lost my card")

@@ -19,7 +19,8 @@ before it is spoken: one that states a number that neither the persona, its fact
 caller gave is not said (:meth:`Knowledge.unfounded`); the profile's ``dont_know`` is. So is one
 that says the library has, or lets you book, something the caller named and no fact mentions
 ("We don't have a 3D printer.", "Yes, you can rent the meeting hall for a wedding."): a claim
-without a number, the kind the 1.5B still made (bench answers).
+without a number, the kind the 1.5B still made (bench answers). One that says the library is
+open on a day a fact says it is closed is replaced by that fact (:meth:`Knowledge.contradicted`).
 """
 
 from __future__ import annotations
@@ -106,6 +107,20 @@ _CLAIM = re.compile(
 3D printer", "there is no café", "you can rent the meeting hall for a wedding"."""
 
 
+_DAYS = ("monday tuesday wednesday thursday friday saturday sunday weekend holiday christmas "
+         "easter thanksgiving").split()
+_DAY = re.compile(rf"\b(?:{'|'.join(_DAYS)})s?\b|\b(?:[A-Z][a-z']+ )+Day\b")
+"""A day a library may be closed on: a weekday, a holiday by name ("Independence Day")."""
+_OPEN = re.compile(r"\bopen(?:s|ed)?\b", re.I)
+_NOT_OPEN = re.compile(r"\bclos|\bnot\b|n't\b|\bexcept|\bbut\b|\bno\b|\bonly\b", re.I)
+"""Words that make "open ... Sunday" no plain claim of being open that day ("closed on Sunday",
+"open every day except Sunday", "not open on Sunday")."""
+
+
+def _days(text: str) -> set[str]:
+    return {stem(d) for d in _DAY.findall(text) + _DAY.findall(text.lower())}
+
+
 _UNSURE = re.compile(r"\b(?:don't|do not|doesn't|does not) know\b|\bnot sure\b", re.I)
 
 _SLOT = re.compile(r"\[[^\]]*\]|\{[^}]*\}|<[^>]*>|\b[xX]{3,}\b")
@@ -168,6 +183,7 @@ class Knowledge:
         self._known = known_numbers([persona, *(f.shown for f in facts)])
         self._docs = [Counter(terms(f"{f.topic} {f.text}")) for f in facts]
         self._vocabulary = set(terms(persona)).union(*self._docs)
+        self._closed = [(f, _days(f.text)) for f in facts if re.search(r"\bclosed\b", f.text)]
         self._len = [sum(d.values()) for d in self._docs]
         self._avg = sum(self._len) / len(self._len) if self._len else 0.0
         df = Counter(t for d in self._docs for t in d)
@@ -222,6 +238,19 @@ class Knowledge:
         claimed word as said.
         """
         return (numbers(clause) - self._known - numbers(given)) | self._claimed(clause, given)
+
+    def contradicted(self, sentence: str) -> Fact | None:
+        """A fact saying the library is closed on a day that ``sentence`` says it is open.
+
+        Heard "You open on Christmas Day." (a robotic voice's "Are you open ...?"), the 1.5B
+        agreed, "We open on Christmas Day.", with the closed days in its prompt (bench
+        answers). A caller who drives to a closed door is the worst wrong answer; the fact is
+        said instead.
+        """
+        if not _OPEN.search(sentence) or _NOT_OPEN.search(sentence):
+            return None
+        said = _days(sentence)
+        return next((f for f, days in self._closed if said & days), None)
 
     def _claimed(self, clause: str, given: str) -> set[str]:
         """The words of ``given`` that ``clause`` makes a claim about and no fact mentions."""

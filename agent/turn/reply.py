@@ -233,21 +233,24 @@ class Reply(ToolSteps):
         """Whether ``chunk`` must not be said (``dont_know`` is said instead).
 
         It states a number or makes a claim no fact holds, leaves a template's slot unfilled,
-        or talks about the tools instead of using them. Claims are read in the ``sentence`` so
-        far: a short first clause ("Yes, you can rent the meeting hall") may leave what it is
-        about ("for a wedding.") to the next.
+        or talks about the tools instead of using them. One that says the library is open on a
+        day a fact says it is closed is replaced by that fact. Claims are read in the
+        ``sentence`` so far: a short first clause ("Yes, you can rent the meeting hall") may
+        leave what it is about ("for a wedding.") to the next.
         """
         k, names = self.runner.knowledge, self.runner.tools.names
         # Only the fact checks need facts: a profile without them still never reads out a
         # slot, nor, with tools, talks about them.
         made_up = k.unfounded(sentence, self.result.transcript) if k is not None else set()
+        wrong = k.contradicted(sentence) if k is not None else None
         slot = placeholder(chunk)
-        if not made_up and not slot and not (names and names_a_tool(chunk, names)):
+        if not made_up and not wrong and not slot and not (names and names_a_tool(chunk, names)):
             return False
-        why = ", ".join(sorted(made_up)) or ("a placeholder" if slot else "names a tool")
+        why = ", ".join(sorted(made_up)) or ("contradicts a fact" if wrong else
+                                             "a placeholder" if slot else "names a tool")
         self.result.unfounded = f"{chunk} ({why})"
         self._close_stream()
-        self._put(self.runner.profile.dont_know)
+        self._put(wrong.text if wrong else self.runner.profile.dont_know)
         self._llm_end()
         return True
 
