@@ -5,10 +5,8 @@ for when the database is down: records go to the :mod:`db.spool` and are replaye
 first, once the database answers again. ``put()`` never blocks and never raises: a call must
 not stall or fail because its log cannot be written.
 
-Writes are idempotent and commutative per call (calls are upserted, turns keyed by
-``(call_id, index)``, a turn or event whose call row is missing creates a stub call that a later
-``CallStarted`` fills in), so a spooled record replayed after newer ones, or replayed twice, ends
-in the same rows.
+Writes are idempotent and commutative per call (:mod:`db.rows`), so a spooled record replayed
+after newer ones, or replayed twice, ends in the same rows.
 """
 
 from __future__ import annotations
@@ -20,33 +18,19 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session
 
 from db.migrate import make_engine, mask_url, upgrade
 from db.placement import close_lost_calls_of, this_host
-from db.records import (
-    CallEnded,
-    CallStarted,
-    EventRecord,
-    MessageRecord,
-    Record,
-    ToolCallRecord,
-    TurnRecord,
-)
-from db.schema import TURN_FIELDS, Call, CallerMessage, Event, ToolCall, Turn
+from db.records import Record
+from db.rows import apply
 from db.spool import Spool
 from dialplan.options import DBOptions
 
 _WAKE = object()  # queued by close() so the thread stops waiting at once; never written
-_UNANSWERED_LEN = Turn.__table__.c.unanswered.type.length
-_CALL_STARTED_FIELDS = (
-    "started_at", "answered_at", "caller_uri", "called_extension", "profile", "asr_backend",
-    "asr_model", "llm_model", "tts_voice", "codec", "source", "worker", "host", "direction",
-)
 
 
 class FaultInjected(OperationalError):
@@ -318,7 +302,7 @@ class CallLogWriter:
         assert self._engine is not None
         with Session(self._engine, autoflush=True) as s, s.begin():
             for record in records:
-                _apply(s, record)
+                apply(s, record)
 
     def _check_fault(self) -> None:
         if self.fault is not None:
@@ -333,73 +317,6 @@ class CallLogWriter:
             self.stats.dropped += len(records)
             self._event("calllog_records_dropped", level=logging.ERROR, records=len(records),
                   error=_short(e))
-
-
-def _apply(s: Session, record: Record) -> None:
-    """Map one record onto rows in an open session."""
-    if isinstance(record, CallStarted):
-        call = s.get(Call, record.call_id)
-        if call is None:
-            call = Call(id=record.call_id, turns=0, barge_ins=0, end_reason="")
-            s.add(call)
-        for name in _CALL_STARTED_FIELDS:
-            setattr(call, name, getattr(record, name))
-    elif isinstance(record, CallEnded):
-        call = _call_for(s, record.call_id, record.ended_at)
-        call.ended_at = record.ended_at
-        call.end_reason = record.end_reason
-        call.turns = record.turns
-        call.barge_ins = record.barge_ins
-        if record.codec:
-            call.codec = record.codec
-        if record.recording_path:
-            call.recording_path = record.recording_path
-            call.recording_s = record.recording_s
-    elif isinstance(record, TurnRecord):
-        at = record.at or datetime.now(UTC)
-        _call_for(s, record.call_id, at)
-        turn = s.scalar(
-            select(Turn).where(Turn.call_id == record.call_id, Turn.index == record.index)
-        )
-        if turn is None:
-            turn = Turn()
-            s.add(turn)
-        for name in TURN_FIELDS:
-            setattr(turn, name, getattr(record, name))
-        # The reason is a short code; a None or a long free-text reason must not cost the turn
-        # its row (PostgreSQL refuses text longer than the column).
-        turn.unanswered = (record.unanswered or "")[:_UNANSWERED_LEN]
-        turn.recorded_at = at
-    elif isinstance(record, EventRecord):
-        _call_for(s, record.call_id, record.at)
-        s.add(Event(call_id=record.call_id, at=record.at, kind=record.kind, detail=record.detail))
-    elif isinstance(record, ToolCallRecord):
-        _call_for(s, record.call_id, record.at)
-        s.add(ToolCall(call_id=record.call_id, at=record.at, turn_index=record.turn_index,
-                       name=record.name[:64], arguments=record.arguments, source=record.source,
-                       outcome=record.outcome[:32], detail=record.detail,
-                       latency_s=record.latency_s))
-    elif isinstance(record, MessageRecord):
-        _call_for(s, record.call_id, record.at)
-        s.add(CallerMessage(call_id=record.call_id, at=record.at, caller_uri=record.caller_uri,
-                            text=record.text, audio_path=record.audio_path,
-                            duration_s=record.duration_s))
-    else:
-        raise TypeError(f"not a call-log record: {type(record).__name__}")
-    # Flush per record so a later record of the same batch finds this one's rows.
-    s.flush()
-
-
-def _call_for(s: Session, call_id: str, at: datetime) -> Call:
-    """The call row, or a stub (filled in by its CallStarted) so no turn or event is lost."""
-    call = s.get(Call, call_id)
-    if call is None:
-        call = Call(id=call_id, started_at=at, source="", turns=0, barge_ins=0, end_reason="",
-                    caller_uri="", called_extension="", profile="", asr_backend="",
-                    asr_model="", llm_model="", tts_voice="", codec="")
-        s.add(call)
-        s.flush()
-    return call
 
 
 def _unavailable(e: BaseException) -> bool:

@@ -47,8 +47,8 @@ from agent.cluster.probe import options_ping
 from db.migrate import make_engine, upgrade
 from db.placement import call_places, close_lost_calls_of, place_groups, this_host
 from db.reports import load_turns
+from db.rows import apply
 from db.stats import percentile
-from db.writer import _apply
 from dialplan import ConfigError, Dialplan, load_config
 from tests.waiting import wait_until
 
@@ -164,7 +164,7 @@ def test_a_dead_workers_calls_are_closed_not_its_neighbours(tmp_path):
     with Session(engine) as s, s.begin():
         for cid, worker, host in (("a", "w1", "h1"), ("b", "w2", "h1"), ("c", "w1", "h2"),
                                   ("d", None, "h1")):
-            _apply(s, call_started(cid, t0, worker=worker, host=host))
+            apply(s, call_started(cid, t0, worker=worker, host=host))
     assert close_lost_calls_of(engine, "w1", "h1", detail="worker w1 pid 7 died: SIGKILL") == 1
     with engine.connect() as conn:
         rows = dict(conn.execute(text("SELECT id, end_reason FROM calls")).all())

@@ -80,11 +80,11 @@ def test_writer_start_closes_lost_calls(sqlite_url, tmp_path):
     # A call with a late event and no end: what a killed agent leaves behind.
     from sqlalchemy.orm import Session
 
-    from db.writer import _apply
+    from db.rows import apply
 
     with Session(engine) as s, s.begin():
-        _apply(s, call_started("c-lost"))
-        _apply(s, EventRecord("c-lost", T0 + timedelta(seconds=42), "dtmf", "5"))
+        apply(s, call_started("c-lost"))
+        apply(s, EventRecord("c-lost", T0 + timedelta(seconds=42), "dtmf", "5"))
     writer = CallLogWriter(DBOptions(url=sqlite_url, spool_dir=str(tmp_path / "spool")))
     try:
         assert writer.flush() and wait_until(lambda: writer.healthy)
