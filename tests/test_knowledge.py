@@ -157,6 +157,26 @@ def test_a_reply_that_makes_a_number_up_is_not_said():
     assert said[-1] == result.reply_text
 
 
+def test_strictly_a_fact_number_said_of_something_no_fact_mentions_is_unfounded():
+    # The under-load 0.5B's answers (bench answers): the library's own numbers, lent out.
+    cfg = load_config(ROOT / "config.toml")
+    k = Knowledge(cfg.profiles["default"].facts)
+    museum = ("The phone number of the city museum is 555 0142.",
+              "What is the phone number of the city museum?")
+    assert k.unfounded(*museum, strict=True) == {"city", "museum"}
+    assert k.unfounded(*museum) == set()  # the 1.5B echoes words: not strict by default
+    assert k.unfounded("The coffee shop next door opens at 9 am.",
+                       "What time does the coffee shop next door open?", strict=True) == {
+                           "coffee", "shop", "door"}
+    # A number the caller gave may be said back; a fact's number said of what they asked is fine.
+    assert k.unfounded("Yes, you can borrow 5 museum passes.", "Can I borrow 5 museum passes?",
+                       strict=True) == set()
+    assert k.unfounded("A new library card costs 2 dollars.",
+                       "My card got stolen, what does a replacement cost?", strict=True) == set()
+    assert cfg.profiles["lite"].llm.strict_numbers
+    assert not cfg.profiles["default"].llm.strict_numbers
+
+
 def test_a_reply_that_claims_what_no_fact_holds_is_not_said():
     # The 1.5B's answer in every voice group (bench answers): whether there is one, it knows not.
     result, said = say_with_facts("We don't have a 3D printer. Printing is 10 cents a page.",

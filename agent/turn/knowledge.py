@@ -19,8 +19,12 @@ before it is spoken: one that states a number that neither the persona, its fact
 caller gave is not said (:meth:`Knowledge.unfounded`); the profile's ``dont_know`` is. So is one
 that says the library has, or lets you book, something the caller named and no fact mentions
 ("We don't have a 3D printer.", "Yes, you can rent the meeting hall for a wedding."): a claim
-without a number, the kind the 1.5B still made (bench answers). One that says the library is
-open on a day a fact says it is closed is replaced by that fact (:meth:`Knowledge.contradicted`).
+without a number, the kind the 1.5B still made (bench answers). With ``llm.strict_numbers``,
+so is any number said of such a thing ("The phone number of the city museum is 555 0142.", the
+library's: the under-load 0.5B lends the facts' numbers out; the 1.5B echoes the caller's words,
+"The loan period for DVDs is 1 week.", and would lose right answers). One that says the
+library is open on a day a fact says it is closed is replaced by that fact
+(:meth:`Knowledge.contradicted`).
 """
 
 from __future__ import annotations
@@ -229,15 +233,19 @@ class Knowledge:
             return NO_NOTES
         return NOTES.format(facts="\n".join(f.text for f in found))
 
-    def unfounded(self, clause: str, given: str) -> set[str]:
+    def unfounded(self, clause: str, given: str, strict: bool = False) -> set[str]:
         """What ``clause`` states that no fact or the persona holds: numbers and claimed things.
 
         ``given``: the caller's words. A number neither they nor a fact hold is made up; so is a
         claim (:data:`_CLAIM`) about a word of theirs that no fact mentions: the model knows
-        nothing about it, whether it says yes or no. A number is returned as its digits, a
-        claimed word as said.
+        nothing about it, whether it says yes or no. ``strict``: so is a number, even one a
+        fact holds, stated beside such a word ("The phone number of the city museum is 555
+        0142.", the library's: the under-load 0.5B, bench answers). A number is returned as its
+        digits, a word as said.
         """
-        return (numbers(clause) - self._known - numbers(given)) | self._claimed(clause, given)
+        stated = numbers(clause) - numbers(given)
+        return (stated - self._known) | self._claimed(clause, given) | (
+            self._unknown_words(clause, set(terms(given))) if strict and stated else set())
 
     def contradicted(self, sentence: str) -> Fact | None:
         """A fact saying the library is closed on a day that ``sentence`` says it is open.
@@ -256,13 +264,18 @@ class Knowledge:
         """The words of ``given`` that ``clause`` makes a claim about and no fact mentions."""
         if _UNSURE.search(clause):  # "I don't know whether we have a 3D printer": no claim
             return set()
-        said, out = set(terms(given)), set()
-        for m in _CLAIM.finditer(clause):
-            for w in re.findall(r"[a-z0-9']+", m[m.lastgroup].lower()):
-                s = stem(w)
-                known = self._vocabulary.intersection((s, *_SYNONYMS.get(s, ())))
-                if w not in STOP and len(w) > 1 and s in said and not known:
-                    out.add(w)
+        said = set(terms(given))
+        return set().union(*(self._unknown_words(m[m.lastgroup], said)
+                             for m in _CLAIM.finditer(clause)))
+
+    def _unknown_words(self, text: str, said: set[str]) -> set[str]:
+        """The words of ``text``, as said, whose stem is in ``said`` and in no fact or synonym."""
+        out = set()
+        for w in re.findall(r"[a-z0-9']+", text.lower()):
+            s = stem(w)
+            known = self._vocabulary.intersection((s, *_SYNONYMS.get(s, ())))
+            if w not in STOP and len(w) > 1 and s in said and not known:
+                out.add(w)
         return out
 
 

@@ -241,7 +241,8 @@ class Reply(ToolSteps):
         k, names = self.runner.knowledge, self.runner.tools.names
         # Only the fact checks need facts: a profile without them still never reads out a
         # slot, nor, with tools, talks about them.
-        made_up = k.unfounded(sentence, self.result.transcript) if k is not None else set()
+        made_up = (k.unfounded(sentence, self.result.transcript,
+                               self.runner.profile.llm.strict_numbers) if k is not None else set())
         wrong = k.contradicted(sentence) if k is not None else None
         slot = placeholder(chunk)
         if not made_up and not wrong and not slot and not (names and names_a_tool(chunk, names)):
