@@ -151,7 +151,6 @@ class Scheduler:
     def __init__(self, slots: int = 1, pairs: bool = True, workers: int = 8):
         self.slots = slots
         self.pairs = pairs
-        self.workers = workers
         self._narrow: list[_Waiter] = []
         """Narrow jobs running now (two of them fill a slot)."""
         self._lock = threading.Lock()
@@ -174,6 +173,11 @@ class Scheduler:
         self._timer = threading.Condition(threading.Lock())
         self._timer_thread: threading.Thread | None = None
         self._observers: list[Callable[[JobTrace], None]] = []
+
+    @property
+    def workers(self) -> int:
+        """Threads that run submitted work (its :class:`~models.workpool.WorkPool`'s)."""
+        return self._pool.workers
 
     def submit(self, fn: Callable, *args, stage: str, priority: PriorityLike | None = None,
                cancel: threading.Event | None = None) -> Future:

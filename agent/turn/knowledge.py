@@ -113,7 +113,7 @@ _CLAIM = re.compile(
 
 _DAYS = ("monday tuesday wednesday thursday friday saturday sunday weekend holiday christmas "
          "easter thanksgiving").split()
-_DAY = re.compile(rf"\b(?:{'|'.join(_DAYS)})s?\b|\b(?:[A-Z][a-z']+ )+Day\b")
+_DAY = re.compile(rf"\b(?i:{'|'.join(_DAYS)})s?\b|\b(?:[A-Z][a-z']+ )+Day\b")
 """A day a library may be closed on: a weekday, a holiday by name ("Independence Day")."""
 _OPEN = re.compile(r"\bopen(?:s|ed)?\b", re.I)
 _NOT_OPEN = re.compile(r"\bclos|\bnot\b|n't\b|\bexcept|\bbut\b|\bno\b|\bonly\b", re.I)
@@ -122,7 +122,7 @@ _NOT_OPEN = re.compile(r"\bclos|\bnot\b|n't\b|\bexcept|\bbut\b|\bno\b|\bonly\b",
 
 
 def _days(text: str) -> set[str]:
-    return {stem(d) for d in _DAY.findall(text) + _DAY.findall(text.lower())}
+    return {stem(d) for d in _DAY.findall(text)}
 
 
 _UNSURE = re.compile(r"\b(?:don't|do not|doesn't|does not) know\b|\bnot sure\b", re.I)
@@ -243,9 +243,9 @@ class Knowledge:
         0142.", the library's: the under-load 0.5B, bench answers). A number is returned as its
         digits, a word as said.
         """
-        stated = numbers(clause) - numbers(given)
-        return (stated - self._known) | self._claimed(clause, given) | (
-            self._unknown_words(clause, set(terms(given))) if strict and stated else set())
+        stated, said = numbers(clause) - numbers(given), set(terms(given))
+        return (stated - self._known) | self._claimed(clause, said) | (
+            self._unknown_words(clause, said) if strict and stated else set())
 
     def contradicted(self, sentence: str) -> Fact | None:
         """A fact saying the library is closed on a day that ``sentence`` says it is open.
@@ -260,11 +260,10 @@ class Knowledge:
         said = _days(sentence)
         return next((f for f, days in self._closed if said & days), None)
 
-    def _claimed(self, clause: str, given: str) -> set[str]:
-        """The words of ``given`` that ``clause`` makes a claim about and no fact mentions."""
+    def _claimed(self, clause: str, said: set[str]) -> set[str]:
+        """The caller's words (``said``, stemmed) a claim of ``clause`` is about, in no fact."""
         if _UNSURE.search(clause):  # "I don't know whether we have a 3D printer": no claim
             return set()
-        said = set(terms(given))
         return set().union(*(self._unknown_words(m[m.lastgroup], said)
                              for m in _CLAIM.finditer(clause)))
 
