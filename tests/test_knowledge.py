@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 
 from agent.bench.answers_questions import QUESTIONS, UNKNOWN, invented, right
-from agent.turn.knowledge import NO_NOTES, Knowledge, numbers, placeholder, stem
+from agent.turn.knowledge import (
+    NO_NOTES, Knowledge, numbers, placeholder, refuses, stem,
+)
 from dialplan import ConfigError, load_config, parse_config
 from dialplan.knowledge import Fact, load_facts
 
@@ -225,6 +227,17 @@ def test_a_reply_with_a_template_slot_is_not_said():
     assert "I don't know that" in result.reply_text
     assert placeholder("Call 555-XXXX or write to {name}") and placeholder("Hi <name>")
     assert not placeholder("Story time is at 10:30 am, no sign-up needed.")
+
+
+def test_a_reply_that_turns_the_caller_away_offers_someone_who_knows_instead():
+    # The under-load 0.5B's answer to fact and unknown questions alike (bench answers).
+    result, said = say_with_facts("We're sorry, but I can't assist with that.",
+                                  "Can I rent the meeting hall for a wedding?")
+    assert "refuses" in result.unfounded and "assist" not in result.reply_text
+    assert said[-1] == result.reply_text and "put you through" in result.reply_text
+    assert refuses("I am unable to help you with that request.")
+    for fine in ("We can help with that.", "I can't help but agree: it is free."):
+        assert not refuses(fine), fine
 
 
 def test_a_profile_without_facts_still_never_reads_out_a_slot():

@@ -139,6 +139,22 @@ def placeholder(text: str) -> bool:
     return bool(_SLOT.search(text))
 
 
+_REFUSES = re.compile(
+    r"\b(?:can'?t|cannot|can not|(?:am|are|is) (?:unable|not able) to) (?:assist|help)"
+    r"(?: you)?(?=\s*(?:with\b|[.,!]|$))", re.I)
+"""Read on the sentence so far, so a first clause that ends there ("We're sorry, but I can't
+assist") is not said either."""
+
+
+def refuses(text: str) -> bool:
+    """Whether ``text`` turns the caller away ("I'm sorry, but I can't assist with that.").
+
+    The under-load 0.5B says so to questions its facts answer and to ones they do not (bench
+    answers): a dead end, where ``dont_know`` offers the caller someone who knows.
+    """
+    return bool(_REFUSES.search(text))
+
+
 def stem(word: str) -> str:
     """A crude English stem: enough for "opens"/"open", "prices"/"price", "children's"."""
     w = word.lower().replace("’", "'").removesuffix("'s").strip("'")

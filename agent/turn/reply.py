@@ -30,7 +30,7 @@ import numpy as np
 
 from agent.turn.doubt import doubtful
 from agent.turn.intent import farewell, names_a_tool, promised_transfer
-from agent.turn.knowledge import placeholder
+from agent.turn.knowledge import placeholder, refuses
 from agent.turn.reply_tools import ToolSteps
 from agent.turn.result import TurnResult
 from agent.turn.runner import TurnRunner
@@ -233,10 +233,11 @@ class Reply(ToolSteps):
         """Whether ``chunk`` must not be said (``dont_know`` is said instead).
 
         It states a number or makes a claim no fact holds, leaves a template's slot unfilled,
-        or talks about the tools instead of using them. One that says the library is open on a
-        day a fact says it is closed is replaced by that fact. Claims are read in the
-        ``sentence`` so far: a short first clause ("Yes, you can rent the meeting hall") may
-        leave what it is about ("for a wedding.") to the next.
+        turns the caller away with nowhere to go, or talks about the tools instead of using
+        them. One that says the library is open on a day a fact says it is closed is replaced
+        by that fact. Claims are read in the ``sentence`` so far: a short first clause ("Yes,
+        you can rent the meeting hall") may leave what it is about ("for a wedding.") to the
+        next.
         """
         k, names = self.runner.knowledge, self.runner.tools.names
         # Only the fact checks need facts: a profile without them still never reads out a
@@ -245,10 +246,12 @@ class Reply(ToolSteps):
                                self.runner.profile.llm.strict_numbers) if k is not None else set())
         wrong = k.contradicted(sentence) if k is not None else None
         slot = placeholder(chunk)
-        if not made_up and not wrong and not slot and not (names and names_a_tool(chunk, names)):
+        refused = refuses(sentence)
+        if not (made_up or wrong or slot or refused or names and names_a_tool(chunk, names)):
             return False
         why = ", ".join(sorted(made_up)) or ("contradicts a fact" if wrong else
-                                             "a placeholder" if slot else "names a tool")
+                                             "a placeholder" if slot else
+                                             "refuses" if refused else "names a tool")
         self.result.unfounded = f"{chunk} ({why})"
         self._close_stream()
         self._put(wrong.text if wrong else self.runner.profile.dont_know)
