@@ -8,7 +8,12 @@ import pytest
 
 from agent.bench.answers_questions import QUESTIONS, UNKNOWN, invented, right
 from agent.turn.knowledge import (
-    NO_NOTES, Knowledge, numbers, placeholder, refuses, stem,
+    NO_NOTES,
+    Knowledge,
+    numbers,
+    placeholder,
+    refuses,
+    stem,
 )
 from dialplan import ConfigError, load_config, parse_config
 from dialplan.knowledge import Fact, load_facts
@@ -227,6 +232,15 @@ def test_a_reply_with_a_template_slot_is_not_said():
     assert "I don't know that" in result.reply_text
     assert placeholder("Call 555-XXXX or write to {name}") and placeholder("Hi <name>")
     assert not placeholder("Story time is at 10:30 am, no sign-up needed.")
+
+
+def test_a_reply_that_gives_for_free_what_no_fact_mentions_is_not_said():
+    # The under-load 0.5B's answer to "How much are passport photos?" (bench answers).
+    result, _ = say_with_facts("We know that passport photos are free for anyone in town.",
+                               "How much are passport photos at the library?")
+    assert "passport" in result.unfounded and "free" not in result.reply_text
+    result, _ = say_with_facts("Yes, scanning is free.", "Is scanning free?")  # a fact says so
+    assert result.unfounded == "" and result.reply_text == "Yes, scanning is free."
 
 
 def test_a_reply_that_turns_the_caller_away_offers_someone_who_knows_instead():

@@ -106,9 +106,11 @@ _CLAIM = re.compile(
     r"\b(?:we|the library)\s+(?:do not |don't |does not |doesn't |do |does |also |only )?"
     r"(?:have|has|offer|offers|sell|sells|rent|rents|lend|lends)\b(?P<what>[^.!?;:]*)"
     r"|\bthere (?:is|are)\b(?P<there>[^.!?;:]*)"
-    r"|\byou can(?:not|'t)? (?:rent|book|reserve|hire)\b(?P<booked>[^.!?;:]*)", re.I)
-"""What a reply claims the library has (or has not) or lets a caller book: "We don't have a
-3D printer", "there is no café", "you can rent the meeting hall for a wedding"."""
+    r"|\byou can(?:not|'t)? (?:rent|book|reserve|hire)\b(?P<booked>[^.!?;:]*)"
+    r"|(?P<free>[^.!?;:,]*)\b(?:is|are) free\b", re.I)
+"""What a reply claims the library has (or has not), lets a caller book, or gives for nothing:
+"We don't have a 3D printer", "there is no café", "you can rent the meeting hall for a
+wedding", "passport photos are free" (the under-load 0.5B, of a price no fact holds)."""
 
 
 _DAYS = ("monday tuesday wednesday thursday friday saturday sunday weekend holiday christmas "
