@@ -17,9 +17,10 @@ told only that they know nothing else, they answer from the facts and mostly adm
 but some still make a number up (bench answers). So a reply's every clause is also checked
 before it is spoken: one that states a number that neither the persona, its facts nor the
 caller gave is not said (:meth:`Knowledge.unfounded`); the profile's ``dont_know`` is. So is one
-that says the library has, or lets you book, something the caller named and no fact mentions
-("We don't have a 3D printer.", "Yes, you can rent the meeting hall for a wedding."): a claim
-without a number, the kind the 1.5B still made (bench answers). With ``llm.strict_numbers``,
+that says the library has, lets you book, or gives free something the caller named and no fact
+mentions ("We don't have a 3D printer.", "Yes, you can rent the meeting hall for a wedding.",
+"Passport photos are free."): a claim without a number, the kind the 1.5B still made (bench
+answers); and one that turns the caller away (:func:`refuses`). With ``llm.strict_numbers``,
 so is any number said of such a thing ("The phone number of the city museum is 555 0142.", the
 library's: the under-load 0.5B lends the facts' numbers out; the 1.5B echoes the caller's words,
 "The loan period for DVDs is 1 week.", and would lose right answers). One that says the
