@@ -30,7 +30,7 @@ from agent.sip.audiolink import AudioLink
 from agent.turn.load import LoadPolicy
 from agent.turn.runner import Stages, TurnRunner
 from db.records import CallLog, Record, TurnRecord
-from dialplan.options import Profile
+from dialplan.profile import Profile
 from models.audio import PHONE_RATE, SPEECH_RMS, rms, speech_runs, through_phone_line
 
 FRAME_S = 0.02

@@ -1,9 +1,10 @@
 """Parse ``config.toml`` once into typed, validated objects.
 
-Every key is checked against the dataclasses in :mod:`dialplan.options` and
-:mod:`dialplan.sip`: an unknown key or a value of the wrong type fails at start with
-:class:`ConfigError` naming the full key (``profiles.fast.llm.max_tokens``), never mid-call.
-Profiles are merged here, so each :class:`~dialplan.options.Profile` is complete and validated
+Every key is checked against the dataclasses in :mod:`dialplan.options`,
+:mod:`dialplan.profile` and :mod:`dialplan.sip`: an unknown key or a value of the wrong type
+fails at start with :class:`ConfigError` naming the full key (``profiles.fast.llm.max_tokens``),
+never mid-call.
+Profiles are merged here, so each :class:`~dialplan.profile.Profile` is complete and validated
 on its own. What the file leaves to the environment (an OpenAI-compatible server's key,
 :data:`API_KEY_ENV`; ``sip.auth``'s passwords, :func:`sip_passwords`) is read here too, the one
 place outside the CLI that reads it.
@@ -23,16 +24,14 @@ from typing import Any, Literal
 
 from dialplan.knowledge import KnowledgeError, load_facts
 from dialplan.options import (
-    BUILTIN_TOOLS,
     ASROptions,
     AudioOptions,
     DBOptions,
-    HttpTool,
     LimitOptions,
     LLMOptions,
-    Profile,
     TTSOptions,
 )
+from dialplan.profile import BUILTIN_TOOLS, HttpTool, Profile
 from dialplan.sip import SIPAuthOptions, SIPOptions
 
 STAGE_SECTIONS: dict[str, type] = {

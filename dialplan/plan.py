@@ -1,4 +1,4 @@
-"""Route a called extension to its merged :class:`~dialplan.options.Profile`.
+"""Route a called extension to its merged :class:`~dialplan.profile.Profile`.
 
 Pure data: no SIP, no models. ``resolve`` returning ``None`` means the extension is unknown
 (the SIP layer answers 404).
@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from dialplan.config import Config
-from dialplan.options import KOKORO_VOICE, Profile, TTSOptions
+from dialplan.options import KOKORO_VOICE, TTSOptions
+from dialplan.profile import Profile
 
 
 @dataclass(frozen=True)

@@ -34,15 +34,12 @@ a few ms after the last one ends, and a job of a lower level granted in that gap
 first (bench call, 4 at once). The
 job's level is read again as it ends (a speculative pass whose caller has stopped is now the
 real one), and a speculative turn keeps the slot from later speculative work too.
-Two urgent jobs of different turns may share the cores, one each (:data:`PAIR_LEVEL`, a job
-that says ``narrow=True``): a model gains far less than twice from a second thread (every
-stage alike), so two callers' jobs side by side on one thread each get more done than the
-same jobs one after another on two (each pair of stages alone; bench call, 4 at once, with
-pairing on and off). A job reads what it got from :meth:`cores`.
-A job that would rather have both cores (``patient``: a prompt) still takes one that a less
-urgent job left free rather than wait for that job's end.
-Imports only :mod:`models.priority` and :mod:`models.workpool`: models call it, the agent
-sets priorities.
+Two urgent jobs of different turns may share the cores, one each (a job that says
+``narrow=True``; who may pair with whom is :mod:`models.pairing`'s). A job reads what it got
+from :meth:`cores`. A job that would rather have both cores (``patient``: a prompt) still takes
+one that a less urgent job left free rather than wait for that job's end.
+Imports only :mod:`models.priority`, :mod:`models.pairing` and :mod:`models.workpool`: models
+call it, the agent sets priorities.
 """
 
 from __future__ import annotations
@@ -56,6 +53,7 @@ from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from models.pairing import PAIR_LEVEL, Waiter, best_partner
 from models.priority import (
     JobCancelled,
     Priority,
@@ -67,9 +65,6 @@ from models.priority import (
 from models.workpool import WorkPool
 
 _POLL_S = 0.01  # how soon a waiting job notices its cancel event
-PAIR_LEVEL = Priority.SPECULATIVE
-"""Jobs at this level or more urgent may run side by side on a core each: what callers wait
-for. Less urgent work (the rest of a reply, priming) keeps both cores and the old order."""
 HANDOFF_S = 0.03
 """How long after a turn's urgent job ends the slot waits for the turn's next one before a
 less urgent job may take it (bench call, 4 at once: the turn's next job is queued well
@@ -107,30 +102,6 @@ class JobTrace:
     """What the job said of its work (:meth:`Scheduler.note`), e.g. an LLM step's tokens."""
 
 
-class _Waiter:
-    __slots__ = ("cancel", "cancelled", "cores", "deadline", "event", "level", "narrow",
-                 "patient", "priority", "seq", "stage")
-
-    def __init__(self, priority: PriorityLike, seq: int, stage: str,
-                 cancel: threading.Event | None, narrow: bool = False, patient: bool = False):
-        self.priority = priority
-        self.seq = seq
-        self.stage = stage
-        self.cancel = cancel
-        self.narrow = narrow
-        self.patient = patient
-        self.cores = 0
-        """Cores it was handed (0: all of them, a whole slot)."""
-        self.deadline = 0.0
-        self.cancelled = False
-        self.level = int(Priority.BACKGROUND)
-        """Its priority level when it was handed the slot."""
-        self.event = threading.Event()
-
-    def rank(self) -> tuple[int, float, int]:
-        return (*rank_of(self.priority), self.seq)
-
-
 class Scheduler:
     """Hands ``slots`` run slots to model jobs in priority order (FIFO within a priority).
 
@@ -151,11 +122,11 @@ class Scheduler:
     def __init__(self, slots: int = 1, pairs: bool = True, workers: int = 8):
         self.slots = slots
         self.pairs = pairs
-        self._narrow: list[_Waiter] = []
+        self._narrow: list[Waiter] = []
         """Narrow jobs running now (two of them fill a slot)."""
         self._lock = threading.Lock()
         self._running = 0
-        self._waiting: list[_Waiter] = []
+        self._waiting: list[Waiter] = []
         self._seq = itertools.count()
         self._pool = WorkPool(workers, self._seq)
         self._jobs = 0
@@ -232,7 +203,7 @@ class Scheduler:
         t0 = time.monotonic()
         with self._lock:
             self._jobs += 1
-            waiter = _Waiter(prio, next(self._seq), stage, current_cancel(), narrow, patient)
+            waiter = Waiter(prio, next(self._seq), stage, current_cancel(), narrow, patient)
             self._waiting.append(waiter)
             self._max_waiting = max(self._max_waiting, len(self._waiting))
             self._grant_locked()
@@ -310,7 +281,7 @@ class Scheduler:
         if self._observers:
             self._local.note = text
 
-    def _wait(self, waiter: _Waiter) -> None:
+    def _wait(self, waiter: Waiter) -> None:
         """Until ``waiter`` is granted a slot, or cancelled (then it leaves the queue)."""
         if waiter.cancel is None:
             waiter.event.wait()
@@ -338,8 +309,9 @@ class Scheduler:
                 if len(self._narrow) == 1:
                     w = self._narrow[0]
                     running = min(rank_of(w.priority), (w.level, w.deadline))
-                partner = self._partner(best, rank, {w.deadline for w in self._narrow},
-                                        running=running)
+                partner = best_partner(self._waiting, best, rank,
+                                       {w.deadline for w in self._narrow}, self.pairs,
+                                       running=running)
                 if partner is None:
                     if any(w.narrow for w in self._waiting):  # no other job can take the core
                         self._hand_off_later(RECHECK_S)
@@ -348,7 +320,8 @@ class Scheduler:
                 continue
             if self._running + len(self._narrow) // 2 >= self.slots:
                 return
-            partner = self._partner(best, rank, {rank[1]}, besides=best)
+            partner = best_partner(self._waiting, best, rank, {rank[1]}, self.pairs,
+                                   besides=best)
             if self._hand(best, rank, cores=1 if partner else 0) and partner:
                 self._hand(*partner, cores=1)  # at once: a wide job ranked between waits
 
@@ -369,7 +342,7 @@ class Scheduler:
             return left
         return 0.0
 
-    def _hand(self, job: _Waiter, rank: tuple[int, float, int], cores: int) -> bool:
+    def _hand(self, job: Waiter, rank: tuple[int, float, int], cores: int) -> bool:
         """Give ``job`` a whole slot (``cores`` 0) or one core; False if it was cancelled."""
         self._waiting.remove(job)
         if job.cancel is not None and job.cancel.is_set():
@@ -385,35 +358,6 @@ class Scheduler:
             self._urgent += 1  # counted as it is handed the slot: quiet_for sees no gap
         job.event.set()
         return True
-
-    def _pairable(self, job: _Waiter, rank: tuple[int, float, int],
-                  running: tuple[int, float] | None = None) -> bool:
-        if not (self.pairs and job.narrow and rank[0] <= PAIR_LEVEL):
-            return False
-        if not job.patient:
-            return True
-        # Else first-audio prompts and steps waited beside another caller's speculative pass,
-        # one core idle (bench call, 4 at once).
-        return running is not None and rank[:2] < running
-
-    def _partner(self, best: _Waiter, rank: tuple[int, float, int], taken: set[float],
-                 besides: _Waiter | None = None,
-                 running: tuple[int, float] | None = None) -> tuple[_Waiter, tuple] | None:
-        """The most urgent waiting job to run on one core beside the turns of ``taken``.
-
-        Those are deadlines of turns with a job running or being handed a core; ``running`` is
-        the rank of a narrow job running alone on the other core. None if there is none, or if
-        ``best`` (the most urgent job of all) may not pair: it then waits for a whole slot.
-
-        Both narrow and urgent, and of different turns: a turn's own jobs follow one another,
-        and its first clause's speech must not run at half speed beside the rest of its reply.
-        """
-        if not self._pairable(best, rank, running):
-            return None
-        for r, w in sorted((w.rank(), w) for w in self._waiting if w is not besides):
-            if self._pairable(w, r, running) and r[1] not in taken:
-                return w, r
-        return None
 
     def quiet_for(self, seconds: float) -> bool:
         """No work but background has run, or waited, for the last ``seconds``.

@@ -5,7 +5,7 @@ import threading
 import pytest
 
 from agent.turn.runner import TurnRunner
-from dialplan.options import Profile
+from dialplan.profile import Profile
 from models.llm.base import Message
 from tests.fakes import FakeLLM, FakeTTS, fake_stages
 from tests.replies import answer

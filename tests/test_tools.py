@@ -17,7 +17,7 @@ from agent.turn.intent import farewell
 from agent.turn.runner import TurnRunner
 from agent.turn.tools import Toolbox, ToolCall, ToolCallScanner, target_of
 from dialplan.config import parse_config
-from dialplan.options import DirectoryEntry
+from dialplan.profile import DirectoryEntry
 from models.llm.base import Message, Piece
 
 pytestmark = pytest.mark.unit
@@ -257,7 +257,7 @@ def test_took_leave(words, leave):
 def test_take_message_is_refused_unless_the_caller_asks_to_leave_one(words, asks):
     from agent.turn.intent import asks_for_message
     from agent.turn.tools import Toolbox
-    from dialplan.options import Profile
+    from dialplan.profile import Profile
 
     assert asks_for_message(words) is asks
     box = Toolbox(Profile(name="p", tools=["take_message"]))

@@ -41,8 +41,9 @@ from agent.bench.wer.line import CONDITIONS, REFERENCE, apply, seed_for
 from agent.turn.knowledge import known_numbers as numbers_in
 from agent.turn.runner import StageCache, TurnRunner
 from dialplan import Config
-from dialplan.options import Profile, TTSOptions
+from dialplan.options import TTSOptions
 from dialplan.plan import under_load
+from dialplan.profile import Profile
 from models import catalog
 from models.asr.base import Transcript
 from models.audio import ASR_RATE

@@ -15,7 +15,7 @@ import numpy as np
 from agent.bench.answers_questions import FACT, UNKNOWN
 from agent.bench.header import markdown_header
 from agent.bench.wer.stats import bootstrap_ci, corpus_wer
-from dialplan.options import Profile
+from dialplan.profile import Profile
 
 Z95 = 1.96
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from agent.turn.runner import Stages
 from agent.turn.textsplit import ClauseSplitter, speakable
-from dialplan.options import Profile
+from dialplan.profile import Profile
 from models.audio import ASR_RATE, PHONE_RATE, pcm16_to_float, resample, through_phone_line
 from models.llm.base import Message
 

@@ -50,8 +50,9 @@ from agent.turn.runner import StageCache, TurnRunner
 from agent.turn.timeline import TurnTimeline
 from agent.turn.tools import target_of
 from dialplan import Config, parse_config
-from dialplan.options import Profile, TTSOptions
+from dialplan.options import TTSOptions
 from dialplan.plan import under_load
+from dialplan.profile import Profile
 from models import catalog
 from models.asr.base import Transcript
 from models.audio import ASR_RATE

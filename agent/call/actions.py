@@ -28,7 +28,7 @@ from agent import log
 from agent.call.recorder import CallRecorder
 from agent.call.turn import Turn
 from agent.turn.tools import ToolCall, spoken_name, target_of, tool_response
-from dialplan.options import Profile
+from dialplan.profile import Profile
 from models.audio import ASR_RATE
 from models.llm.base import Message
 

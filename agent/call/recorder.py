@@ -23,7 +23,7 @@ from db.records import (
     ToolCallRecord,
     TurnRecord,
 )
-from dialplan.options import Profile
+from dialplan.profile import Profile
 
 
 @dataclass

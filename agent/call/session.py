@@ -1,16 +1,17 @@
 """One phone call's conversation: an explicit state machine over audio frames and turns.
 
 A :class:`CallSession` is an actor: one loop, on one thread, owns every piece of the call's and
-its turns' state (VAD stream, resampler, segmenter, history, playout, turns) and handles one
-message at a time from its inbox. Model work never runs there: it is submitted to the process
-scheduler (:mod:`agent.call.jobs`) and its completion comes back as a message, so there are no
-turn threads, no locks on call state and no polling. The session connects the parts of a call
-and implements none: turn-taking is :class:`~agent.call.turntaking.TurnTaking`'s, a turn's work
-:class:`~agent.call.worker.TurnWorker`'s, records :class:`~agent.call.recorder.CallRecorder`'s,
-barge-in :class:`~agent.call.bargein.BargeInGate`'s. :class:`~agent.call.state.CallState` is
-the only place a state changes. Frames come through :attr:`CallSession.link` (pjsua2's clock
-thread, or :class:`~agent.simulate.SimulatedLine`) and go out of
-:class:`~agent.call.playout.Playout`. Imports no pjsua2 and no database code.
+its turns' state (inbound audio path, history, playout, turns) and handles one message at a
+time from its inbox. Model work never runs there: it is submitted to the process scheduler
+(:mod:`agent.call.jobs`) and its completion comes back as a message, so there are no turn
+threads, no locks on call state and no polling. The session connects the parts of a call and
+implements none: the caller's audio on its way in (resampler, VAD segmenter, barge-in gate) is
+:class:`~agent.call.inbound.Inbound`'s, turn-taking :class:`~agent.call.turntaking.TurnTaking`'s,
+a turn's work :class:`~agent.call.worker.TurnWorker`'s, records
+:class:`~agent.call.recorder.CallRecorder`'s. :class:`~agent.call.state.CallState` is the only
+place a state changes. Frames come through :attr:`CallSession.link` (pjsua2's clock thread, or
+:class:`~agent.simulate.SimulatedLine`) and go out of :class:`~agent.call.playout.Playout`.
+Imports no pjsua2 and no database code.
 """
 from __future__ import annotations
 
@@ -25,8 +26,8 @@ import numpy as np
 
 from agent import log
 from agent.call.actions import CallActions, Line
-from agent.call.bargein import BargeInGate
 from agent.call.clock import REAL_TIME, Clock
+from agent.call.inbound import Inbound
 from agent.call.inputs import CallInputs
 from agent.call.jobs import CallJobs
 from agent.call.messages import (
@@ -51,24 +52,15 @@ from agent.call.recorder import CallInfo, CallRecorder
 from agent.call.recording import recording_for
 from agent.call.state import CallState, State, StateChanged
 from agent.call.timers import TIMERS
-from agent.call.turntaking import RESUMED_GRACE_S, TurnTaking
+from agent.call.turntaking import TurnTaking
 from agent.call.worker import TurnWorker
 from agent.sip.audiolink import AudioLink
 from agent.turn.load import LoadPolicy
 from agent.turn.runner import Stages, TurnRunner
 from db.records import CallLog
-from dialplan.options import Profile
-from models.audio import line_resampler, pcm16_to_float, rms
+from dialplan.profile import Profile
 from models.llm.base import Message as ChatMessage
 from models.priority import Priority
-from models.vad.segmenter import (
-    Segmenter,
-    SpeechPaused,
-    SpeechResumed,
-    SpeechSoFar,
-    SpeechStarted,
-    Utterance,
-)
 
 HANGUP_WAIT_S = 5.0  # no disconnect after our BYE: end anyway, do not hold the slot
 FINISH_WAIT_S = 5.0
@@ -113,10 +105,6 @@ class CallSession(CallInputs):
         self._hangup = hangup
         self._phrase = phrase
         self.runner = TurnRunner(stages, profile, out_rate=rate, clock=clock.now, phrases=phrase)
-        self._segmenter = Segmenter(stages.vad.new_stream(), profile.audio,
-                                    model=stages.vad.model_name)
-        self._to16k = line_resampler(rate)
-        self._gate = BargeInGate(profile.audio)
         self.playout = Playout(rate, clock=clock.now)
         self.link = AudioLink(sink=self._on_frame, source=self.playout.next_frame)
         self.recording = recording_for(profile.recording, media_dir, self.call_id, rate,
@@ -137,6 +125,8 @@ class CallSession(CallInputs):
                             clock.now, self.load, under_load=under_load,
                             keep=self.actions.keep)
         self.turntaking = TurnTaking(self.call_id, profile.audio, worker, self._rec, self._call)
+        self.inbound = Inbound(profile.audio, stages.vad, rate, self.turntaking, self.playout,
+                               on_speech=self._caller_spoke, on_barge_in=self._barge_in)
         self.barge_ins = 0
         self.codec = ""
         self.end_reason = ""
@@ -148,7 +138,6 @@ class CallSession(CallInputs):
         self._hangup_sent_at: float | None = None
         self._priming: Future | None = None
         self._frames_done = 0
-        self._line_s = 0.0  # seconds of inbound audio fed to the segmenter
         self._progress = threading.Condition()
         self._thread = threading.Thread(target=self._run, name=f"call-{self.call_id[:6]}",
                                         daemon=True)
@@ -177,7 +166,7 @@ class CallSession(CallInputs):
     def idle(self) -> bool:
         """Listening, nothing computing, nothing playing: the caller has the floor."""
         return (self.state == "listening" and not self.computing and not self.playout.busy
-                and not self._segmenter.in_speech and not self._rec.pending)
+                and not self.inbound.in_speech and not self._rec.pending)
 
     # ---- inputs (any thread): see CallInputs ---------------------------------------------
 
@@ -272,37 +261,11 @@ class CallSession(CallInputs):
     def _on_audio(self, at: float, data: bytes) -> None:
         if self.state in ("ringing", "ended"):
             return
-        level = rms(data)
-        events = self._segmenter.feed(self._to16k.process(pcm16_to_float(data)))
         talking = self.state in ("greeting", "speaking") and not self._closing
-        if talking and self.playout.busy:
-            if self._gate.update(self._segmenter.last_probability, level, self.playout.level):
-                self._barge_in(at)
-        self._line_s += len(data) / 2 / self.rate
-        closing = bool(self._closing)
-        self.turntaking.caller_speaking(self._segmenter.speech_start_s is not None)
-        for ev in events:
-            if isinstance(ev, SpeechStarted):
-                self._idle_since = at
-                if self.turntaking.speech_started(self._stamp(ev.start_s, at)):
-                    self._stop_reply()  # it began over the caller's turn
-            elif isinstance(ev, SpeechPaused):
-                self.turntaking.speech_paused(ev, self._stamp(ev.end_s, at), closing)
-            elif isinstance(ev, SpeechResumed):
-                self.turntaking.speech_resumed()
-            elif isinstance(ev, SpeechSoFar):
-                self.turntaking.speech_so_far(ev)
-            elif isinstance(ev, Utterance):
-                self.turntaking.utterance(ev, self._stamp(ev.end_s, at), at, closing)
+        self.inbound.feed(at, data, talking, closing=bool(self._closing))
 
-    def _stamp(self, audio_s: float, at: float) -> float:
-        """Clock stamp of a point of the inbound audio, from the arrival of the newest frame.
-
-        Line time, not segmenter time: the VAD sees the line through the 16 kHz resampler
-        (3 ms behind with :class:`~models.audio.LineUpsampler`; soxr, on other line rates,
-        releases ~100 ms every 5 frames) and in 32 ms chunks.
-        """
-        return at - (self._line_s - audio_s)
+    def _caller_spoke(self, at: float) -> None:
+        self._idle_since = at
 
     def _turn_done(self, turn) -> None:
         error = self.turntaking.turn_done(turn)
@@ -313,7 +276,7 @@ class CallSession(CallInputs):
             log.event("turn-error", self.call_id, error=error, level=40)
 
     def _tick(self, now: float) -> None:
-        self.turntaking.tick(now, self._segmenter.speech_start_s is not None)
+        self.turntaking.tick(now, self.inbound.speaking)
         self.turntaking.tick_work(now)
         self._filler(now)
         if self._rec.pending:
@@ -338,7 +301,7 @@ class CallSession(CallInputs):
         lim = self.profile.limits
         if now - self._answered_at >= lim.max_call_s:
             self._goodbye("timeout")
-        elif (self.state == "listening" and not self._segmenter.in_speech and not self._held
+        elif (self.state == "listening" and not self.inbound.in_speech and not self._held
               and now - self._idle_since >= lim.max_silence_s):
             self._goodbye("silence")
 
@@ -348,7 +311,7 @@ class CallSession(CallInputs):
         """The call's actions: deadlines, and the one announced once the agent fell silent."""
         if self._closing or self.state in ("ringing", "ended"):
             return
-        self.actions.tick(now, self._segmenter.in_speech, self.turntaking.in_flight)
+        self.actions.tick(now, self.inbound.in_speech, self.turntaking.in_flight)
         if (self.actions.pending is not None and not self.playout.busy
                 and self.state in ("listening", "speaking")
                 and not self.turntaking.reply_pending):
@@ -382,21 +345,8 @@ class CallSession(CallInputs):
                       waited_ms=round((now - turn.timeline.endpoint_at) * 1000))
             self._rec.event("filler", f"turn {turn.index}")
 
-    def _stop_reply(self) -> int:
-        """Drop the reply audio still queued; frames dropped."""
-        dropped = self.playout.clear()
-        self._gate.reset()
-        return dropped
-
     def _barge_in(self, at: float) -> None:
-        start = self._segmenter.speech_start_s
-        # Louder than the reply's echo (the barge-in gate's test), so the grace is safe here:
-        # speech that began within it is the caller going on, not an answer to the reply.
-        if start is not None and self.turntaking.resumed_over_reply(self._stamp(start, at),
-                                                                    RESUMED_GRACE_S):
-            self._stop_reply()  # not a barge-in: the reply began over the caller's turn
-            return
-        dropped = self._stop_reply()
+        dropped = self.inbound.stop_reply()
         self.barge_ins += 1
         self.turntaking.interrupt()
         log.event("barge-in", self.call_id, state=self.state, dropped_ms=dropped * 20,
@@ -435,7 +385,7 @@ class CallSession(CallInputs):
         self._call.set(new)
 
     def _on_state(self, change: StateChanged) -> None:
-        self._gate.reset()
+        self.inbound.reset_gate()
         self._rec.event("state", f"{change.old}->{change.new}")
         log.event("state", self.call_id, old=change.old, new=change.new)
 

@@ -27,7 +27,7 @@ from agent.turn.prefill import prefill_words
 from agent.turn.reply import Reply
 from agent.turn.result import TurnResult
 from agent.turn.runner import Stages, TurnRunner
-from dialplan.options import Profile
+from dialplan.profile import Profile
 from models.asr.base import Transcript
 from models.llm.base import Message as ChatMessage
 from models.priority import JobCancelled, Priority

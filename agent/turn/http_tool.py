@@ -13,7 +13,7 @@ import socket
 import urllib.error
 import urllib.request
 
-from dialplan.options import HttpTool
+from dialplan.profile import HttpTool
 
 MAX_RESULT_CHARS = 2000
 """A result longer than this is cut before it goes back to the model (its context is small)."""

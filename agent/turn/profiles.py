@@ -17,7 +17,7 @@ import numpy as np
 from agent import log
 from agent.turn.runner import StageCache, Stages, TurnRunner
 from dialplan import Dialplan
-from dialplan.options import Profile
+from dialplan.profile import Profile
 
 
 class ReadyProfiles:

@@ -21,7 +21,7 @@ from agent.turn.textsplit import speakable
 from agent.turn.timeline import TurnTimeline
 from agent.turn.tools import Toolbox, spoken_name
 from db.records import TurnRecord
-from dialplan.options import Profile
+from dialplan.profile import Profile
 from models.asr.base import ASR, Transcript
 from models.audio import ASR_RATE, StreamResampler, float_to_pcm16
 from models.eot.base import EndOfTurn

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field
 
 from agent.turn.intent import asks_for_message, took_leave
-from dialplan.options import BUILTIN_TOOLS, HttpTool, Profile
+from dialplan.profile import BUILTIN_TOOLS, HttpTool, Profile
 
 CALL_CONTROL = ("end_call", "transfer", "take_message", "collect_digits", "send_digits")
 """Tools the call itself carries out once their phrase is heard (the others run in the turn)."""

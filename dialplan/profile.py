@@ -1,0 +1,128 @@
+"""What an extension resolves to: a persona, its phrases, tools, directory and stage options.
+
+A :class:`Profile` is one ``[profiles.NAME]`` table merged over the top-level defaults by
+:mod:`dialplan.config`; the options of its stages are :mod:`dialplan.options`'. Pure data, like
+them: each field's docstring is the config reference.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from dialplan.knowledge import Fact
+from dialplan.options import ASROptions, AudioOptions, LimitOptions, LLMOptions, TTSOptions
+
+
+@dataclass(frozen=True)
+class DirectoryEntry:
+    """A person or department the agent may transfer callers to (``[profiles.X.directory]``)."""
+
+    uri: str
+    """Where the transfer goes: a SIP URI (``sip:desk@pbx.example.com``) sent as REFER's
+    Refer-To."""
+    description: str = ""
+    """One line on what they handle; the LLM reads it to choose the target."""
+    attended: bool = False
+    """Warm transfer: the agent calls the target first and tells them who is coming (not
+    built yet: a blind transfer is made, and the call log says so)."""
+
+
+@dataclass(frozen=True)
+class HttpTool:
+    """An operator-defined tool the LLM may call (``[tools.NAME]``).
+
+    The agent POSTs the arguments as JSON to ``url`` and speaks from the JSON it gets back.
+    """
+
+    description: str
+    """What the tool does and when to use it; the LLM reads it."""
+    url: str
+    """Where the arguments are POSTed (``http://`` or ``https://``)."""
+    parameters: dict = field(default_factory=lambda: {"type": "object", "properties": {}})
+    """The arguments as a JSON schema (an object with ``properties`` and ``required``)."""
+    timeout_s: float = 3.0
+    """Seconds to wait for the answer; then the caller hears ``tool_error``."""
+
+    def __post_init__(self) -> None:
+        if not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"url = {self.url!r}: must start with http:// or https://")
+        if not isinstance(self.parameters.get("properties", {}), dict):
+            raise ValueError("parameters: expected a JSON schema with a properties table")
+
+
+BUILTIN_TOOLS = ("end_call", "transfer", "take_message", "collect_digits", "send_digits")
+"""Tools the agent implements itself; a profile lists the ones it may use in ``tools``."""
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Everything one agent persona needs, fully merged: what an extension resolves to."""
+
+    name: str
+    system_prompt: str = (
+        "You are a friendly phone assistant. Answer in one or two short sentences, "
+        "in plain spoken English without lists or symbols."
+    )
+    """System prompt for the LLM."""
+    greeting: str = "Hello, how can I help you?"
+    """Spoken when the call is answered; empty = say nothing."""
+    goodbye: str = "Thank you for calling. Goodbye."
+    """Spoken before the agent hangs up on a limit."""
+    repeat: str = "Sorry, I didn't catch that. Could you say it again?"
+    """Said instead of an answer when the transcript is a guess (``asr.min_avg_logprob``)."""
+    apology: str = "Sorry, I'm having trouble answering right now. Please try again."
+    """Spoken instead of an answer that failed (the LLM server down, a model error): the caller
+    is never left in silence, and the turn is logged with the error."""
+    under_load: str = ""
+    """Name of a cheaper profile (e.g. tiny.en, shorter ``llm.max_tokens``) whose ASR and LLM
+    answer a turn while the agent is overloaded (``limits.under_load_ahead``,
+    ``limits.under_load_after_s``); the persona (prompts, phrases) and the voice stay this
+    profile's, so the caller hears the same agent. The call log records each turn it answered.
+    Empty = always this profile's models."""
+    filler: str = "One moment, please."
+    """Spoken once to a caller whose answer has not started ``limits.filler_after_s`` after
+    the end of their turn (a loaded agent), so the line is never dead air."""
+    tools: tuple[str, ...] = ()
+    """What the LLM may do besides talk: built-in ``end_call``, ``transfer`` (to the
+    ``directory``), ``take_message``, ``collect_digits``, ``send_digits`` (keypad tones down
+    the line: an outbound call through a menu), and the names of ``[tools.NAME]`` HTTP tools.
+    Empty = it can only talk."""
+    directory: dict[str, DirectoryEntry] = field(default_factory=dict)
+    """Transfer targets by name (``front-desk = { uri = "sip:...", description = "..." }``)."""
+    keypad: dict[str, str] = field(default_factory=dict)
+    """Keypad digit -> action: ``transfer:NAME`` (a directory entry), ``end``, ``message``
+    or ``say:TEXT``. Digits not mapped here reach the LLM as the caller's words
+    ("keypad: 4729#") after ``#`` or a pause."""
+    transferring: str = "Transferring you to {name} now."
+    """Said before a transfer ({name}: the directory entry, spoken)."""
+    transfer_failed: str = "Sorry, {name} is not available right now. Can I help you instead?"
+    """Said when a transfer fails (the target busy, not answering, or refused)."""
+    message_prompt: str = "Please leave your message now, and I will pass it on."
+    """Said when the caller may leave a message (``take_message``, keypad ``message``)."""
+    message_taken: str = "Thank you, I have passed your message on. Anything else?"
+    """Said once the caller's message is kept."""
+    digits_prompt: str = "Please type it on your keypad, then press the hash key."
+    """Said by ``collect_digits`` when the LLM gives no prompt of its own."""
+    tool_error: str = "Sorry, I could not look that up just now."
+    """Said when an HTTP tool times out, fails or answers something that is not JSON."""
+    dont_know: str = "Sorry, I don't know that. I can put you through to someone who does."
+    """With a knowledge file: said instead of a reply that would state a number (a price, a
+    time, a phone number) that neither the persona, its facts nor the caller gave, or say the
+    library has (or lets the caller book) something the caller named that no fact mentions."""
+    http_tools: dict[str, HttpTool] = field(default_factory=dict)
+    """Not a key: the ``[tools.NAME]`` tables of the names in ``tools``, filled in at parse."""
+    knowledge: str = ""
+    """A knowledge file (.md or .toml, relative to the config file) of facts the agent may
+    state: each turn's prompt carries the few that match the caller's words, with the rule to
+    say "I don't know" when none do. Empty = the system prompt alone."""
+    facts: tuple[Fact, ...] = ()
+    """Not a key: the knowledge file's facts, read at parse."""
+    recording: Literal["off", "stereo"] = "off"
+    """``stereo``: one WAV per call, the caller on the left, the agent on the right, in
+    ``db.media_dir``; its path and length go to the call log."""
+    audio: AudioOptions = field(default_factory=AudioOptions)
+    asr: ASROptions = field(default_factory=ASROptions)
+    llm: LLMOptions = field(default_factory=LLMOptions)
+    tts: TTSOptions = field(default_factory=TTSOptions)
+    limits: LimitOptions = field(default_factory=LimitOptions)
