@@ -27,8 +27,8 @@ def utterance(seconds: float = 1.0) -> Utterance:
 
 def answer(runner: TurnRunner, history: list, emit=None, gate: threading.Event | None = None,
            cancel: threading.Event | None = None, alone=lambda: True,
-           timeline: TurnTimeline | None = None, timeout: float = 30.0
-           ) -> tuple[TurnResult, TurnTimeline]:
+           timeline: TurnTimeline | None = None, timeout: float = 30.0,
+           escalate: TurnRunner | None = None) -> tuple[TurnResult, TurnTimeline]:
     """Transcribe a second of audio and answer it; raises what the reply failed with."""
     timeline = timeline or TurnTimeline(speech_end_at=0.0, endpoint_at=0.0)
     cancel = cancel or threading.Event()
@@ -38,7 +38,7 @@ def answer(runner: TurnRunner, history: list, emit=None, gate: threading.Event |
     utt = utterance()
     reply = Reply(runner, timeline, history, jobs.submit, emit or (lambda pcm: None), cancel,
                   on_done=lambda r, e: out.update(result=r, error=e), gated=gate is not None,
-                  alone=alone, audio_in_s=utt.duration_s)
+                  alone=alone, audio_in_s=utt.duration_s, escalate=escalate)
     tr = runner.stages.asr.transcribe(utt.audio)
     timeline.asr_done_at = timeline.asr_done_at or 0.0
     reply.start(tr)

@@ -254,6 +254,38 @@ def test_a_reply_that_turns_the_caller_away_offers_someone_who_knows_instead():
         assert not refuses(fine), fine
 
 
+def test_what_the_under_load_model_turns_away_is_asked_of_the_profiles_own():
+    """Before a word of it is said: the caller hears one answer, the one model's."""
+    from agent.turn.runner import TurnRunner
+    from dialplan.plan import under_load
+    from tests.fakes import FakeASR, FakeLLM, FakeTTS, fake_stages
+    from tests.replies import answer
+
+    cfg = load_config(ROOT / "config.toml")
+    main = cfg.profiles["default"]
+    refusal, fact = "We're sorry, but I can't assist with that.", "On Saturday we open at 10 am."
+    words = "What time do you open on Saturday?"
+    own_llm = FakeLLM(reply=fact)
+    own = TurnRunner(fake_stages(asr=FakeASR([words]), llm=own_llm, tts=FakeTTS()), main)
+    cheap = TurnRunner(fake_stages(asr=FakeASR([words]), llm=FakeLLM(reply=refusal),
+                                   tts=FakeTTS()), under_load(main, cfg.profiles["lite"]))
+    history: list = []
+    result, _ = answer(cheap, history, escalate=own)
+    assert result.reply_text == fact and len(own_llm.prompts) == 1
+    assert result.unfounded.startswith("We're sorry, but I can't assist")  # the first clause
+    assert result.unfounded.endswith(f" (refuses: asked {main.llm.model})")
+    assert [m.content for m in history] == [words, fact]
+    # Once only: turned away by the profile's own model too, the caller is offered someone.
+    own_llm.reply = refusal
+    result, _ = answer(cheap, [], escalate=own)
+    assert result.reply_text == main.dont_know and len(own_llm.prompts) == 2
+    # Something said already is not taken back: the rest is dont_know, as without one.
+    cheap.stages.llm.reply = f"Story time is on Wednesday. {refusal}"
+    result, _ = answer(cheap, [], escalate=own)
+    assert result.reply_text.startswith("Story time is on Wednesday.")
+    assert result.reply_text.endswith(main.dont_know) and len(own_llm.prompts) == 2
+
+
 def test_a_profile_without_facts_still_never_reads_out_a_slot():
     """The slot check needs no knowledge file.
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from agent.bench.samples import spoken
@@ -80,6 +81,31 @@ def test_the_cheaper_models_answer_only_while_the_agent_is_overloaded(
              and r.kind == "under-load"]
     assert notes == (["turn 0: answered by profile main/busy"] if event else [])
     assert len(load.backlog) == 0  # the turn left the backlog once heard
+
+
+@pytest.mark.unit
+def test_what_the_under_load_model_turns_away_the_profiles_own_model_answers(config):
+    """What the under-load 0.5B refuses (bench answers), the profile's own model answers.
+
+    The caller hears one answer, and the call log says why the profile's own model gave it.
+    """
+    from fakes import FakeASR, FakeLLM, fake_stages, silence, tone
+
+    main = config.profiles["main"]
+    busy = Dialplan.from_config(config).fallback(main)
+    own = fake_stages(asr=FakeASR(["when do you open?"]), llm=FakeLLM("We open at ten."))
+    cheap = fake_stages(own.llm.scheduler, asr=FakeASR(["when do you open?"]),
+                        llm=FakeLLM("We're sorry, but I can't assist with that."))
+    load = LoadPolicy(own.llm.scheduler)
+    load.measured_wait = lambda window_s=30.0: 2.5  # overloaded: the cheaper models answer
+    caller = np.concatenate([tone(0.8), silence(1.5)]).astype(np.float32) / 32768
+    call = simulate(caller, 8000, main, own, greeting=False, under_load=(busy, cheap), load=load)
+    (turn,) = call.turns
+    assert turn.reply_text == "We open at ten." and not turn.unanswered
+    events = {r.kind: r.detail for r in call.records if isinstance(r, EventRecord)}
+    assert events["under-load"] == "turn 0: answered by profile main/busy"
+    assert events["unfounded"] == ("turn 0: not said: We're sorry, but I can't assist "
+                                   "(refuses: asked smollm2-135m)")
 
 
 @pytest.mark.model

@@ -169,6 +169,7 @@ def measure(profiles: Sequence[Profile], questions: Sequence[Question], groups: 
         progress(f"said {i + 1}/{len(planned)} ({voice}): {q.text}")
     heard: dict = {}
     runs = []
+    own = None  # the first profile's runner: what an under-load one asks what its model refuses
     for profile in profiles:
         stages = cache.stages(profile)
         if profile.asr not in heard:
@@ -184,11 +185,13 @@ def measure(profiles: Sequence[Profile], questions: Sequence[Question], groups: 
         runner = TurnRunner(replace(stages, tts=FirstClauseOnly(stages.tts)), profile)
         progress(f"{profile.name}: warming up {profile.llm.model}")
         runner.warm_up()
+        own = own or runner
         known = known_numbers(profile)
         run = ModelRun(profile.name, llm_label(profile.llm.model), profile.asr.model)
         for i, ((q, voice, group), (tr, asr_s), a) in enumerate(
                 zip(planned, heard[profile.asr], audio, strict=True)):
-            reply, t = answer(runner, tr, 0.0 if a is None else len(a) / ASR_RATE)
+            reply, t = answer(runner, tr, 0.0 if a is None else len(a) / ASR_RATE,
+                              escalate=None if runner is own else own)
             r = reply.result
             action = r.action.name if r.action is not None else "none"
             first = (None if t.tts_first_audio_at is None or t.asr_done_at is None

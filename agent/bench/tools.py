@@ -216,8 +216,11 @@ def _piper_clip(cache: StageCache, opts: TTSOptions, text: str,
     return kept_clip(clips, f"{opts.model}\0{opts.voice}\0{text}", make)
 
 
-def answer(runner: TurnRunner, tr: Transcript, audio_s: float) -> tuple[Reply, TurnTimeline]:
+def answer(runner: TurnRunner, tr: Transcript, audio_s: float,
+           escalate: TurnRunner | None = None) -> tuple[Reply, TurnTimeline]:
     """Answer ``tr`` as a call's first turn does; the reply and its stamps from ``tr`` on.
+
+    ``escalate``: the profile's own runner where ``runner`` is its under-load one, as in a call.
 
     The loop is a call's: the reply's jobs run in the process scheduler and their completions
     come back here, one at a time.
@@ -228,7 +231,8 @@ def answer(runner: TurnRunner, tr: Transcript, audio_s: float) -> tuple[Reply, T
     t0 = time.monotonic()
     timeline = TurnTimeline(speech_end_at=t0, endpoint_at=t0, asr_done_at=t0)
     reply = Reply(runner, timeline, [], jobs.submit, lambda pcm: None, threading.Event(),
-                  on_done=lambda r, e: out.update(result=r, error=e), audio_in_s=audio_s)
+                  on_done=lambda r, e: out.update(result=r, error=e), audio_in_s=audio_s,
+                  escalate=escalate)
     reply.start(tr)
     while "result" not in out:
         try:

@@ -219,7 +219,8 @@ class TurnWorker:
                            emit=lambda pcm: self._emit(turn, pcm), cancel=turn.cancel,
                            on_done=lambda result, error: self._replied(turn, result, error),
                            gated=not turn.gate_open, alone=lambda: self.backlog.alone(self),
-                           audio_in_s=turn.utterance.duration_s, now=self.now)
+                           audio_in_s=turn.utterance.duration_s, now=self.now,
+                           escalate=self.runner if runner is not self.runner else None)
         turn.reply.start(transcript)
 
     def _replied(self, turn: Turn, result: TurnResult, error: BaseException | None) -> None:

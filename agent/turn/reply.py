@@ -62,14 +62,18 @@ class Reply(ToolSteps):
         gated: the turn is speculative: its audio waits for :meth:`open_gate`.
         alone: whether no other call is up now (``tts.first_chunk_opener = "alone"``).
         audio_in_s: length of the caller's utterance.
+        escalate: the profile's own runner, where ``runner`` is its under-load one: what the
+            cheaper model turns away, before a word of it is said, is asked of this one.
     """
 
     def __init__(self, runner: TurnRunner, timeline: TurnTimeline, history: list[Message],
                  submit: Submit, emit: Callable[[np.ndarray], None], cancel,
                  on_done: Callable[[TurnResult, BaseException | None], None],
                  gated: bool = False, alone: Callable[[], bool] = lambda: True,
-                 audio_in_s: float = 0.0, now: Callable[[], float] = time.monotonic):
+                 audio_in_s: float = 0.0, now: Callable[[], float] = time.monotonic,
+                 escalate: TurnRunner | None = None):
         self.runner = runner
+        self._escalate = escalate
         self.t = timeline
         self.history = history
         self._submit = submit
@@ -249,6 +253,9 @@ class Reply(ToolSteps):
         refused = refuses(sentence)
         if not (made_up or wrong or slot or refused or names and names_a_tool(chunk, names)):
             return False
+        if refused and not (made_up or wrong or slot) and self._escalate and not self._said:
+            self._ask_escalated(chunk)
+            return True
         why = ", ".join(sorted(made_up)) or ("contradicts a fact" if wrong else
                                              "a placeholder" if slot else
                                              "refuses" if refused else "names a tool")
@@ -257,6 +264,23 @@ class Reply(ToolSteps):
         self._put(wrong.text if wrong else self.runner.profile.dont_know)
         self._llm_end()
         return True
+
+    def _ask_escalated(self, refusal: str) -> None:
+        """Ask the profile's own model what the under-load one turned away.
+
+        The under-load 0.5B, a coder model, answers plain questions its facts answer "We're
+        sorry, but I can't assist with that." (bench answers: a third of the facts it missed);
+        the profile's 1.5B answers them. Nothing was said yet, so the caller hears one answer,
+        later. Only once: a refusal from that model too is answered with ``dont_know``.
+        """
+        runner, self._escalate = self._escalate, None
+        self.result.unfounded = f"{refusal} (refuses: asked {runner.profile.llm.model})"
+        self._close_stream()
+        self._first_llm = None  # the turn's LLM is the one that answered
+        self.runner = runner
+        self._scanner = ToolCallScanner() if runner.tools else None
+        self._resampler = StreamResampler(runner.stages.tts.sample_rate, runner.out_rate)
+        self._ask(self.result.transcript)
 
     def _close_stream(self) -> None:
         if self._stream is not None:
