@@ -29,8 +29,7 @@ from functools import partial
 import numpy as np
 
 from agent.turn.doubt import doubtful
-from agent.turn.intent import farewell, names_a_tool, promised_transfer
-from agent.turn.knowledge import placeholder, refuses
+from agent.turn.guard import REFUSES, objection
 from agent.turn.reply_tools import ToolSteps
 from agent.turn.result import TurnResult
 from agent.turn.runner import TurnRunner
@@ -234,34 +233,21 @@ class Reply(ToolSteps):
         return False
 
     def _unfounded(self, chunk: str, sentence: str) -> bool:
-        """Whether ``chunk`` must not be said (``dont_know`` is said instead).
+        """Whether ``chunk`` must not be said (:func:`~agent.turn.guard.objection`).
 
-        It states a number or makes a claim no fact holds, leaves a template's slot unfilled,
-        turns the caller away with nowhere to go, or talks about the tools instead of using
-        them. One that says the library is open on a day a fact says it is closed is replaced
-        by that fact. Claims are read in the ``sentence`` so far: a short first clause ("Yes,
-        you can rent the meeting hall") may leave what it is about ("for a wedding.") to the
-        next.
+        ``dont_know`` is said instead, or the fact it contradicts; what the under-load model
+        turns away before a word of it was said is asked of the profile's own model.
         """
-        k, names = self.runner.knowledge, self.runner.tools.names
-        # Only the fact checks need facts: a profile without them still never reads out a
-        # slot, nor, with tools, talks about them.
-        made_up = (k.unfounded(sentence, self.result.transcript,
-                               self.runner.profile.llm.strict_numbers) if k is not None else set())
-        wrong = k.contradicted(sentence) if k is not None else None
-        slot = placeholder(chunk)
-        refused = refuses(sentence)
-        if not (made_up or wrong or slot or refused or names and names_a_tool(chunk, names)):
+        why, fact = objection(self.runner.knowledge, self.runner.tools.names, chunk, sentence,
+                              self.result.transcript, self.runner.profile.llm.strict_numbers)
+        if not why:
             return False
-        if refused and not (made_up or wrong or slot) and self._escalate and not self._said:
+        if why == REFUSES and self._escalate is not None and not self._said:
             self._ask_escalated(chunk)
             return True
-        why = ", ".join(sorted(made_up)) or ("contradicts a fact" if wrong else
-                                             "a placeholder" if slot else
-                                             "refuses" if refused else "names a tool")
         self.result.unfounded = f"{chunk} ({why})"
         self._close_stream()
-        self._put(wrong.text if wrong else self.runner.profile.dont_know)
+        self._put(fact.text if fact is not None else self.runner.profile.dont_know)
         self._llm_end()
         return True
 
@@ -419,16 +405,8 @@ class Reply(ToolSteps):
         elif not r.reply_text:
             r.reply_text = " ".join(self._said)  # decided without the model
         r.cancelled = self.cancelled
-        if (r.action is None and not failed and self._scanner is not None
-                and "end_call" in self.runner.tools.names
-                and farewell(r.reply_text, r.transcript)):
-            r.action = ToolCall("end_call", implicit=True)  # it said goodbye: it hangs up
-        elif (r.action is None and not failed and self._scanner is not None
-                and "transfer" in self.runner.tools.names):
-            p = self.runner.profile
-            target = promised_transfer(r.reply_text, p.directory, p.keypad)
-            if target is not None:  # "I'll transfer you now": what it said, it does
-                r.action = ToolCall("transfer", {"target": target}, implicit=True)
+        if r.action is None and not failed and self._scanner is not None:
+            r.action = self._implied(r.reply_text)
         if self.gate_open and not (self._repeat or self._empty or failed):
             self.history.append(Message("user", r.transcript))
             self.history.extend(self._rounds)

@@ -16,7 +16,13 @@ import json
 from concurrent.futures import Future
 
 from agent.turn.http_tool import ToolFailed, call_http_tool
-from agent.turn.intent import leaves_message, operator_of, requested_transfer
+from agent.turn.intent import (
+    farewell,
+    leaves_message,
+    operator_of,
+    promised_transfer,
+    requested_transfer,
+)
 from agent.turn.result import ToolUse
 from agent.turn.tools import (
     CALL_CONTROL,
@@ -54,6 +60,21 @@ class ToolSteps:
         if "take_message" in names and leaves_message(words):
             return ToolCall("take_message", {}, raw=as_hermes("take_message", {}),
                             source="caller")
+        return None
+
+    def _implied(self, said: str) -> ToolCall | None:
+        """The call action a reply with no tool call promised: what it said, it does.
+
+        A goodbye hangs up; "I'll transfer you now" to a directory entry transfers.
+        """
+        names = self.runner.tools.names
+        if "end_call" in names and farewell(said, self.result.transcript):
+            return ToolCall("end_call", implicit=True)
+        if "transfer" in names:
+            p = self.runner.profile
+            target = promised_transfer(said, p.directory, p.keypad)
+            if target is not None:
+                return ToolCall("transfer", {"target": target}, implicit=True)
         return None
 
     def _ask_plain(self) -> None:
