@@ -218,6 +218,22 @@ def test_a_reply_that_says_open_on_a_closed_day_says_the_fact_instead():
         assert k.contradicted(fine) is None, fine
 
 
+def test_a_reply_that_says_something_is_needed_that_a_fact_says_is_not_says_the_fact():
+    # The under-load 0.5B's answer to "Do I need a password for the wifi?" (bench answers).
+    result, said = say_with_facts("Yes, you need a password for the Y-Fee.",
+                                  "Do I need a password for the Y-Fee?")
+    # "Yes," went out first, alone: a short first clause is heard sooner.
+    assert result.unfounded == "you need a password (contradicts a fact)"
+    assert result.reply_text == "Yes, Wi-Fi is free and needs no password." == said[-1]
+    k = Knowledge((Fact("Wi-Fi is free and needs no password."),
+                   Fact("No appointment is needed for the study rooms.")))
+    assert k.contradicted("It requires your password.").text.startswith("Wi-Fi")
+    assert k.contradicted("You need an appointment.").text.startswith("No appointment")
+    for fine in ("No, you don't need a password.", "You need no password for the Wi-Fi.",
+                 "You need a library card.", "It needs no password, just connect."):
+        assert k.contradicted(fine) is None, fine
+
+
 def test_a_reply_that_talks_about_its_tools_is_not_said():
     result, _ = say_with_facts('You can call the "take_message" function with the target '
                                  'accounts.', "I lost my card")

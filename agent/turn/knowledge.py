@@ -24,8 +24,8 @@ answers); and one that turns the caller away (:func:`refuses`). With ``llm.stric
 so is any number said of such a thing ("The phone number of the city museum is 555 0142.", the
 library's: the under-load 0.5B lends the facts' numbers out; the 1.5B echoes the caller's words,
 "The loan period for DVDs is 1 week.", and would lose right answers). One that says the
-library is open on a day a fact says it is closed is replaced by that fact
-(:meth:`Knowledge.contradicted`).
+library is open on a day a fact says it is closed, or that the caller needs something a fact
+says is not needed, is replaced by that fact (:meth:`Knowledge.contradicted`).
 """
 
 from __future__ import annotations
@@ -123,6 +123,12 @@ _NOT_OPEN = re.compile(r"\bclos|\bnot\b|n't\b|\bexcept|\bbut\b|\bno\b|\bonly\b",
 """Words that make "open ... Sunday" no plain claim of being open that day ("closed on Sunday",
 "open every day except Sunday", "not open on Sunday")."""
 
+_NEEDS_NO = re.compile(r"\bneeds? no ([a-z-]+)|\bno ([a-z-]+) (?:is |are )?(?:needed|required)\b",
+                       re.I)
+"""A fact that something is not needed: "Wi-Fi is free and needs no password."."""
+_NEEDS = re.compile(r"\b(?:need|needs|require|requires) (?:a |an |the |your )?([a-z-]+)", re.I)
+_NO_NEED = re.compile(r"n't\b|\bnot\b|\bno\b|\bnever\b|\bwithout\b", re.I)
+
 
 def _days(text: str) -> set[str]:
     return {stem(d) for d in _DAY.findall(text)}
@@ -207,6 +213,8 @@ class Knowledge:
         self._docs = [Counter(terms(f"{f.topic} {f.text}")) for f in facts]
         self._vocabulary = set(terms(persona)).union(*self._docs)
         self._closed = [(f, _days(f.text)) for f in facts if re.search(r"\bclosed\b", f.text)]
+        self._unneeded = [(f, stem(m[1] or m[2]))
+                          for f in facts for m in _NEEDS_NO.finditer(f.text)]
         self._len = [sum(d.values()) for d in self._docs]
         self._avg = sum(self._len) / len(self._len) if self._len else 0.0
         df = Counter(t for d in self._docs for t in d)
@@ -267,17 +275,24 @@ class Knowledge:
             self._unknown_words(clause, said) if strict and stated else set())
 
     def contradicted(self, sentence: str) -> Fact | None:
-        """A fact saying the library is closed on a day that ``sentence`` says it is open.
+        """A fact that ``sentence`` says the opposite of: the fact is said instead.
 
-        Heard "You open on Christmas Day." (a robotic voice's "Are you open ...?"), the 1.5B
-        agreed, "We open on Christmas Day.", with the closed days in its prompt (bench
-        answers). A caller who drives to a closed door is the worst wrong answer; the fact is
-        said instead.
+        Two kinds. The library is open on a day a fact says it is closed: heard "You open on
+        Christmas Day." (a robotic voice's "Are you open ...?"), the 1.5B agreed, "We open on
+        Christmas Day.", with the closed days in its prompt (bench answers); a caller who
+        drives to a closed door is the worst wrong answer. And something is needed that a fact
+        says is not: "Yes, you need a password for the Wi-Fi.", the under-load 0.5B's answer
+        with "Wi-Fi is free and needs no password." in its prompt (bench answers).
         """
-        if not _OPEN.search(sentence) or _NOT_OPEN.search(sentence):
-            return None
-        said = _days(sentence)
-        return next((f for f, days in self._closed if said & days), None)
+        if _OPEN.search(sentence) and not _NOT_OPEN.search(sentence):
+            said = _days(sentence)
+            closed = next((f for f, days in self._closed if said & days), None)
+            if closed is not None:
+                return closed
+        if self._unneeded and not _NO_NEED.search(sentence):
+            needed = {stem(m[1]) for m in _NEEDS.finditer(sentence)}
+            return next((f for f, thing in self._unneeded if thing in needed), None)
+        return None
 
     def _claimed(self, clause: str, said: set[str]) -> set[str]:
         """The caller's words (``said``, stemmed) a claim of ``clause`` is about, in no fact."""
