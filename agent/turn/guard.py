@@ -2,10 +2,10 @@
 
 The facts' checks are :class:`~agent.turn.knowledge.Knowledge`'s (a number or a claim no fact
 holds, an "open" on a day a fact says is closed, a "you need" where a fact says it is not
-needed); the others need no facts: a template's slot
-left unfilled, a reply that turns the caller away, one that talks about the tools instead of
-using them. :class:`~agent.turn.reply.Reply` says ``dont_know`` (or the contradicted fact)
-instead of what fails, or asks the profile's own model what its under-load one refused.
+needed); the others need no facts: a template's slot left unfilled, a reply that turns the
+caller away, one that talks about the tools instead of using them.
+:class:`~agent.turn.reply.Reply` says ``dont_know`` (or the contradicted fact) instead of what
+fails, or asks the profile's own model what its under-load one refused.
 """
 
 from __future__ import annotations

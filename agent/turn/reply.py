@@ -71,7 +71,7 @@ class Reply(ToolSteps):
                  gated: bool = False, alone: Callable[[], bool] = lambda: True,
                  audio_in_s: float = 0.0, now: Callable[[], float] = time.monotonic,
                  escalate: TurnRunner | None = None):
-        self.runner = runner
+        self._use(runner)
         self._escalate = escalate
         self.t = timeline
         self.history = history
@@ -88,7 +88,6 @@ class Reply(ToolSteps):
         self._stream: LLMStream | None = None
         self._first_llm = None  # the first round's metrics (time to first token)
         self._splitter: ClauseSplitter | None = None
-        self._scanner = ToolCallScanner() if runner.tools else None
         self._rounds: list[Message] = []  # this turn's tool calls and answers, for the history
         self._said: list[str] = []
         self._sentence = ""  # the sentence's clauses said so far: a claim may span two
@@ -96,7 +95,6 @@ class Reply(ToolSteps):
         self._tooling: float | None = None  # an HTTP tool in flight since
         self._plain = False  # asked again without the tools: it answered neither way
         self._fallback = False  # the apology, for a reply that would otherwise be silent
-        self._resampler = StreamResampler(runner.stages.tts.sample_rate, runner.out_rate)
         self._chunks: deque[str] = deque()
         self._held: list[np.ndarray] = []
         self._stepping = False
@@ -263,10 +261,14 @@ class Reply(ToolSteps):
         self.result.unfounded = f"{refusal} (refuses: asked {runner.profile.llm.model})"
         self._close_stream()
         self._first_llm = None  # the turn's LLM is the one that answered
+        self._use(runner)
+        self._ask(self.result.transcript)
+
+    def _use(self, runner: TurnRunner) -> None:
+        """Answer with ``runner``: what reads its tools and its voice's rate follows it."""
         self.runner = runner
         self._scanner = ToolCallScanner() if runner.tools else None
         self._resampler = StreamResampler(runner.stages.tts.sample_rate, runner.out_rate)
-        self._ask(self.result.transcript)
 
     def _close_stream(self) -> None:
         if self._stream is not None:
