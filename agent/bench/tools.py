@@ -217,10 +217,13 @@ def _piper_clip(cache: StageCache, opts: TTSOptions, text: str,
 
 
 def answer(runner: TurnRunner, tr: Transcript, audio_s: float,
-           escalate: TurnRunner | None = None) -> tuple[Reply, TurnTimeline]:
-    """Answer ``tr`` as a call's first turn does; the reply and its stamps from ``tr`` on.
+           escalate: TurnRunner | None = None,
+           history: list | None = None) -> tuple[Reply, TurnTimeline]:
+    """Answer ``tr`` as a call's turn does; the reply and its stamps from ``tr`` on.
 
     ``escalate``: the profile's own runner where ``runner`` is its under-load one, as in a call.
+    ``history``: the call's messages so far, which the reply reads and appends this turn to
+    (as a call's does); None: a fresh list, the call's first turn.
 
     The loop is a call's: the reply's jobs run in the process scheduler and their completions
     come back here, one at a time.
@@ -230,7 +233,8 @@ def answer(runner: TurnRunner, tr: Transcript, audio_s: float,
     out: dict = {}
     t0 = time.monotonic()
     timeline = TurnTimeline(speech_end_at=t0, endpoint_at=t0, asr_done_at=t0)
-    reply = Reply(runner, timeline, [], jobs.submit, lambda pcm: None, threading.Event(),
+    reply = Reply(runner, timeline, [] if history is None else history, jobs.submit,
+                  lambda pcm: None, threading.Event(),
                   on_done=lambda r, e: out.update(result=r, error=e), audio_in_s=audio_s,
                   escalate=escalate)
     reply.start(tr)
