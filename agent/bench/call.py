@@ -24,6 +24,12 @@ error file gives the status the caller got), unanswered turns by reason, and cal
 ``--workers 1,2`` runs both setups in one invocation and prints their rounds in one table,
 beside the naive serial pipeline.
 
+``--turns 2`` or ``3``: each call is a conversation whose later questions are follow-ups
+(:mod:`agent.bench.call_conversations`), asked ``--gap-s`` apart in one stream; every question
+is read off the wire and matched to its logged turn (:mod:`agent.bench.call_turns`), and a
+second table gives first turns and follow-ups apart. ``--turns 1`` (the default) is the
+one-question call above, read as before.
+
 A benchmark, not a test: it prints numbers and asserts nothing. Wire reading and the sipp /
 tshark tools are :mod:`agent.bench.wire`, starting the agent :mod:`agent.bench.agentproc`.
 Imports no pjsua2 until it runs.
@@ -39,7 +45,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Collection
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -52,6 +57,17 @@ from agent.bench.agentproc import (
     read_call_log,
     start_cluster,
     start_serve,
+)
+from agent.bench.call_conversations import MAX_TURNS
+from agent.bench.call_round import Round, refused_text, split_text
+from agent.bench.call_turns import (
+    MIN_GAP_S,
+    Layout,
+    conversation_audio,
+    log_turns,
+    print_turns_table,
+    turn_stats,
+    wire_turns,
 )
 from agent.bench.header import markdown_header, markdown_table
 from agent.bench.wer.questions import QUESTIONS
@@ -68,7 +84,7 @@ from agent.bench.wire import (
     spoken_ulaw,
 )
 from agent.supervisor import terminate
-from db.stats import percentile, percentile_interval
+from db.stats import percentile
 from dialplan.options import LLMOptions
 
 TOOLS = ("sipp", "tshark", "espeak-ng", "sox")
@@ -115,7 +131,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--llm-threads", type=int, default=None,
                         help="llama.cpp threads, over --threads")
     parser.add_argument("--hold-s", type=float, default=20.0,
-                        help="call length after answer; the caller sends silence till its BYE")
+                        help="call length after answer (with --turns 2 or more: silence after "
+                             "the last question); the caller sends silence till its BYE")
+    parser.add_argument("--turns", type=int, default=1, choices=range(1, MAX_TURNS + 1),
+                        help="questions per call: 1 = one of bench wer's questions; 2 or 3 = "
+                             "a conversation whose later questions are follow-ups (default: 1)")
+    parser.add_argument("--gap-s", type=float, default=7.0,
+                        help="with --turns 2 or more: silence after each question but the "
+                             f"last, the reply's time (default: 7, at least {MIN_GAP_S:g})")
     parser.add_argument("--under-load", type=_model_pair, default=SHIPPED_UNDER_LOAD,
                         metavar="ASR,LLM",
                         help="the bench profile's under_load profile's models, e.g. "
@@ -134,83 +157,6 @@ def _model_pair(text: str) -> tuple[str, str] | None:
     return parts[0], parts[1]
 
 
-@dataclass
-class Round:
-    """One round (``concurrency`` callers, ``rounds`` calls each) against one setup."""
-
-    workers: int
-    concurrency: int
-    placed: int
-    answered: int
-    """Calls in the call log (the agent answered them)."""
-    refused: dict[int, int]
-    """Calls the caller saw refused, by SIP status (from sipp's error file)."""
-    v2v_ms: list[float]
-    """Voice-to-voice on the wire, one per call where both sides spoke."""
-    gaps_ms: list[float]
-    turns: int
-    unanswered: dict[str, int]
-    """Turns without reply audio, by reason."""
-    per_worker: dict[str, int]
-    """Calls per worker id ("serve" for a lone serve)."""
-    sipp_rc: int
-    under_load: int = 0
-    """Turns answered by the profile's cheaper ``under_load`` models."""
-    repeats: int = 0
-    """Turns answered with the profile's ``repeat`` phrase (an unsure transcript): quick
-    replies that count in voice-to-voice, though the caller must ask again."""
-    holes_ms: list[list[float]] = field(default_factory=list)
-    """Dead air inside each call's reply: its holes (see :func:`dead_air_ms`)."""
-
-    @property
-    def dead_air_s(self) -> float:
-        return sum(map(sum, self.holes_ms)) / 1000
-
-    def dead_air(self) -> str:
-        holes = [h for call in self.holes_ms for h in call]
-        if not holes:
-            return "none"
-        hit = sum(1 for call in self.holes_ms if call)
-        return (f"{len(holes)} holes in {hit} of {len(self.holes_ms)} replies, "
-                f"{self.dead_air_s:.1f} s in all, longest {max(holes):.0f} ms")
-
-    def pct(self, xs: list[float], q: float) -> str:
-        v = percentile(xs, q)
-        return "n/a" if v is None else f"{v:.0f}"
-
-    def interval(self, q: float) -> str:
-        span = percentile_interval(self.v2v_ms, q)
-        return "" if span is None else f" (90 % bootstrap {span[0]:.0f}-{span[1]:.0f})"
-
-    @property
-    def setup(self) -> str:
-        return "1 serve" if self.workers == 1 else f"cluster {self.workers}"
-
-    def line(self) -> str:
-        missed = sum(self.unanswered.values())
-        return (f"{self.setup}, concurrency {self.concurrency}: answered {self.answered}/"
-                f"{self.placed}, refused {refused_text(self.refused)}, {len(self.v2v_ms)} "
-                f"measured on the wire, sipp rc={self.sipp_rc}"
-                f" | voice-to-voice p50 {self.pct(self.v2v_ms, 50)} ms"
-                f"{self.interval(50)} p95 {self.pct(self.v2v_ms, 95)} ms{self.interval(95)}"
-                f" | unanswered turns {missed} of {self.turns}"
-                f"{f' ({split_text(self.unanswered)})' if missed else ''}, answered under "
-                f"load {self.under_load}, asked to repeat {self.repeats} | reply packet gap "
-                f"p50 {self.pct(self.gaps_ms, 50)} ms "
-                f"p99 {self.pct(self.gaps_ms, 99)} ms max "
-                f"{max(self.gaps_ms) if self.gaps_ms else float('nan'):.0f} ms | dead air "
-                f"{self.dead_air()} | per worker "
-                f"{split_text(self.per_worker)}")
-
-
-def split_text(per_worker: dict[str, int]) -> str:
-    return ", ".join(f"{w} {n}" for w, n in sorted(per_worker.items())) or "-"
-
-
-def refused_text(refused: dict[int, int]) -> str:
-    return ",".join(f"{n}x{code}" for code, n in sorted(refused.items())) or "0"
-
-
 def run(args: argparse.Namespace) -> int:
     tools = TOOLS + (("kamailio",) if max(args.workers) > 1 else ())
     for tool in tools:
@@ -218,30 +164,40 @@ def run(args: argparse.Namespace) -> int:
         if shutil.which(tool) is None and not os.path.exists(f"/usr/sbin/{tool}"):
             print(f"bench call: {tool} not found (make setup installs it)", file=sys.stderr)
             return 2
+    if args.turns > 1 and args.gap_s < MIN_GAP_S:
+        print(f"bench call: --gap-s must be at least {MIN_GAP_S:g}", file=sys.stderr)
+        return 2
     work = Path(args.keep or tempfile.mkdtemp(prefix="callagent-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     # Silence after the question until the BYE: a phone keeps sending RTP (no RTP = dead line).
-    n_audio = min(len(QUESTIONS), max(args.rounds * max(args.concurrency), SERIAL_QUESTIONS))
-    audio = [spoken_ulaw(QUESTIONS[i], work / f"question{i}.ulaw", tail_s=args.hold_s,
-                         voice=VOICES[i % len(VOICES)]) for i in range(n_audio)]
+    layout = None
+    if args.turns > 1:
+        layout, audio = conversation_audio(args.rounds * max(args.concurrency), args.turns,
+                                           work, args.gap_s, args.hold_s, VOICES)
+    else:
+        n_audio = min(len(QUESTIONS), max(args.rounds * max(args.concurrency), SERIAL_QUESTIONS))
+        audio = [spoken_ulaw(QUESTIONS[i], work / f"question{i}.ulaw", tail_s=args.hold_s,
+                             voice=VOICES[i % len(VOICES)]) for i in range(n_audio)]
     rounds: list[Round] = []
     configs = []
     for n in args.workers:
         setup = work / f"workers-{n}"
         setup.mkdir(exist_ok=True)
         configs.append(setup / "config.toml")
-        done = run_setup(n, args, setup, configs[-1], audio)
+        done = run_setup(n, args, setup, configs[-1], audio, layout)
         if done is None:
             return 1
         rounds += done
     baseline = _serial_baseline(configs[0])
     print_table(rounds, baseline)
+    if layout is not None:
+        print_turns_table(rounds, baseline, layout, args.gap_s)
     print(f"captures and logs: {work}")
     return 0
 
 
-def run_setup(n: int, args, setup: Path, config: Path,
-              audio: list[Path]) -> list[Round] | None:
+def run_setup(n: int, args, setup: Path, config: Path, audio: list[Path],
+              layout: Layout | None) -> list[Round] | None:
     """Start one serve (``n`` = 1) or a cluster of ``n``, run every concurrency, stop it."""
     from agent.sip.useragent import (
         RTP_PORT_RANGE,  # pjsua2 only when the bench runs, not at CLI parse
@@ -265,17 +221,18 @@ def run_setup(n: int, args, setup: Path, config: Path,
     print(f"{'serve' if n == 1 else f'cluster of {n} workers'} up on 127.0.0.1:{port}, "
           f"{threads} thread(s) per stage", flush=True)
     try:
-        return [one_round(n, c, args, setup, port, audio, agent_ports)
+        return [one_round(n, c, args, setup, port, audio, agent_ports, layout)
                 for c in args.concurrency]
     finally:
         terminate(proc, 90)
 
 
 def one_round(n: int, concurrency: int, args, setup: Path, port: int, audio: list[Path],
-              agent_ports: range) -> Round:
+              agent_ports: range, layout: Layout | None = None) -> Round:
     db = setup / "calls.db"
     before = set(_query(db, "SELECT id FROM calls"))
     placed = concurrency * args.rounds
+    call_s = args.hold_s if layout is None else layout.duration_s  # stream start to BYE
     xmls, rcs = [], []
     with Capture(setup / f"calls_{concurrency}.pcap", agent_ports) as capture:
         for r in range(args.rounds):
@@ -287,15 +244,15 @@ def one_round(n: int, concurrency: int, args, setup: Path, port: int, audio: lis
                 # Through kamailio the ACK and BYE must follow Record-Route to the worker.
                 xml = scenario(ROUTED if n > 1 else "uac_stream",
                                setup / f"stream_{concurrency}_{k}.xml",
-                               audio=audio[k % len(audio)], hold_ms=int(args.hold_s * 1000))
+                               audio=audio[k % len(audio)], hold_ms=int(call_s * 1000))
                 xmls.append(xml)
                 argv = sipp_argv(xml, "101", port, free_port(), media[i],
-                                 timeout_s=args.hold_s + 60)
+                                 timeout_s=call_s + 60)
                 procs.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL,
                                               stderr=subprocess.DEVNULL))
             for proc in procs:
                 try:
-                    rcs.append(proc.wait(args.hold_s + 75))
+                    rcs.append(proc.wait(call_s + 75))
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     rcs.append(proc.wait())
@@ -309,21 +266,24 @@ def one_round(n: int, concurrency: int, args, setup: Path, port: int, audio: lis
     per_worker: dict[str, int] = {}
     for worker in calls.values():
         per_worker[worker or "serve"] = per_worker.get(worker or "serve", 0) + 1
-    v2v, gaps, holes = [], [], []
+    v2v, gaps, holes, wire = [], [], [], []
     for call in each_call(split_calls(capture.packets(), agent_ports)):
-        if (v := call.voice_to_voice_s()) is not None:
-            v2v.append(v * 1000)
-        replies = call.reply_runs()
-        gaps.extend(gaps_ms(call.agent, replies))
-        if replies:
-            holes.append(dead_air_ms(call.agent, replies))
+        wire.append(wire_turns(call, layout))
+        for turn in wire[-1]:
+            if turn.v2v_s is not None:
+                v2v.append(turn.v2v_s * 1000)
+            # Dead air reply by reply: between replies the agent listens, sending zeros.
+            gaps.extend(gaps_ms(call.agent, turn.replies))
+            if turn.replies:
+                holes.append(dead_air_ms(call.agent, turn.replies))
     refused: dict[int, int] = {}
     for xml in xmls:
         for code, k in sipp_refusals(xml).items():
             refused[code] = refused.get(code, 0) + k
     r = Round(n, concurrency, placed, len(calls), refused, v2v, gaps, len(turns),
               unanswered, per_worker, max(rcs, default=0), events_of(db, "under-load", calls),
-              events_of(db, "asked-to-repeat", calls), holes)
+              events_of(db, "asked-to-repeat", calls), holes,
+              None if layout is None else turn_stats(wire, log_turns(db, calls).values(), layout))
     print(r.line(), flush=True)
     return r
 
