@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from agent.bench.answers_questions import QUESTIONS, UNKNOWN, invented, right
 from agent.turn.knowledge import (
     NO_NOTES,
     Knowledge,
@@ -73,7 +72,6 @@ def test_stems_join_the_forms_a_caller_and_a_fact_use():
     ("What time do you open on Saturday?", "On Saturday the library opens at 10 am"),
     ("How much is it to print in color?", "50 cents a page in color"),
     ("how late are you open during the week", "Monday to Friday"),
-    ("What happens if I lose a book?", "A lost or damaged item"),
     ("when's story time for the kids", "Story time"),
     ("what's your phone number", "555 0142"),
 ])
@@ -87,21 +85,6 @@ def test_words_that_ask_no_fact_get_the_rule_to_say_so():
     assert k.relevant("thank you goodbye") == []
     assert k.notes("okay thanks") == NO_NOTES
     assert "don't know" in NO_NOTES
-
-
-def test_bench_answers_judges_facts_and_invented_numbers():
-    known = numbers(LIBRARY.read_text())
-    sat = QUESTIONS[0]
-    assert right(sat, "We open at 10 am on Saturday.", "none", known)
-    assert not right(sat, "We open at 11 am on Saturday.", "none", known)
-    assert invented("Printing is 15 cents a page.", known) == {"15"}
-    assert invented("I lost one, a new one costs 2 dollars.", known) == set()
-    unknown = next(q for q in QUESTIONS if q.kind == UNKNOWN)
-    assert right(unknown, "Sorry, I don't know that. Shall I transfer you?", "none", known)
-    assert right(unknown, "Transferring you to the front desk now.", "transfer", known)
-    assert not right(unknown, "It costs 75 dollars.", "none", known)
-    assert not right(unknown, "The auditorium is available.", "none", known)
-    assert sum(q.kind == UNKNOWN for q in QUESTIONS) >= 10
 
 
 def test_numbers_are_read_as_digits_and_one_only_beside_a_unit():
@@ -154,14 +137,21 @@ def say_with_facts(reply: str, words: str, profile: str = "default"):
 
 
 def test_a_reply_that_makes_a_number_up_is_not_said():
-    """The clause with the made-up number is dropped and ``dont_know`` said instead (after the
-    first clause, already spoken: a speaker correcting themselves); the history has what was
-    said."""
+    """The sentence with the made-up number is checked whole before a word of it is heard:
+    ``dont_know`` is said instead, and the history has what was said."""
     result, said = say_with_facts("The library owns about 10,000 books. We have many more.",
                                   "How many books do you own?")
-    assert result.unfounded == "about 10,000 books. (10000)"
-    assert "10,000" not in result.reply_text and "I don't know that" in result.reply_text
-    assert said[-1] == result.reply_text
+    assert result.unfounded == "The library owns about 10,000 books. (10000)"
+    dont_know = load_config(ROOT / "config.toml").profiles["default"].dont_know
+    assert result.reply_text == dont_know and said[-1] == result.reply_text
+
+
+def test_a_later_sentence_that_fails_ends_the_reply_after_the_whole_ones():
+    """Nothing is spliced into a sentence begun, and no fallback follows a right answer."""
+    result, said = say_with_facts("On Saturday we open at 10 am. On Sunday we open at 11 am, "
+                                  "and close late.", "When do you open at the weekend?")
+    assert result.unfounded == "On Sunday we open at 11 am, and close late. (11)"
+    assert result.reply_text == "On Saturday we open at 10 am." == said[-1]
 
 
 def test_strictly_a_fact_number_said_of_something_no_fact_mentions_is_unfounded():
@@ -194,44 +184,14 @@ def test_a_reply_that_claims_what_no_fact_holds_is_not_said():
     assert said[-1] == result.reply_text
 
 
-def test_a_claim_split_over_two_clauses_is_caught_at_the_second():
-    # hibari's caller (bench answers): the short first clause is already on its way.
+def test_a_claim_split_over_two_clauses_is_judged_on_its_whole_sentence():
+    # hibari's caller (bench answers): "for a wedding." only comes in the second clause.
     result, said = say_with_facts("Yes, you can rent the meeting hall for a wedding. The price "
                                   "depends on the number of guests.",
                                   "Can I rent the meeting hall for a wedding?")
-    assert result.unfounded == "for a wedding. (wedding)"
-    assert result.reply_text.startswith("Yes, you can rent the meeting hall")
-    assert "I don't know that" in result.reply_text and "guests" not in result.reply_text
-
-
-def test_a_reply_that_says_open_on_a_closed_day_says_the_fact_instead():
-    # espeak-ng's "Are you open on Christmas Day?", heard as a statement (bench answers).
-    result, said = say_with_facts("We open on Christmas Day.", "You open on Christmas Day.")
-    assert result.unfounded == "We open on Christmas Day. (contradicts a fact)"
-    assert result.reply_text.startswith("The library is closed on public holidays")
-    assert "Christmas Day" in result.reply_text and said[-1] == result.reply_text
-    k = Knowledge(load_config(ROOT / "config.toml").profiles["default"].facts)
-    assert k.contradicted("Yes, the library is open on Sunday.").text == \
-        "The library is closed on Sunday."
-    for fine in ("We are closed on Sunday.", "We're open every day except Sunday.",
-                 "On Saturday we open at 10 am.", "We are not open on Thanksgiving Day."):
-        assert k.contradicted(fine) is None, fine
-
-
-def test_a_reply_that_says_something_is_needed_that_a_fact_says_is_not_says_the_fact():
-    # The under-load 0.5B's answer to "Do I need a password for the wifi?" (bench answers).
-    result, said = say_with_facts("Yes, you need a password for the Y-Fee.",
-                                  "Do I need a password for the Y-Fee?")
-    # "Yes," went out first, alone: a short first clause is heard sooner.
-    assert result.unfounded == "you need a password (contradicts a fact)"
-    assert result.reply_text == "Yes, Wi-Fi is free and needs no password." == said[-1]
-    k = Knowledge((Fact("Wi-Fi is free and needs no password."),
-                   Fact("No appointment is needed for the study rooms.")))
-    assert k.contradicted("It requires your password.").text.startswith("Wi-Fi")
-    assert k.contradicted("You need an appointment.").text.startswith("No appointment")
-    for fine in ("No, you don't need a password.", "You need no password for the Wi-Fi.",
-                 "You need a library card.", "It needs no password, just connect."):
-        assert k.contradicted(fine) is None, fine
+    assert result.unfounded == "Yes, you can rent the meeting hall for a wedding. (wedding)"
+    dont_know = load_config(ROOT / "config.toml").profiles["default"].dont_know
+    assert result.reply_text == dont_know and "guests" not in result.reply_text
 
 
 def test_a_reply_that_talks_about_its_tools_is_not_said():
@@ -288,18 +248,17 @@ def test_what_the_under_load_model_turns_away_is_asked_of_the_profiles_own():
     history: list = []
     result, _ = answer(cheap, history, escalate=own)
     assert result.reply_text == fact and len(own_llm.prompts) == 1
-    assert result.unfounded.startswith("We're sorry, but I can't assist")  # the first clause
+    assert result.unfounded.startswith("We're sorry, but I can't assist with that.")
     assert result.unfounded.endswith(f" (refuses: asked {main.llm.model})")
     assert [m.content for m in history] == [words, fact]
     # Once only: turned away by the profile's own model too, the caller is offered someone.
     own_llm.reply = refusal
     result, _ = answer(cheap, [], escalate=own)
     assert result.reply_text == main.dont_know and len(own_llm.prompts) == 2
-    # Something said already is not taken back: the rest is dont_know, as without one.
+    # Something said already is not taken back: the reply ends after it, as without one.
     cheap.stages.llm.reply = f"Story time is on Wednesday. {refusal}"
     result, _ = answer(cheap, [], escalate=own)
-    assert result.reply_text.startswith("Story time is on Wednesday.")
-    assert result.reply_text.endswith(main.dont_know) and len(own_llm.prompts) == 2
+    assert result.reply_text == "Story time is on Wednesday." and len(own_llm.prompts) == 2
 
 
 def test_a_profile_without_facts_still_never_reads_out_a_slot():

@@ -65,15 +65,40 @@ def test_one_knowledge_per_profile_and_process():
     assert knowledge_of(FACTS, "persona") is knowledge_of(FACTS, "persona")
 
 
-def test_the_prompt_carries_the_facts_after_the_words_and_the_history_stays_plain():
+def _runner(n_ctx: int = 2048):
+    from dataclasses import replace
+
     from agent.turn.runner import TurnRunner
     from dialplan import load_config
+    from tests.fakes import FakeLLM, fake_stages
+
+    profile = load_config(LIBRARY.parent.parent.parent / "config.toml").profiles["default"]
+    profile = replace(profile, llm=replace(profile.llm, n_ctx=n_ctx))
+    return TurnRunner(fake_stages(llm=FakeLLM(reply="")), profile), profile
+
+
+def test_every_fact_is_in_the_system_prompt_and_a_turn_adds_only_the_words():
+    """One prefix (persona, facts, tools) for every turn: primed once, never changed."""
     from models.llm.base import Message
 
-    config = load_config(LIBRARY.parent.parent.parent / "config.toml")
-    runner = TurnRunner(stages=None, profile=config.profiles["default"])
-    prompt = runner.prompt([Message("user", "hi")], "Are you open on Sunday?")
-    assert prompt[0].content == runner.system_prompt and prompt[1].content == "hi"
-    assert prompt[-1].content.startswith("Are you open on Sunday?\n\n[Facts you know:\n")
-    assert "\nThe library is closed on Sunday.\n" in prompt[-1].content  # one fact a line
-    assert "closed on Sunday" not in runner.system_prompt
+    runner, profile = _runner()
+    assert runner.facts_in_prefix
+    for fact in profile.facts:
+        assert f"\n- {fact.shown}\n" in runner.system_prompt
+    assert runner.system_prompt.index(profile.facts[-1].text) < runner.system_prompt.index(
+        "# Tools")
+    history = [Message("user", "hi"), Message("assistant", "Hello!")]
+    prompt = runner.prompt(history, "Are you open on Sunday?")
+    assert prompt == [Message("system", runner.system_prompt), *history,
+                      Message("user", "Are you open on Sunday?")]
+    assert runner.asked("Are you open on Sunday?") == "Are you open on Sunday?"
+
+
+def test_a_file_too_large_for_the_prefix_puts_matching_facts_after_the_words():
+    """And the history keeps the words as sent, so the next turn finds them cached."""
+    runner, _ = _runner(n_ctx=256)
+    assert not runner.facts_in_prefix and "closed on Sunday" not in runner.system_prompt
+    asked = runner.asked("Are you open on Sunday?")
+    assert asked.startswith("Are you open on Sunday?\n\n[Facts you know:\n")
+    assert "\nThe library is closed on Sunday.\n" in asked  # one fact a line
+    assert runner.prompt([], "Are you open on Sunday?")[-1].content == asked

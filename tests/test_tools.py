@@ -292,21 +292,16 @@ def test_a_transfer_request_names_one_entry_or_is_left_to_the_model(words, targe
         assert requested_transfer(words, DIRECTORY) is None  # no operator: the model decides
 
 
-def test_a_plain_question_is_asked_without_the_tools_and_an_action_with_them():
-    result, history, llm, _ = run(["We open at nine."], words="When do you open on Saturday?")
-    assert "# Tools" not in llm.prompts[0][0].content and result.reply_text == "We open at nine."
-    _, _, llm, _ = run(["Sure."], words="Thanks, that's all.")
-    assert "# Tools" in llm.prompts[0][0].content
-    # An answer to a reply that offered a transfer may need one: "Yes, please."
-    runner = TurnRunner(fake_stages(llm=ScriptedLLM([])), profile())
-    offer = [Message("user", "What's the museum's number?"),
-             Message("assistant", "Sorry, I don't know that. I can put you through to the staff.")]
-    assert runner.uses_tools(offer, "Yes, please.") and not runner.uses_tools([], "Yes, please.")
+def test_every_turn_is_asked_with_one_system_prompt_holding_the_tools():
+    """A plain question and an action start alike: one prefix, primed once, stays cached."""
+    result, _, llm, _ = run(["We open at nine."], words="When do you open on Saturday?")
+    assert "# Tools" in llm.prompts[0][0].content and result.reply_text == "We open at nine."
+    _, _, other, _ = run(["Sure."], words="Thanks, that's all.")
+    assert other.prompts[0][0].content == llm.prompts[0][0].content
 
 
 def test_a_plain_question_still_acts_when_the_model_calls_a_tool_anyway():
     result, _, llm, tts = run([CALL], words="Do you have books for children?")
-    assert "# Tools" not in llm.prompts[0][0].content
     assert result.action == ToolCall("transfer", {"target": "children"}, raw=CALL)
 
 
@@ -328,7 +323,7 @@ def test_leaves_message(words, leaves):
     assert leaves_message(words) is leaves
 
 
-def test_every_context_is_primed_with_the_persona_and_one_with_the_tools_too():
+def test_every_context_is_primed_with_the_one_prefix_of_persona_facts_and_tools():
     class Priming(ScriptedLLM):
         primed: list[tuple[str, bool]] = []
 
@@ -338,9 +333,9 @@ def test_every_context_is_primed_with_the_persona_and_one_with_the_tools_too():
     llm = Priming([])
     runner = TurnRunner(fake_stages(llm=llm), profile())
     runner.warm_up()
-    assert llm.primed == [(runner.profile.system_prompt, True), (runner.system_prompt, False)]
-    runner.prime()  # a call's own priming: the prompt most of its turns start with
-    assert llm.primed[-1] == (runner.profile.system_prompt, True)
+    assert llm.primed == [(runner.system_prompt, True)] and "# Tools" in runner.system_prompt
+    runner.prime()  # a call's own priming: the prompt all of its turns start with
+    assert llm.primed[-1] == (runner.system_prompt, True)
 
 
 @pytest.mark.unit

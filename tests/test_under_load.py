@@ -104,8 +104,8 @@ def test_what_the_under_load_model_turns_away_the_profiles_own_model_answers(con
     assert turn.reply_text == "We open at ten." and not turn.unanswered
     events = {r.kind: r.detail for r in call.records if isinstance(r, EventRecord)}
     assert events["under-load"] == "turn 0: answered by profile main/busy"
-    assert events["unfounded"] == ("turn 0: not said: We're sorry, but I can't assist "
-                                   "(refuses: asked smollm2-135m)")
+    assert events["unfounded"] == ("turn 0: not said: We're sorry, but I can't assist with "
+                                   "that. (refuses: asked smollm2-135m)")
 
 
 @pytest.mark.model

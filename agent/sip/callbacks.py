@@ -80,7 +80,7 @@ _read_vector = _vector_reader()
 class _Port(pj.AudioMediaPort):
     """A bridge port that copies frames between the conference bridge and an AudioLink.
 
-    Ports are never freed while the library runs: pjmedia's clock thread may already be inside
+    Ports are never freed while the endpoint runs: pjmedia's clock thread may already be inside
     a director callback of a port (no GIL yet) when the sip thread would drop its last Python
     reference, and it then runs Python code on a freed object (the intermittent libpython
     SIGSEGV right after a call ended: a read at ``ob_type->tp_flags`` of a NULL type, ``segfault

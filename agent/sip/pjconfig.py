@@ -1,7 +1,7 @@
 """pjsua2 configuration from :class:`~dialplan.sip.SIPOptions`: transports and the account.
 
 Pure construction, run once by :class:`~agent.sip.useragent.SipAgent` on its ``sip`` thread
-while it creates the library: which transports listen (UDP, TCP, TLS with the configured
+while it creates the endpoint: which transports listen (UDP, TCP, TLS with the configured
 certificate), and the account that answers (its identity, registrar credentials, RTP ports and
 SRTP policy). Kept out of the user agent so that module stays about calls; with it and
 :mod:`agent.sip.callbacks`, the only pjsua2 importers.

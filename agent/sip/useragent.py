@@ -8,7 +8,7 @@ thread can free one (a pj object freed on an unregistered thread or
 after ``libDestroy`` aborts the process; see /work/shared/SIP.md).
 
 Threads:
-  * one Python thread (``sip``) creates the library, polls it with ``libHandleEvents`` and runs
+  * one Python thread (``sip``) creates the pjsua2 endpoint, polls it with ``libHandleEvents`` and runs
     every pj API call; other threads send it commands (answer, hangup, dial, transfer, DTMF)
     through a queue;
   * the ``sip`` thread screens each new INVITE with the :class:`~agent.sip.gate.CallGate` as
@@ -131,7 +131,7 @@ class SipAgent:
             raise RuntimeError(f"SIP stack failed to start: {self._start_error}")
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Hang up every call, destroy the library and join the thread."""
+        """Hang up every call, destroy the endpoint and join the thread."""
         if self._thread is None:
             return
         self._stop.set()

@@ -1,44 +1,74 @@
-"""What a reply's clause may not say: the checks every clause passes before it is spoken.
+"""What a reply's sentence may not say: the checks every sentence passes before it is spoken.
 
-The facts' checks are :class:`~agent.turn.knowledge.Knowledge`'s (a number or a claim no fact
-holds, an "open" on a day a fact says is closed, a "you need" where a fact says it is not
-needed); the others need no facts: a template's slot left unfilled, a reply that turns the
-caller away, one that talks about the tools instead of using them.
-:class:`~agent.turn.reply.Reply` says ``dont_know`` (or the contradicted fact) instead of what
-fails, or asks the profile's own model what its under-load one refused.
+The facts' checks are :class:`~agent.turn.knowledge.Knowledge`'s (a number, or a claim about
+something the caller named, that no fact holds); the others need no facts: a template's slot
+left unfilled, a reply that turns the caller away, one that talks about the tools instead of
+using them, one that reads out the prompt's own instructions. Each is general: none knows a
+business's words. :class:`~agent.turn.reply.Reply` checks a whole sentence before any of it
+is heard, so what fails is never spliced into a sentence begun; it says ``dont_know`` instead,
+or asks the profile's own model what its under-load one refused.
 """
 
 from __future__ import annotations
 
+import re
+
 from agent.turn.intent import names_a_tool
 from agent.turn.knowledge import Knowledge, placeholder, refuses
-from dialplan.knowledge import Fact
 
 REFUSES = "refuses"
 """The objection to a reply that turns the caller away."""
+ECHO_WORDS = 6
+"""A run of this many words of the prompt's instructions in a reply is the prompt read out
+("Anything not in these facts, we don't know."); a fact's words are not instructions."""
 
 
-def objection(knowledge: Knowledge | None, tools: tuple[str, ...] | list[str], chunk: str,
-              sentence: str, heard: str, strict: bool) -> tuple[str, Fact | None]:
-    """Why ``chunk`` must not be said ("" if it may be), and the fact it contradicts, if any.
+def _words(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9']+", text.lower().replace("’", "'"))
+
+
+def runs(text: str, n: int = ECHO_WORDS) -> set[tuple[str, ...]]:
+    """Every run of ``n`` consecutive words of ``text``."""
+    w = _words(text)
+    return {tuple(w[i:i + n]) for i in range(len(w) - n + 1)}
+
+
+class Instructions:
+    """The prompt's instruction text, as runs of words a reply must not repeat.
+
+    Args:
+        prompt: the system prompt (persona, facts, tools).
+        allowed: texts a reply may repeat word for word (the facts, the fixed phrases).
+    """
+
+    def __init__(self, prompt: str, allowed: list[str] | tuple[str, ...] = ()):
+        self._runs = runs(prompt) - set().union(*(runs(t) for t in allowed))
+
+    def echoed(self, sentence: str) -> bool:
+        return bool(self._runs and runs(sentence) & self._runs)
+
+
+def objection(knowledge: Knowledge | None, tools: tuple[str, ...] | list[str], sentence: str,
+              heard: str, strict: bool, instructions: Instructions | None = None) -> str:
+    """Why ``sentence`` must not be said ("" if it may be).
 
     Args:
         knowledge: the profile's facts (None: only the checks that need none).
         tools: the names of the tools the profile offers.
-        chunk: the clause about to be spoken.
-        sentence: the sentence so far, ``chunk`` included: a short first clause ("Yes, you can
-            rent the meeting hall") may leave what it is about ("for a wedding.") to the next.
+        sentence: the sentence about to be spoken, whole.
         heard: the caller's words.
         strict: ``llm.strict_numbers``.
+        instructions: the prompt's instruction text (None: not checked).
     """
     made_up = knowledge.unfounded(sentence, heard, strict) if knowledge is not None else set()
-    wrong = knowledge.contradicted(sentence) if knowledge is not None else None
-    if made_up or wrong is not None:
-        return ", ".join(sorted(made_up)) or "contradicts a fact", wrong
-    if placeholder(chunk):
-        return "a placeholder", None
+    if made_up:
+        return ", ".join(sorted(made_up))
+    if placeholder(sentence):
+        return "a placeholder"
     if refuses(sentence):
-        return REFUSES, None
-    if tools and names_a_tool(chunk, tools):
-        return "names a tool", None
-    return "", None
+        return REFUSES
+    if tools and names_a_tool(sentence, tools):
+        return "names a tool"
+    if instructions is not None and instructions.echoed(sentence):
+        return "reads out the prompt"
+    return ""

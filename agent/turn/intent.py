@@ -4,9 +4,7 @@ The LLM decides most of a turn, but a few things are plain in the words and too 
 leave to a 1.5B model's judgement (bench tools): a caller who asks to be put through to a
 directory entry by name is transferred at once (:func:`requested_transfer`), a goodbye ends the
 call (:func:`farewell`), and the model's own calls are checked against what the caller said
-(:func:`took_leave`, :func:`asks_for_message`) so it never hangs up on a question. Words that
-ask for nothing to be done (:func:`asks_for_action`) are answered without the tools block,
-which led the 1.5B astray on plain questions (bench answers).
+(:func:`took_leave`, :func:`asks_for_message`) so it never hangs up on a question.
 """
 
 from __future__ import annotations
@@ -121,7 +119,7 @@ def requested_transfer(words: str, directory: Mapping, operator: str | None = No
 
 
 _PERSON = re.compile(r"\b(?:person|human|someone|somebody|anyone|operator|staff|receptionist|"
-                     r"librarian|people)\b", re.IGNORECASE)
+                     r"people)\b", re.IGNORECASE)
 
 
 def operator_of(keypad: Mapping) -> str | None:
@@ -163,24 +161,3 @@ def leaves_message(words: str) -> bool:
     Stricter than :func:`asks_for_message`: these words take the message without the model.
     """
     return bool(_LEAVES.search(words)) and not _NOT.search(words)
-
-
-_ACTION = re.compile(
-    r"\b(?:transfer|connect|put (?:me|us) through|speak|talk|someone|somebody|anyone|person|"
-    r"human|staff|operator|manager|librarian|department|desk|message|voicemail|call (?:me|us) "
-    r"back|tell (?:him|her|them)|let (?:him|her|them|the \w+) know|bye|goodbye|good bye|"
-    r"hang up|that'?s (?:all|it|everything)|nothing (?:else|more)|thanks?|thank you|keypad|"
-    r"extension)\b", re.IGNORECASE)
-
-
-def asks_for_action(words: str, last_reply: str = "") -> bool:
-    """Whether a turn may need a tool.
-
-    The caller's words ask for a person, a message or an end, or answer a reply
-    (``last_reply``) that offered one ("Shall I put you through?" - "Yes, please").
-    """
-    if _ACTION.search(words):
-        return True
-    return bool(last_reply) and bool(re.search(
-        r"\b(?:transfer|put you through|connect you|message|front desk|staff)\b", last_reply,
-        re.IGNORECASE))

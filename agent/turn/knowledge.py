@@ -1,31 +1,19 @@
-"""Which of a profile's facts a turn's prompt carries, and what a reply may not state without one.
+"""A profile's facts in its prompt, and what a reply may not state without one.
 
-Retrieval scores each fact twice and adds the two: BM25 over its words (topic included, light
-stemming), for the content words a question shares with its answer ("print", "Saturday",
-"card"), and the cosine of WordLlama sentence vectors (:mod:`models.embed.wordllama`), for the
-question put in other words ("Where are you located?" for "12 Elm Street"; "Can I extend my
-loan?" for renewals). Either alone left the right fact out of the three a turn carries for
-several paraphrased questions; the sum kept it in for all (bench answers). At a few hundred
-facts both take well under a millisecond and need no vector service. The facts follow the
-caller's words, so the persona and the call so far stay one cached prefix
-(:meth:`agent.turn.runner.TurnRunner.prompt`). (Put before the words, they helped the 1.5B
-only while the tools block was in every prompt; without it, fewer questions in other words
-than bench answers' were answered right.)
+A knowledge file that fits (:func:`agent.turn.runner.fits_in_prefix`) goes whole into the
+system prompt (:meth:`Knowledge.block`): every fact is in view of every turn, so a question in
+other words, or a follow-up ("and on Saturday?"), finds its fact without retrieval, and the
+prompt is one prefix primed once. A larger file is searched per turn (:meth:`Knowledge.notes`):
+BM25 over each fact's words (topic included, light stemming) plus the cosine of WordLlama
+sentence vectors (:mod:`models.embed.wordllama`) for the question put in other words; a fact
+may list how callers ask for it (a TOML fact's ``question``), and those words are matched too.
 
-Small models asked to say "I don't know" when the facts do not answer say it to everything;
-told only that they know nothing else, they answer from the facts and mostly admit the rest,
-but some still make a number up (bench answers). So a reply's every clause is also checked
-before it is spoken: one that states a number that neither the persona, its facts nor the
-caller gave is not said (:meth:`Knowledge.unfounded`); the profile's ``dont_know`` is. So is one
-that says the library has, lets you book, or gives free something the caller named and no fact
-mentions ("We don't have a 3D printer.", "Yes, you can rent the meeting hall for a wedding.",
-"Passport photos are free."): a claim without a number, the kind the 1.5B still made (bench
-answers); and one that turns the caller away (:func:`refuses`). With ``llm.strict_numbers``,
-so is any number said of such a thing ("The phone number of the city museum is 555 0142.", the
-library's: the under-load 0.5B lends the facts' numbers out; the 1.5B echoes the caller's words,
-"The loan period for DVDs is 1 week.", and would lose right answers). One that says the
-library is open on a day a fact says it is closed, or that the caller needs something a fact
-says is not needed, is replaced by that fact (:meth:`Knowledge.contradicted`).
+A reply's every sentence is checked before any of it is spoken
+(:func:`agent.turn.guard.objection`): one that states a number (a price, a time, a phone
+number) that neither the persona, its facts nor the caller gave is not said
+(:meth:`Knowledge.unfounded`); nor is one that claims the business has, offers or gives free
+something the caller named and no fact mentions (``_CLAIM``). Both read only the facts' and
+the caller's words: no business's words are written here.
 """
 
 from __future__ import annotations
@@ -56,23 +44,12 @@ their them then there these they this to up us want was we what when where which
 will with would yes you your you're okay ok um uh well hey really
 """.split())
 
-SYNONYMS = {
-    "hour": ("open", "close"), "time": ("open", "close"), "late": ("close",),
-    "early": ("open",), "cost": ("price", "fee"), "charge": ("fee", "price"),
-    "pay": ("fee", "payment"), "price": ("cost",), "fee": ("cost",), "phone": ("number",),
-    "call": ("number",), "print": ("printing",), "printing": ("print",),
-    "weekend": ("saturday", "sunday"), "weekday": ("monday", "friday"), "kid": ("children",),
-    "children": ("kid",),
-    "borrow": ("loan", "lent"), "loan": ("borrow",),
-    "renew": ("renewal",), "renewal": ("renew",), "room": ("study",), "wifi": ("internet",),
-    "internet": ("wifi",), "computer": ("internet",), "where": ("address",), "locat": ("address",),
-    "lose": ("lost",), "keep": ("lent", "kept"), "hold": ("reserv", "kept"),
-}
-"""What a caller says that a fact puts otherwise ("how late" is about closing)."""
-
+FACTS = ("What you know, one fact a line:\n{facts}\n"
+         "That is all you know. Answer from these facts only; for anything they do not say, "
+         "say you don't know and offer to transfer the caller.")
+"""The system prompt's facts: one a line, with their topic (bench answers)."""
 NOTES = "Facts you know:\n{facts}\nAnything not in these facts, you don't know."
-"""One fact a line: the 1.5B then says "I don't know" to more questions no fact answers than
-with the facts run together in one paragraph, for as many facts right (bench answers)."""
+"""The few facts a turn's words carry when the file is too large for the prompt."""
 NO_NOTES = ("You know no facts about this. If it asks for one, say you don't know and offer to "
             "transfer the caller; never guess a number, price, time or date.")
 
@@ -104,34 +81,15 @@ def numbers(text: str) -> set[str]:
 
 
 _CLAIM = re.compile(
-    r"\b(?:we|the library)\s+(?:do not |don't |does not |doesn't |do |does |also |only )?"
-    r"(?:have|has|offer|offers|sell|sells|rent|rents|lend|lends)\b(?P<what>[^.!?;:]*)"
+    r"\bwe\s+(?:do not |don't |does not |doesn't |do |also |only |can |can't |cannot )?"
+    r"(?:have|offer|sell|rent|lend|provide|accept|take|carry|stock|repair|fix|treat|do)\b"
+    r"(?P<what>[^.!?;:]*)"
     r"|\bthere (?:is|are)\b(?P<there>[^.!?;:]*)"
-    r"|\byou can(?:not|'t)? (?:rent|book|reserve|hire)\b(?P<booked>[^.!?;:]*)"
+    r"|\byou can(?:not|'t)? (?:rent|book|reserve|hire|get|buy)\b(?P<booked>[^.!?;:]*)"
     r"|(?P<free>[^.!?;:,]*)\b(?:is|are) free\b", re.I)
-"""What a reply claims the library has (or has not), lets a caller book, or gives for nothing:
-"We don't have a 3D printer", "there is no café", "you can rent the meeting hall for a
-wedding", "passport photos are free" (the under-load 0.5B, of a price no fact holds)."""
-
-
-_DAYS = ("monday tuesday wednesday thursday friday saturday sunday weekend holiday christmas "
-         "easter thanksgiving").split()
-_DAY = re.compile(rf"\b(?i:{'|'.join(_DAYS)})s?\b|\b(?:[A-Z][a-z']+ )+Day\b")
-"""A day a library may be closed on: a weekday, a holiday by name ("Independence Day")."""
-_OPEN = re.compile(r"\bopen(?:s|ed)?\b", re.I)
-_NOT_OPEN = re.compile(r"\bclos|\bnot\b|n't\b|\bexcept|\bbut\b|\bno\b|\bonly\b", re.I)
-"""Words that make "open ... Sunday" no plain claim of being open that day ("closed on Sunday",
-"open every day except Sunday", "not open on Sunday")."""
-
-_NEEDS_NO = re.compile(r"\bneeds? no ([a-z-]+)|\bno ([a-z-]+) (?:is |are )?(?:needed|required)\b",
-                       re.I)
-"""A fact that something is not needed: "Wi-Fi is free and needs no password."."""
-_NEEDS = re.compile(r"\b(?:need|needs|require|requires) (?:a |an |the |your )?([a-z-]+)", re.I)
-_NO_NEED = re.compile(r"n't\b|\bnot\b|\bno\b|\bnever\b|\bwithout\b", re.I)
-
-
-def _days(text: str) -> set[str]:
-    return {stem(d) for d in _DAY.findall(text)}
+"""What a reply claims the business has (or has not), offers, lets a caller book, or gives
+for nothing: "We don't have a 3D printer", "there is no café", "we do home visits",
+"passport photos are free"."""
 
 
 _UNSURE = re.compile(r"\b(?:don't|do not|doesn't|does not) know\b|\bnot sure\b", re.I)
@@ -192,9 +150,6 @@ def known_numbers(texts) -> set[str]:
         str(int(n)) for n in known if n.isdigit()}
 
 
-_SYNONYMS = {stem(k): tuple(stem(v) for v in vs) for k, vs in SYNONYMS.items()}
-
-
 class Knowledge:
     """BM25 and, given ``embed``, sentence vectors over one profile's facts.
 
@@ -212,9 +167,6 @@ class Knowledge:
         self._known = known_numbers([persona, *(f.shown for f in facts)])
         self._docs = [Counter(terms(f"{f.topic} {f.text}")) for f in facts]
         self._vocabulary = set(terms(persona)).union(*self._docs)
-        self._closed = [(f, _days(f.text)) for f in facts if re.search(r"\bclosed\b", f.text)]
-        self._unneeded = [(f, stem(m[1] or m[2]))
-                          for f in facts for m in _NEEDS_NO.finditer(f.text)]
         self._len = [sum(d.values()) for d in self._docs]
         self._avg = sum(self._len) / len(self._len) if self._len else 0.0
         df = Counter(t for d in self._docs for t in d)
@@ -226,8 +178,7 @@ class Knowledge:
                          if embed is not None and facts else None)
 
     def _bm25(self, words: str) -> np.ndarray:
-        query = terms(words)
-        query = set(query + [s for t in query for s in _SYNONYMS.get(t, ())])
+        query = set(terms(words))
         out = np.zeros(len(self.facts))
         for i, doc in enumerate(self._docs):
             norm = self._k1 * (1 - self._b + self._b * self._len[i] / (self._avg or 1))
@@ -253,6 +204,10 @@ class Knowledge:
                        key=lambda i: (-score[i], i))
         return [self.facts[i] for i in order[:top]]
 
+    def block(self) -> str:
+        """Every fact, one a line with its topic: the system prompt's part (:data:`FACTS`)."""
+        return FACTS.format(facts="\n".join(f"- {f.shown}" for f in self.facts))
+
     def notes(self, words: str) -> str:
         """The text that follows the caller's words in the prompt."""
         found = self.relevant(words)
@@ -266,33 +221,13 @@ class Knowledge:
         ``given``: the caller's words. A number neither they nor a fact hold is made up; so is a
         claim (:data:`_CLAIM`) about a word of theirs that no fact mentions: the model knows
         nothing about it, whether it says yes or no. ``strict``: so is a number, even one a
-        fact holds, stated beside such a word ("The phone number of the city museum is 555
-        0142.", the library's: the under-load 0.5B, bench answers). A number is returned as its
-        digits, a word as said.
+        fact holds, stated beside such a word (the under-load 0.5B lends a fact's phone number
+        to a place the caller named: bench answers). A number is returned as its digits, a word
+        as said.
         """
         stated, said = numbers(clause) - numbers(given), set(terms(given))
         return (stated - self._known) | self._claimed(clause, said) | (
             self._unknown_words(clause, said) if strict and stated else set())
-
-    def contradicted(self, sentence: str) -> Fact | None:
-        """A fact that ``sentence`` says the opposite of: the fact is said instead.
-
-        Two kinds. The library is open on a day a fact says it is closed: heard "You open on
-        Christmas Day." (a robotic voice's "Are you open ...?"), the 1.5B agreed, "We open on
-        Christmas Day.", with the closed days in its prompt (bench answers); a caller who
-        drives to a closed door is the worst wrong answer. And something is needed that a fact
-        says is not: "Yes, you need a password for the Wi-Fi.", the under-load 0.5B's answer
-        with "Wi-Fi is free and needs no password." in its prompt (bench answers).
-        """
-        if _OPEN.search(sentence) and not _NOT_OPEN.search(sentence):
-            said = _days(sentence)
-            closed = next((f for f, days in self._closed if said & days), None)
-            if closed is not None:
-                return closed
-        if self._unneeded and not _NO_NEED.search(sentence):
-            needed = {stem(m[1]) for m in _NEEDS.finditer(sentence)}
-            return next((f for f, thing in self._unneeded if thing in needed), None)
-        return None
 
     def _claimed(self, clause: str, said: set[str]) -> set[str]:
         """The caller's words (``said``, stemmed) a claim of ``clause`` is about, in no fact."""
@@ -302,12 +237,11 @@ class Knowledge:
                              for m in _CLAIM.finditer(clause)))
 
     def _unknown_words(self, text: str, said: set[str]) -> set[str]:
-        """The words of ``text``, as said, whose stem is in ``said`` and in no fact or synonym."""
+        """The words of ``text``, as said, whose stem is in ``said`` and in no fact."""
         out = set()
         for w in re.findall(r"[a-z0-9']+", text.lower()):
             s = stem(w)
-            known = self._vocabulary.intersection((s, *_SYNONYMS.get(s, ())))
-            if w not in STOP and len(w) > 1 and s in said and not known:
+            if w not in STOP and len(w) > 1 and s in said and s not in self._vocabulary:
                 out.add(w)
         return out
 

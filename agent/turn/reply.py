@@ -90,7 +90,7 @@ class Reply(ToolSteps):
         self._splitter: ClauseSplitter | None = None
         self._rounds: list[Message] = []  # this turn's tool calls and answers, for the history
         self._said: list[str] = []
-        self._sentence = ""  # the sentence's clauses said so far: a claim may span two
+        self._sentence: list[str] = []  # its clauses, held until the sentence is checked whole
         self._tool_call: ToolCall | None = None  # an HTTP tool waiting for the gate
         self._tooling: float | None = None  # an HTTP tool in flight since
         self._plain = False  # asked again without the tools: it answered neither way
@@ -129,14 +129,13 @@ class Reply(ToolSteps):
             self.t.llm_first_token_at = self._now()
             self._tool(decided)
             return
-        self._plain = not self.runner.uses_tools(self.history, tr.text)
         self._ask(tr.text)
 
     def _ask(self, words: str) -> None:
         """Start (or, after a tool's answer, continue) the LLM's reply to ``words``."""
         tts = self.runner.profile.tts
         opener = tts.first_chunk_opener
-        self._sentence = ""
+        self._sentence = []
         self._splitter = ClauseSplitter(first_words=tts.first_chunk_words,
                                         hurry=self.urgency.hurry,
                                         openers=self._alone if opener == "alone" else opener,
@@ -210,11 +209,11 @@ class Reply(ToolSteps):
         if text is None or call is not None:
             chunks += self._splitter.flush()
         for chunk in chunks:
-            sentence = f"{self._sentence} {chunk}".strip()
-            if self._unfounded(chunk, sentence):
+            self._sentence.append(chunk)
+            if ends_sentence(chunk) and self._release():
                 return True
-            self._sentence = "" if ends_sentence(sentence) else sentence
-            self._put(chunk)
+        if (text is None or call is not None) and self._sentence and self._release():
+            return True
         if call is not None:
             self._tool(call)
             return True
@@ -230,22 +229,29 @@ class Reply(ToolSteps):
                 return True
         return False
 
-    def _unfounded(self, chunk: str, sentence: str) -> bool:
-        """Whether ``chunk`` must not be said (:func:`~agent.turn.guard.objection`).
+    def _release(self) -> bool:
+        """Speak the sentence now complete, clause by clause, if it passes the checks.
 
-        ``dont_know`` is said instead, or the fact it contradicts; what the under-load model
-        turns away before a word of it was said is asked of the profile's own model.
+        True when it did not (:func:`~agent.turn.guard.objection`): the reply ends there, and
+        the caller heard only whole sentences. With nothing said yet, ``dont_know`` is said
+        instead; what the under-load model turns away is asked of the profile's own model.
         """
-        why, fact = objection(self.runner.knowledge, self.runner.tools.names, chunk, sentence,
-                              self.result.transcript, self.runner.profile.llm.strict_numbers)
+        clauses, self._sentence = self._sentence, []
+        sentence = " ".join(clauses)
+        why = objection(self.runner.knowledge, self.runner.tools.names, sentence,
+                        self.result.transcript, self.runner.profile.llm.strict_numbers,
+                        self.runner.instructions)
         if not why:
+            for clause in clauses:
+                self._put(clause)
             return False
         if why == REFUSES and self._escalate is not None and not self._said:
-            self._ask_escalated(chunk)
+            self._ask_escalated(sentence)
             return True
-        self.result.unfounded = f"{chunk} ({why})"
+        self.result.unfounded = f"{sentence} ({why})"
         self._close_stream()
-        self._put(fact.text if fact is not None else self.runner.profile.dont_know)
+        if not self._said:
+            self._put(self.runner.profile.dont_know)
         self._llm_end()
         return True
 
@@ -410,7 +416,7 @@ class Reply(ToolSteps):
         if r.action is None and not failed and self._scanner is not None:
             r.action = self._implied(r.reply_text)
         if self.gate_open and not (self._repeat or self._empty or failed):
-            self.history.append(Message("user", r.transcript))
+            self.history.append(Message("user", self.runner.asked(r.transcript)))
             self.history.extend(self._rounds)
             if r.action is not None and not r.action.implicit:
                 self.history.append(Message("assistant", r.action.raw))

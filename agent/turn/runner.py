@@ -14,7 +14,7 @@ from functools import partial
 
 import numpy as np
 
-from agent.turn.intent import asks_for_action
+from agent.turn.guard import Instructions
 from agent.turn.knowledge import knowledge_of
 from agent.turn.result import TurnResult
 from agent.turn.textsplit import speakable
@@ -46,9 +46,9 @@ class Stages:
 
 
 WARM_UP_SPEECH = (
-    "Thank you for calling the library; the main branch is open from nine in the morning "
-    "until six in the evening on weekdays, and from ten until four on Saturdays, and you can "
-    "renew your books, book a study room or ask about our events on the phone or online.")
+    "Thank you for calling; we are open from nine in the morning until six in the evening on "
+    "weekdays, and from ten until four on Saturdays, and you can ask us about prices, bookings "
+    "and directions on the phone or online, or leave a message for the team.")
 """As long as a reply's longest sentence: the TTS warm-up (see :meth:`TurnRunner.warm_up`)."""
 
 
@@ -90,35 +90,34 @@ class TurnRunner:
         self._shared = phrases
         self._phrases: dict[str, np.ndarray] = {}
         self.tools = Toolbox(profile)
-        self.system_prompt = self.tools.system_prompt(profile.system_prompt)
-        """The persona and the tools it may use: the prefix of the turns that may act."""
-        self.always_tools = bool(self.tools.http)
-        """An HTTP tool answers questions ("Do you have Dune?"): every turn is offered it."""
         self.knowledge = (knowledge_of(profile.facts, f"{profile.system_prompt} {profile.greeting}")
                           if profile.facts else None)
-        """The profile's facts; a turn's prompt carries those its words are about."""
-
-    def uses_tools(self, history: list[Message], words: str) -> bool:
-        """Whether the turn on ``words`` is asked with the tools block (else the persona alone).
-
-        Only turns whose words may call for an action (:func:`~agent.turn.intent.asks_for_action`)
-        are: with the block in its prompt the 1.5B answered plain questions with tool calls,
-        refusals or the tools' descriptions (bench answers).
-        """
-        if not self.tools:
-            return False
-        if self.always_tools:
-            return True
-        last = next((m.content for m in reversed(history) if m.role == "assistant"), "")
-        return asks_for_action(words, last)
+        """The profile's facts: what the prompt holds and what a reply's checks read."""
+        self.facts_in_prefix = self.knowledge is not None and fits_in_prefix(
+            stages.llm, self.knowledge.block(), profile.llm)
+        """All the facts are in the system prompt (:func:`fits_in_prefix`); else each turn's
+        words carry the few that match them."""
+        facts = self.knowledge.block() if self.facts_in_prefix else ""
+        persona = "\n\n".join(t for t in (profile.system_prompt, facts) if t)
+        self.plain_prompt = persona
+        """The persona and its facts, without the tools: for a model that answered neither in
+        words nor with a call (:meth:`~agent.turn.reply_tools.ToolSteps._ask_plain`)."""
+        self.system_prompt = self.tools.system_prompt(persona)
+        """The persona, its facts and its tools: the one prefix every turn starts with, primed
+        once per context, so a turn prefills only the caller's new words (bench answers, the
+        LLM's first token)."""
+        self.instructions = Instructions(self.system_prompt, [
+            *(f.shown for f in profile.facts), *fixed_phrases(profile), profile.dont_know,
+            *(e.description for e in profile.directory.values())])
+        """What a reply must not read out: the prompt's words that are no fact or phrase."""
 
     @property
     def main_prompt(self) -> str:
-        """The system prompt most turns start with: the one every context is primed with."""
-        return self.system_prompt if self.always_tools else self.profile.system_prompt
+        """The system prompt every turn starts with: the one every context is primed with."""
+        return self.system_prompt
 
     def prime(self) -> None:
-        """Put this profile's main system prompt in the LLM's KV cache before the first turn."""
+        """Put this profile's system prompt in the LLM's KV cache before the first turn."""
         with priority(Priority.BACKGROUND):
             self.stages.llm.prime(self.main_prompt)
 
@@ -134,10 +133,6 @@ class TurnRunner:
             # the warm-up's decoding left every later call's decoding slower (bench call, one
             # call). Not explained; the main thread keeps its OpenMP team.
             self.stages.llm.scheduler.submit(self.prime, stage="llm").result()
-            if self.main_prompt != self.system_prompt:  # one context keeps the other prefix
-                self.stages.llm.scheduler.submit(
-                    partial(self.stages.llm.prime, self.system_prompt, spread=False),
-                    stage="llm").result()
             self.stages.asr.warm_up()
             if self.stages.eot is not None:
                 self.stages.eot.score(np.zeros(ASR_RATE, np.float32))
@@ -169,24 +164,48 @@ class TurnRunner:
 
     def prompt(self, history: list[Message], words: str,
                after: list[Message] | tuple = (), tools: bool = True) -> list[Message]:
-        """What the LLM is asked: the persona, the call so far, then the caller's words.
+        """What the LLM is asked: the persona, its facts and tools, the call so far, the words.
 
         One construction for the turn and for the prefill of the words so far, whose cached
         tokens the turn reuses only if the two prompts agree up to the words. ``after``: this
         turn's tool calls and their answers, for the round after a tool; ``tools=False``: the
-        persona alone, for a model that answered neither in words nor with a call. With a
-        knowledge file, the facts that match ``words`` follow them (:mod:`agent.turn.knowledge`).
+        persona and facts alone, for a model that answered neither in words nor with a call.
         """
-        system = self.system_prompt if tools else self.profile.system_prompt
-        if self.knowledge is not None and words:
-            words = f"{words}\n\n[{self.knowledge.notes(words)}]"
-        return [Message("system", system), *history, Message("user", words), *after]
+        system = self.system_prompt if tools else self.plain_prompt
+        return [Message("system", system), *history, Message("user", self.asked(words)),
+                *after]
+
+    def asked(self, words: str) -> str:
+        """The caller's words as the prompt carries them, and so as the history keeps them.
+
+        With every fact in the system prompt, the words alone. A knowledge file too large for
+        it puts the facts that match the words after them; the history keeps them as sent, so
+        the next turn finds this one cached.
+        """
+        if self.knowledge is None or self.facts_in_prefix or not words:
+            return words
+        return f"{words}\n\n[{self.knowledge.notes(words)}]"
 
     def transcribe(self, utterance: Utterance | SpeechPaused, timeline: TurnTimeline) -> Transcript:
         """ASR of the caller's speech; stamps ``asr_done_at``."""
         tr = self.stages.asr.transcribe(utterance.audio)
         timeline.asr_done_at = self.now()
         return tr
+
+
+PREFIX_SHARE = 0.5
+"""At most this share of ``llm.n_ctx`` may hold the facts: the rest is the call's history and
+the reply."""
+
+
+def fits_in_prefix(llm: LLM, facts: str, options) -> bool:
+    """Whether a knowledge file's facts, all of them, go into the cached system prompt.
+
+    All facts in view, the model needs no retrieval to find the one a question is about (in
+    other words, or a follow-up's), and the prefix is primed once: a turn prefills only the
+    caller's new words.
+    """
+    return llm.count_tokens(facts) <= PREFIX_SHARE * options.n_ctx
 
 
 def fixed_phrases(profile: Profile) -> list[str]:

@@ -19,7 +19,7 @@ _CLAUSE_END = ",;:—"
 _ABBREVIATIONS = {"mr", "mrs", "ms", "dr", "st", "e.g", "i.e", "etc", "vs", "no", "a.m", "p.m"}
 _BULLETS = re.compile(r"^\s*(?:[-•*]|\d+\.)\s+", re.MULTILINE)
 # Words that open a new phrase: the first chunk may end before one of them when no comma came,
-# so "The library opens | at 10 am on Saturday." speaks its first words early yet naturally.
+# so "The shop opens | at 10 am on Saturday." speaks its first words early yet naturally.
 # Prepositions and subordinating conjunctions; the later ones, added after bench call's slowest
 # single-call turns waited on first clauses like "To cancel your booking through the meeting
 # room" (some of that bench's distinct replies now cut a few words sooner).
@@ -63,8 +63,8 @@ _PHRASE_STARTS = {
     "whether",
 }
 PHRASE_MIN_WORDS = 3
-# A relative clause or a quoted title opens a phrase too ("a book | that you returned", "a
-# book titled | "The Secret Garden""): the longest first chunks of bench call's replies ran on
+# A relative clause or a quoted title opens a phrase too ("a form | that you signed", "a
+# film titled | "The Secret Garden""): the longest first chunks of bench call's replies ran on
 # past them (bench call, one call).
 _CLAUSE_STARTS = {"that", "who", "whose", "whom"}
 _QUOTE = re.compile(r"[\"\u201c(]")
@@ -77,11 +77,11 @@ _ARTICLES = {"a", "an", "the", "my", "your", "our", "their", "his", "her", "its"
 """Articles and possessives: a number or a noun phrase follows them."""
 _DETERMINERS = _ARTICLES | {"some", "any"}
 _BINDS = _PHRASE_STARTS | {"as", "of", "like", "than", "per"}
-"""Words never left at the end of a chunk cut before a determiner ("books as | the branch")."""
+"""Words never left at the end of a chunk cut before a determiner ("items as | the branch")."""
 _NUMBER = re.compile(r"[$£€]?\d")
 LONG_NUMBER_DIGITS = 4
 # A card, phone or extension number is read out after a pause even after its noun ("your
-# library card number | 472918 to check out books": a decode step per digit before that first
+# member card number | 472918 to check in online": a decode step per digit before that first
 # chunk could end, the slowest single-call turn of bench call whenever that reply came); only an
 # article or a phrase's first word keeps it ("the | 2024 edition", "at | 10.30").
 _LONG_NUMBER_BOUND = _ARTICLES | _PHRASE_STARTS
@@ -90,8 +90,8 @@ _NUMBER_BOUND = _LONG_NUMBER_BOUND | {
     "that", "per", "no", "number", "room", "floor", "level", "page", "chapter", "bus", "line",
     "gate", "platform", "aisle", "shelf", "extension", "option",
 }
-# A reply's opening word(s) before a comma may be a first chunk of their own ("Yes," | "the
-# library is open on Sunday."): the caller hears the answer start several tokens sooner, each
+# A reply's opening word(s) before a comma may be a first chunk of their own ("Yes," | "we
+# are open on Sunday."): the caller hears the answer start several tokens sooner, each
 # a batched decode step, slower under load (bench llm). Many replies in bench call open so.
 # By default only while no other call is up (tts.first_chunk_opener): the rest of the reply
 # then decodes alone, faster than it is spoken; under load a long pause follows.

