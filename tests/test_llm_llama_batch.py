@@ -127,6 +127,24 @@ def test_a_new_system_prompt_is_primed_into_every_sequence(llm):
     assert all(m.cached_tokens >= 20 for m in metrics.values()), metrics
 
 
+def test_a_second_caller_of_a_long_prefix_starts_from_the_sequence_that_holds_it(llm):
+    # A profile's prefix (persona, every fact, tools) is read once: a second call of the same
+    # profile, while the first holds the one sequence primed with it, copies that cache.
+    system = SYSTEM + " " + " ".join(f"Fact {i}: room {i} is on floor {i % 3}." for i in range(40))
+    llm.prime(system, spread=False)
+    first = llm.stream([Message("system", system), Message("user", "Tell me a story.")])
+    next(iter(first))  # its sequence stays leased
+    try:
+        second = llm.stream([Message("system", system), Message("user", "When do you open?")])
+        assert "".join(second).strip()
+        prefix = shared_prefix(llm.prompt_tokens([Message("system", system)]),
+                               llm.prompt_tokens([Message("system", system),
+                                                  Message("user", "x")]))
+        assert second.metrics.cached_tokens >= prefix > 200
+    finally:
+        first.close()
+
+
 def test_close_stops_the_reply_and_frees_the_sequence(llm):
     streams = [llm.stream([Message("system", SYSTEM), Message("user", "Tell me a story.")])
                for _ in range(4)]  # every sequence leased

@@ -40,6 +40,9 @@ Steps of 2 cost no more a token than steps of 4 and are much shorter to wait for
 longer still (bench call, 1 call). One token a step would cost a whole decode step each."""
 N_BATCH = 512
 """Tokens per ``llama_decode`` (a longer prompt is prefilled over several steps)."""
+BORROW_MIN_TOKENS = 64
+"""A prompt is started from another sequence's cache only when that saves this many tokens:
+below it, reading them costs about what the copy of a whole cache does."""
 NARROW_FEED = 1
 """A step runs on one core beside another caller's job only while each of its replies feeds
 this many tokens (decoding, not reading a prompt), or beside a less urgent job (it would wait
@@ -258,6 +261,28 @@ class BatchedLlamaLLM(LLM):
         return members(sorted(((g.rank(), g) for g in self._active if g.wanting and g.feed),
                               key=lambda rg: rg[0]), self._tile_free is not False)
 
+    def _borrow(self, g: Generation) -> None:
+        """Start ``g`` from another sequence's cache where that one holds more of its prompt.
+
+        Called in a step, before it decodes (``_ctx_lock`` and ``_cond`` held). A profile's
+        prefix (persona, facts, tools) is long; a second caller of the same profile, or one
+        whose sequence another profile's call took, would read all of it again. A copy of a
+        whole sequence's cache is a memory copy; what it holds past the shared prefix is
+        dropped after.
+        """
+        limit = len(g.prompt) - (0 if g.prefill_only else 1)
+        best = max((s for s in self._seqs if s is not g.seq),
+                   key=lambda s: shared_prefix(s.tokens, g.prompt), default=None)
+        n = 0 if best is None else min(shared_prefix(best.tokens, g.prompt), limit)
+        if n - g.pos < BORROW_MIN_TOKENS:
+            return
+        lc = self._lc
+        lc.llama_memory_seq_rm(self._mem, g.seq.id, -1, -1)
+        lc.llama_memory_seq_cp(self._mem, best.id, g.seq.id, -1, -1)
+        g.seq.tokens = list(best.tokens)
+        g.pos = g.cached = n
+        g.feed = list(g.prompt[n:])
+
     def _step(self, prompts_narrow: bool = False) -> None:
         """One ``llama_decode`` of the most urgent replies' next tokens (and riders).
 
@@ -273,6 +298,7 @@ class BatchedLlamaLLM(LLM):
             for g in members:
                 g.stepping = True
                 if g.fresh:  # drop what the sequence holds past the shared prefix
+                    self._borrow(g)
                     lc.llama_memory_seq_rm(self._mem, g.seq.id, g.pos, -1)
                     del g.seq.tokens[g.pos:]
                     g.fresh = False
