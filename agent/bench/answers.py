@@ -1,14 +1,12 @@
-"""``callagent bench answers``: does a caller get the right answer, in many voices?
+"""``callagent bench answers``: does a caller get the right answers, over a whole call?
 
-Each question of :mod:`agent.bench.answers_questions` (facts the library persona and its
-knowledge file hold, and questions they do not answer) is said by a voice of every group of
-:data:`GROUPS` (Kokoro's native English voices, Kokoro's Spanish, French, Hindi, Italian and
-Portuguese speakers reading English, espeak-ng variants, hibari), passed through the 8 kHz
-μ-law line, transcribed by the profile's ASR and answered by a real
-:class:`~agent.turn.reply.Reply` as a call's first turn (the persona, its facts, tools and
-TTS), for the profile's models and for its under-load profile's. Only a reply's first clause
-is synthesised (the rest is not heard by anyone here, and the answer is judged on its text).
-Tables: :mod:`agent.bench.answers_report`.
+Three personas (library, dental, bikes) each have calls in two question files beside their
+knowledge file, a *tuned* split and a *held-out* one (:mod:`agent.bench.conversations`). Each
+call is made by voices of several groups through the phone line and answered turn by turn by
+the persona's profile and its under-load profile (:mod:`agent.bench.answers_run`); every reply
+is judged by the bench's own rules (:mod:`agent.bench.judge`). Tables:
+:mod:`agent.bench.answers_report`. Held-out questions and replies are printed only with
+``--show-heldout``: engineers tuning on the tuned split must not read the held-out failures.
 """
 
 from __future__ import annotations
@@ -16,223 +14,143 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
-import numpy as np
 from rich.console import Console
 
-from agent.bench.answers_questions import (
-    PARAPHRASES,
-    QUESTIONS,
-    QUICK,
-    Question,
-    invented,
-    numbers,
-    right,
+from agent.bench.answers_run import DEFAULT_GROUPS, GROUPS, Persona, measure
+from agent.bench.conversations import (
+    HELDOUT,
+    SPLITS,
+    TUNED,
+    Conversations,
+    ConversationsError,
+    file_for,
+    load,
 )
-from agent.bench.clips import kept_clip
 from agent.bench.header import progress_printer
-from agent.bench.samples import spoken
-from agent.bench.scoring import normalize, wer
-from agent.bench.tools import answer, llm_label
-from agent.bench.wer.line import CONDITIONS, REFERENCE, apply, seed_for
-from agent.turn.knowledge import known_numbers as numbers_in
-from agent.turn.runner import StageCache, TurnRunner
+from agent.turn.runner import StageCache
 from dialplan import Config
-from dialplan.options import TTSOptions
 from dialplan.plan import under_load
 from dialplan.profile import Profile
 from models import catalog
-from models.asr.base import Transcript
-from models.audio import ASR_RATE
-from models.metrics import ASRMetrics
 
 USES_CONFIG = True
 
-GROUPS: dict[str, tuple[str, ...]] = {
-    "Kokoro US/UK": ("kokoro:af_heart", "kokoro:am_michael", "kokoro:bf_emma",
-                     "kokoro:bm_george", "kokoro:af_bella", "kokoro:am_adam"),
-    "Kokoro accented": ("kokoro:ef_dora", "kokoro:ff_siwis", "kokoro:hf_alpha",
-                        "kokoro:if_sara", "kokoro:pf_dora", "kokoro:im_nicola"),
-    "espeak-ng": ("espeak:en-us", "espeak:en-gb+f3", "espeak:en-us+m5", "espeak:en-gb-x-rp"),
-    "hibari": ("hibari:heart",),
-    "typed": ("text:typed",),
-}
-"""The callers: each question is said once per group, by its voices in turn. ``typed`` says
-nothing: its words go to the model as written, so the ear's share of the misses shows."""
-
-
-@dataclass
-class Turn:
-    """One question, said by one voice, answered by one model."""
-
-    question: str
-    kind: str
-    voice: str
-    group: str
-    heard: str
-    wer: float
-    words: int
-    reply: str
-    action: str
-    repeat: bool
-    right: bool
-    invented: list[str]
-    asr_s: float
-    first_audio_s: float | None
-    """From the transcript to the reply's first audio."""
-
-    @property
-    def answer_s(self) -> float | None:
-        """From the end of the caller's audio to the first audio, endpointing left out."""
-        return None if self.first_audio_s is None else self.asr_s + self.first_audio_s
-
-
-@dataclass
-class ModelRun:
-    name: str
-    llm: str
-    asr: str
-    turns: list[Turn] = field(default_factory=list)
-
-
-class FirstClauseOnly:
-    """The profile's TTS for a reply's first clause; nothing for the rest (not listened to)."""
-
-    def __init__(self, tts):
-        self._tts = tts
-
-    def synthesize(self, text: str, first: bool = False):
-        return self._tts.synthesize(text if first else "", first)
-
-    def __getattr__(self, name):
-        return getattr(self._tts, name)
+PERSONAS = ("library", "dental", "bikes")
+QUICK = 6
+"""``--quick``: the first calls of each file."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--profile", default="default", help="whose persona, facts and models answer")
-    p.add_argument("--quick", action="store_true",
-                   help=f"{len(QUICK)} of the {len(QUESTIONS)} questions")
-    p.add_argument("--paraphrases", action="store_true",
-                   help=f"the {len(PARAPHRASES)} held-out questions in other words instead")
+    p.add_argument("--persona", default=",".join(PERSONAS),
+                   help="personas, comma-separated (their question files name their profiles)")
+    p.add_argument("--profile", metavar="NAME",
+                   help="instead of --persona: the persona whose question files name NAME")
+    p.add_argument("--split", choices=(TUNED, HELDOUT, "both"), default="both",
+                   help="the tuned calls, the held-out ones, or both")
+    p.add_argument("--questions", metavar="DIR", type=Path,
+                   help="the folder of <persona>.calls.toml and .heldout.toml (default: the "
+                        "folders of the profiles' knowledge files)")
+    p.add_argument("--quick", action="store_true", help=f"the first {QUICK} calls of each file")
     p.add_argument("--no-under-load", action="store_true",
-                   help="only the profile's own models, not its under-load profile's too")
-    p.add_argument("--groups", default=",".join(GROUPS),
+                   help="only the profiles' own models, not their under-load profiles' too")
+    p.add_argument("--groups", default=",".join(DEFAULT_GROUPS),
                    help=f"voice groups, comma-separated (of: {', '.join(GROUPS)})")
-    p.add_argument("--json", metavar="PATH", help="write every turn here too")
+    p.add_argument("--show-heldout", action="store_true",
+                   help="print the held-out calls' questions and replies too (not while tuning)")
+    p.add_argument("--json", metavar="PATH", help="write every turn here too (held-out included)")
 
 
-def plan(questions: Sequence[Question], groups: Sequence[str]) -> list[tuple[Question, str, str]]:
-    """(question, voice, group) for each question once per group, voices taken in turn."""
+def folders(config: Config) -> list[Path]:
+    """Where question files are looked for: the folders of the profiles' knowledge files."""
+    # As the config reads them: beside the config file, or from here for a config in memory.
+    base = Path() if config.source.startswith("<") else Path(config.source).parent
     out = []
-    for g in groups:
-        voices = GROUPS[g]
-        out += [(q, voices[i % len(voices)], g) for i, q in enumerate(questions)]
-    return out
+    for p in config.profiles.values():
+        if p.knowledge:
+            k = Path(p.knowledge).expanduser()
+            out.append((k if k.is_absolute() else base / k).parent)
+    return list(dict.fromkeys(out))
 
 
-def say(voice: str, text: str, cache: StageCache, clips: Path) -> tuple[np.ndarray, int]:
-    """``voice`` (``engine:name``) saying ``text``; model voices' clips are kept in ``clips``."""
-    engine, name = voice.split(":", 1)
-    if engine == "espeak":
-        return spoken(text, voice=name, wpm=165)
-    opts = (TTSOptions(backend="hibari") if engine == "hibari"
-            else TTSOptions(backend="kokoro-onnx", voice=name))
-
-    def make() -> tuple[np.ndarray, int]:
-        speech = cache.models.tts(opts).synthesize(text)
-        return speech.audio, speech.sample_rate
-
-    return kept_clip(clips, f"{voice}\0{text}", make)
-
-
-def known_numbers(profile: Profile) -> set[str]:
-    """Every number the persona, its facts and its greeting state: those are not invented."""
-    return numbers_in(
-        [profile.system_prompt, profile.greeting, *(f.shown for f in profile.facts)])
-
-
-def measure(profiles: Sequence[Profile], questions: Sequence[Question], groups: Sequence[str],
-            cache: StageCache, clips: Path,
-            progress: Callable[[str], None] = lambda s: None) -> list[ModelRun]:
-    """Say, hear and answer every planned question with each profile (the first: baseline)."""
-    planned = plan(questions, groups)
-    audio = []
-    for i, (q, voice, _) in enumerate(planned):
-        if voice.startswith("text:"):
-            audio.append(None)
-            continue
-        a, rate = say(voice, q.text, cache, clips)
-        audio.append(apply(CONDITIONS[REFERENCE], a, rate, seed_for("bench answers", voice + q.text)))
-        progress(f"said {i + 1}/{len(planned)} ({voice}): {q.text}")
-    heard: dict = {}
-    runs = []
-    own = None  # the first profile's runner: what an under-load one asks what its model refuses
-    for profile in profiles:
-        stages = cache.stages(profile)
-        if profile.asr not in heard:
-            heard[profile.asr] = []
-            for i, (a, (q, _, _)) in enumerate(zip(audio, planned, strict=True)):
-                if a is None:  # typed: the words as written
-                    heard[profile.asr].append((typed(q.text), 0.0))
-                    continue
-                t0 = time.monotonic()
-                tr = stages.asr.transcribe(a)
-                heard[profile.asr].append((tr, time.monotonic() - t0))
-                progress(f"heard {i + 1}/{len(audio)} ({profile.asr.model}): {tr.text}")
-        runner = TurnRunner(replace(stages, tts=FirstClauseOnly(stages.tts)), profile)
-        progress(f"{profile.name}: warming up {profile.llm.model}")
-        runner.warm_up()
-        own = own or runner
-        known = known_numbers(profile)
-        run = ModelRun(profile.name, llm_label(profile.llm.model), profile.asr.model)
-        for i, ((q, voice, group), (tr, asr_s), a) in enumerate(
-                zip(planned, heard[profile.asr], audio, strict=True)):
-            reply, t = answer(runner, tr, 0.0 if a is None else len(a) / ASR_RATE,
-                              escalate=None if runner is own else own)
-            r = reply.result
-            action = r.action.name if r.action is not None else "none"
-            first = (None if t.tts_first_audio_at is None or t.asr_done_at is None
-                     else t.tts_first_audio_at - t.asr_done_at)
-            ref = normalize(q.text).split()
-            turn = Turn(
-                question=q.text, kind=q.kind, voice=voice, group=group, heard=tr.text,
-                wer=wer(q.text, tr.text), words=len(ref), reply=r.reply_text, action=action,
-                repeat=bool(r.asked_to_repeat),
-                right=right(q, r.reply_text, action, known | numbers(q.text)),
-                invented=sorted(invented(r.reply_text, known | numbers(q.text))),
-                asr_s=asr_s, first_audio_s=first)
-            run.turns.append(turn)
-            progress(f"{profile.name} {i + 1}/{len(planned)} {'ok   ' if turn.right else 'WRONG'}"
-                     f" {q.kind:7} {voice:18} heard \"{tr.text.strip()[:50]}\" -> "
-                     f"\"{' '.join(r.reply_text.split())[:90]}\""
-                     f"{' [' + action + ']' if action != 'none' else ''}")
-        runs.append(run)
-    return runs
-
-
-def typed(text: str) -> Transcript:
-    """``text`` as if heard perfectly (the ``typed`` group)."""
-    return Transcript(text=text, metrics=ASRMetrics("typed", 0.0, 0.0, 0.0))
-
-
-def profiles_for(config: Config, name: str, under: bool = True) -> list[Profile]:
-    """The profile and, with ``under``, what answers it under load.
+def find(persona: str, split: str, where: list[Path]) -> Path:
+    """``persona``'s ``split`` file in the first folder of ``where`` that holds it.
 
     Raises:
-        ValueError: an unknown profile, or one without facts (named).
+        ConversationsError: in none of them (the paths tried named).
     """
-    if name not in config.profiles:
-        raise ValueError(f"--profile: unknown '{name}' (profiles: {', '.join(config.profiles)})")
-    profile = config.profiles[name]
+    tried = [file_for(f, persona, split) for f in where]
+    for path in tried:
+        if path.exists():
+            return path
+    looked = ", ".join(map(str, tried)) or "nowhere: no profile has a knowledge file"
+    raise ConversationsError(f"persona {persona}: no {split} question file (looked for {looked})")
+
+
+def by_profile(name: str, where: list[Path]) -> str:
+    """The persona whose question files name profile ``name``."""
+    for folder in where:
+        for path in sorted(folder.glob(f"*.{SPLITS[TUNED]}.toml")):
+            if load(path).profile == name:
+                return path.name.split(".")[0]
+    raise ConversationsError(f"--profile: no question file in {', '.join(map(str, where))} "
+                             f"names profile {name}")
+
+
+def check(c: Conversations, profile: Profile) -> None:
+    """Whether ``profile`` can be asked ``c``'s calls: its facts, tools and directory entries.
+
+    Raises:
+        ConversationsError: naming the file and the key the profile cannot serve.
+    """
     if not profile.facts:
-        raise ValueError(f"profile {name} has no knowledge file: the questions are about the "
-                         f"library's facts (dialplan/personas/library.md)")
-    out = [profile]
-    if under and profile.under_load:
-        out.append(under_load(profile, config.profiles[profile.under_load]))
+        raise ConversationsError(f"{c.path}: profile: {profile.name} has no knowledge file")
+    for i, call in enumerate(c.calls):
+        for j, t in enumerate(call.turns):
+            tool = t.action.split(":")[0]
+            if t.action and tool not in profile.tools:
+                raise ConversationsError(
+                    f"{c.path}: calls[{i}].turns[{j}].action: profile {profile.name} has no "
+                    f"tool {tool} (it has {', '.join(profile.tools) or 'none'})")
+    for target, key in c.transfer_targets().items():
+        if target not in profile.directory:
+            raise ConversationsError(
+                f"{c.path}: {key}: {target} is not in profile {profile.name}'s directory "
+                f"({', '.join(profile.directory) or 'empty'})")
+
+
+def personas_for(config: Config, names: list[str], splits: list[str],
+                 where: list[Path] | None = None, under: bool = True,
+                 quick: bool = False) -> list[Persona]:
+    """Each persona's profiles and calls, checked before any model loads.
+
+    Raises:
+        ConversationsError: a missing or bad question file, or one its profile cannot serve.
+    """
+    where = where if where is not None else folders(config)
+    out = []
+    for name in names:
+        calls = {s: load(find(name, s, where), s) for s in splits}
+        profiles = {c.profile for c in calls.values()}
+        if len(profiles) > 1:
+            raise ConversationsError(f"persona {name}: its files name different profiles "
+                                     f"({', '.join(sorted(profiles))})")
+        pname = profiles.pop()
+        if pname not in config.profiles:
+            path = next(iter(calls.values())).path
+            raise ConversationsError(f"{path}: profile: unknown '{pname}' (profiles: "
+                                     f"{', '.join(config.profiles)})")
+        profile = config.profiles[pname]
+        for c in calls.values():
+            check(c, profile)
+        if quick:
+            calls = {s: replace(c, calls=c.calls[:QUICK]) for s, c in calls.items()}
+        rungs = [profile]
+        if under and profile.under_load:
+            rungs.append(under_load(profile, config.profiles[profile.under_load]))
+        out.append(Persona(name, rungs, calls))
     return out
 
 
@@ -241,22 +159,27 @@ def run(args: argparse.Namespace, config: Config) -> int:
 
     err = Console(stderr=True)
     groups = [g.strip() for g in args.groups.split(",") if g.strip()]
-    unknown = [g for g in groups if g not in GROUPS]
+    splits = [TUNED, HELDOUT] if args.split == "both" else [args.split]
     try:
-        if unknown:
-            raise ValueError(f"--groups: unknown {', '.join(unknown)} (known: {', '.join(GROUPS)})")
-        profiles = profiles_for(config, args.profile, not args.no_under_load)
+        unknown = [g for g in groups if g not in GROUPS]
+        if unknown or not groups:
+            raise ValueError(f"--groups: unknown {', '.join(unknown) or '(none given)'} "
+                             f"(known: {', '.join(GROUPS)})")
+        where = [args.questions] if args.questions else folders(config)
+        names = ([by_profile(args.profile, where)] if args.profile
+                 else [n.strip() for n in args.persona.split(",") if n.strip()])
+        personas = personas_for(config, names, splits, where, not args.no_under_load,
+                                args.quick)
     except ValueError as e:
-        err.print(f"callagent bench answers: {e}")
+        err.print(f"callagent bench answers: {e}", markup=False, highlight=False)
         return 2
-    questions = (list(PARAPHRASES) if args.paraphrases
-                 else [QUESTIONS[i] for i in QUICK] if args.quick else list(QUESTIONS))
     started = time.monotonic()
     progress = progress_printer(err)
-
-    runs = measure(profiles, questions, groups, StageCache(), catalog.cache_dir() / "bench-answers",
-                   progress)
-    print(report(runs, profiles[0], groups))
+    cache, clips = StageCache(), catalog.cache_dir() / "bench-answers"
+    runs = []
+    for p in personas:
+        runs += measure(p, groups, cache, clips, progress, args.show_heldout)
+    print(report(runs, personas, groups, args.show_heldout))
     print(f"\n{time.monotonic() - started:.0f} s in all.")
     if args.json:
         with open(args.json, "w") as f:
