@@ -253,6 +253,48 @@ def test_barge_in_stops_the_greeting(agent, tmp_path):
 
 
 @needs_tools
+def test_a_three_question_call_is_read_turn_by_turn(agent, tmp_path):
+    # `bench call --turns 3` on a real call (about 35 s): each question's end and its reply are
+    # found on the wire, and each question's turn in the call log. 10 s gaps, not the bench's
+    # 7: on 2 cores shared with other jobs these models took 5-6 s to a reply, and one that
+    # starts after the next question ends is read as that one's. After the barge-in test, which
+    # counts the module's barge-ins: a slow reply here may be talked over.
+    from agent.bench.call_turns import (
+        conversation_audio,
+        log_turns,
+        match_log_turns,
+        wire_turns,
+    )
+
+    layout, (audio,) = conversation_audio(1, 3, tmp_path, gap_s=10.0, hold_s=6.0,
+                                          voices=("en-us",))
+    before = {cid for (cid,) in agent.query("SELECT id FROM calls")}
+    xml = scenario("uac_stream", tmp_path / "turns.xml", audio=audio, hold_ms=layout.call_ms)
+    local, media = sipp_ports()
+    with Capture(tmp_path / "turns.pcap", agent.rtp_ports) as cap:
+        res = sipp(xml, "101", agent.port, local, media, timeout_s=layout.duration_s + 30)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-1000:]
+    (call,) = split_calls(cap.packets(), agent.rtp_ports).values()
+    turns = wire_turns(call, layout)
+    assert all(t.asked_at is not None for t in turns), turns
+    assert all(t.v2v_s is not None and 0.2 < t.v2v_s < 10.0 for t in turns), (
+        [t.v2v_s for t in turns], agent.events("turn"))
+
+    def ended() -> list[str]:
+        return [cid for cid, end in agent.query("SELECT id, ended_at FROM calls")
+                if cid not in before and end]
+
+    assert wait_until(ended)
+    (cid,) = ended()
+    assert wait_until(lambda: len(log_turns(agent.db, {cid})[cid]) >= 3)
+    logged = match_log_turns(log_turns(agent.db, {cid})[cid], layout)
+    assert None not in logged, logged
+    assert [t.index for t in logged] == sorted(t.index for t in logged), logged
+    print("wire voice-to-voice per turn (ms):", [round(t.v2v_s * 1000) for t in turns],
+          "agent's own:", [None if t.v2v_s is None else round(t.v2v_s * 1000) for t in logged])
+
+
+@needs_tools
 def test_sigterm_hangs_up_active_calls_and_closes_records(agent, quiet, tmp_path):
     # Last in the module: it stops the module's agent.
     answered = len(agent.events("call-answered"))
