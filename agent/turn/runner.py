@@ -10,7 +10,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 
 import numpy as np
 
@@ -117,8 +116,13 @@ class TurnRunner:
         return self.system_prompt
 
     def prime(self) -> None:
-        """Put this profile's system prompt in the LLM's KV cache before the first turn."""
-        with priority(Priority.BACKGROUND):
+        """Put this profile's system prompt in the LLM's KV cache before the first turn.
+
+        Above background priority: the prefix holds every fact, and background prompt work
+        goes a couple of tokens a step (models.llm.llama_batch.engine.BACKGROUND_CHUNK), which
+        made a profile's start take minutes. It runs while the process loads, before any call.
+        """
+        with priority(Priority.PLAYOUT):
             self.stages.llm.prime(self.main_prompt)
 
     def warm_up(self) -> None:

@@ -30,7 +30,7 @@ from models.llm.base import LLM, Message, Piece, shared_prefix
 from models.llm.llama_batch.generation import CANCEL_POLL_S, Generation, Seq
 from models.llm.llama_vocab import ChatVocab
 from models.llm.riders import TILE, members
-from models.priority import Priority, current_cancel, priority
+from models.priority import Priority, current_cancel
 from models.scheduler import Scheduler
 
 BACKGROUND_CHUNK = 2
@@ -118,12 +118,12 @@ class BatchedLlamaLLM(LLM):
         with self._cond:
             first = spread and system_prompt not in self._primed
             self._primed.add(system_prompt)
-        with priority(Priority.BACKGROUND):
-            gen = self._start(self.fit([Message("system", system_prompt),
-                                        Message("user", "Hello")]))
-            for _ in gen:
-                break
-            gen.close()
+        # At the caller's priority: the runner primes above background at start (a long
+        # prefix read a couple of tokens a step took minutes), beside no call.
+        gen = self._start(self.fit([Message("system", system_prompt), Message("user", "Hello")]))
+        for _ in gen:
+            break
+        gen.close()
         if not first:
             return
         lc = self._lc
