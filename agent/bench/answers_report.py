@@ -163,8 +163,9 @@ def report(runs, personas, groups: Sequence[str], show_heldout: bool = False) ->
         told.append(f"{p.name} (profile {own.name}, {len(own.facts)} facts; {sizes})")
     parts = [
         markdown_header("bench answers"),
-        f"**Calls of {len(personas)} personas**: {'; '.join(told)}. Each call made once by a "
-        f"voice of every group ({', '.join(groups)}), the same voice for all its turns, through "
+        f"**Calls of {len(personas)} persona{'s' if len(personas) != 1 else ''}**: "
+        f"{'; '.join(told)}. Each call made once by a voice of every group "
+        f"({', '.join(groups)}), the same voice for all its turns, through "
         f"the 8 kHz μ-law line and heard by the profile's ASR (typed: the words as written); "
         f"its turns answered in order on one history, as a call's.",
         "Facts right: the reply holds the fact, invents no number and takes no action but a "
