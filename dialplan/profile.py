@@ -114,8 +114,8 @@ class Profile:
     """Not a key: the ``[tools.NAME]`` tables of the names in ``tools``, filled in at parse."""
     knowledge: str = ""
     """A knowledge file (.md or .toml, relative to the config file) of facts the agent may
-    state: each turn's prompt carries the few that match the caller's words, with the rule to
-    say "I don't know" when none do. Empty = the system prompt alone."""
+    state: all of them go into the system prompt (a file too large for it: each turn's words
+    carry the few that match them). Empty = the system prompt alone."""
     facts: tuple[Fact, ...] = ()
     """Not a key: the knowledge file's facts, read at parse."""
     recording: Literal["off", "stereo"] = "off"

@@ -12,6 +12,7 @@ and measures what a user runs.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import socket
@@ -21,6 +22,10 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from dialplan.profile import Profile
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -173,7 +178,8 @@ def bench_config(port: int, rtp: int, work: Path, llm: str, threads: int,
                  asr: str = "base", *, stage_threads: int | None = None,
                  max_silence_s: float | None = None, llm_backend: str = "llama-batch",
                  under_load: tuple[str, str] | None = None, sip_extra: str = "",
-                 tts: str = "kokoro", max_tokens: tuple[int, int] = (40, 40)) -> str:
+                 tts: str = "kokoro", max_tokens: tuple[int, int] = (40, 40),
+                 persona: Profile | None = None) -> str:
     """A config for the benchmarks: one profile on extension 101, SQLite in ``work``.
 
     Args:
@@ -193,6 +199,8 @@ def bench_config(port: int, rtp: int, work: Path, llm: str, threads: int,
         tts: ``kokoro`` (as shipped: af_heart with hibari's lead, and hibari under load) or
             ``piper``.
         max_tokens: ``llm.max_tokens`` of the profile and of its ``under_load`` profile.
+        persona: a shipped profile whose persona the bench profile takes (system prompt,
+            greeting, knowledge file, tools and directory); None: a one-line persona.
     """
     asr_threads = "" if stage_threads is None else f", threads = {stage_threads}"
     voice = ('backend = "piper"' if tts == "piper"
@@ -201,9 +209,13 @@ def bench_config(port: int, rtp: int, work: Path, llm: str, threads: int,
     extra = f"tts = {{ {voice}{tts_threads} }}\n"
     if max_silence_s is not None:
         extra += f"limits = {{ max_silence_s = {max_silence_s:g} }}\n"
+    system = ('system_prompt = "You are the phone assistant of a public library. The library '
+              'opens 10 am to 4 pm on Saturday. Answer in one short spoken sentence."')
+    greeting = 'greeting = "Hello, quick assistant here."'
+    if persona is not None:
+        system, greeting, extra = "", _persona(persona), extra + _directory(persona)
     return f"""
-system_prompt = "You are the phone assistant of a public library. The library opens 10 am \
-to 4 pm on Saturday. Answer in one short spoken sentence."
+{system}
 [sip]
 port = {port}
 rtp_port = {rtp}
@@ -213,7 +225,7 @@ max_calls = 4
 url = "sqlite:///{work}/calls.db"
 spool_dir = "{work}/spool"
 [profiles.fast]
-greeting = "Hello, quick assistant here."
+{greeting}
 llm = {{ backend = "{llm_backend}", model = "{llm}", max_tokens = {max_tokens[0]}, \
 threads = {threads} }}
 asr = {{ model = "{asr}", initial_prompt = "A caller phones the public library with a question."\
@@ -221,6 +233,23 @@ asr = {{ model = "{asr}", initial_prompt = "A caller phones the public library w
 {extra}{_quick(under_load, llm_backend, threads, asr_threads, tts, max_tokens[1])}[dialplan]
 "101" = "fast"
 """
+
+
+def _persona(p: Profile) -> str:
+    """A shipped profile's persona as ``[profiles.fast]`` keys (its knowledge file absolute)."""
+    keys = {"system_prompt": p.system_prompt, "greeting": p.greeting, "tools": list(p.tools)}
+    if p.knowledge:
+        keys["knowledge"] = str((ROOT / p.knowledge).resolve())
+    return "\n".join(f"{k} = {json.dumps(v)}" for k, v in keys.items())
+
+
+def _directory(p: Profile) -> str:
+    """Its directory as an inline ``directory`` key of the profile."""
+    if not p.directory:
+        return ""
+    entries = ", ".join(f'{json.dumps(n)} = {{ uri = {json.dumps(e.uri)}, description = '
+                        f'{json.dumps(e.description)} }}' for n, e in p.directory.items())
+    return f"directory = {{ {entries} }}\n"
 
 
 def _quick(models: tuple[str, str] | None, backend: str, threads: int, asr_threads: str,

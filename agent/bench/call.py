@@ -144,7 +144,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the bench profile's under_load profile's models, e.g. "
                              "tiny.en,smollm2-135m, or none (default: config.toml's, "
                              f"{','.join(SHIPPED_UNDER_LOAD)})")
+    parser.add_argument("--persona", default=None, metavar="PROFILE",
+                        help="serve this config.toml profile's persona (system prompt, greeting, "
+                             "knowledge file, tools, directory) instead of a one-line one")
     parser.add_argument("--keep", default=None, help="keep captures and logs in this folder")
+
+
+def _persona(name: str | None):
+    """The shipped profile ``name`` of the checkout's config.toml, or None."""
+    if name is None:
+        return None
+    from agent.bench.agentproc import ROOT
+    from dialplan import load_config
+
+    profiles = load_config(ROOT / "config.toml").profiles
+    if name not in profiles:
+        raise SystemExit(f"bench call: --persona: no profile {name!r} in config.toml "
+                         f"({', '.join(profiles)})")
+    return profiles[name]
 
 
 def _model_pair(text: str) -> tuple[str, str] | None:
@@ -212,7 +229,7 @@ def run_setup(n: int, args, setup: Path, config: Path, audio: list[Path],
                                    args.llm_threads or threads, args.asr_model,
                                    stage_threads=threads, max_silence_s=args.hold_s + 30,
                                    llm_backend=args.llm_backend, under_load=args.under_load,
-                                   tts=args.tts))
+                                   tts=args.tts, persona=_persona(args.persona)))
     log = setup / ("serve.log" if n == 1 else "cluster.log")
     proc = start_serve(config, log) if n == 1 else start_cluster(config, log, n)
     if proc is None:
