@@ -184,6 +184,19 @@ def test_a_reply_that_claims_what_no_fact_holds_is_not_said():
     assert said[-1] == result.reply_text
 
 
+def test_the_first_clause_goes_early_only_where_the_caller_named_nothing_unknown():
+    """It is the caller's wait; what follows may still fail (a made-up number, rare with
+    every fact in view): then ``dont_know`` follows it, and the call log says so."""
+    result, said = say_with_facts("On Saturday, we open at 11 am.", "When do you open on Saturday?")
+    dont_know = load_config(ROOT / "config.toml").profiles["default"].dont_know
+    assert result.reply_text.startswith("On Saturday,") and "11" not in result.reply_text
+    assert result.reply_text.endswith(dont_know) and said[-1] == result.reply_text
+    assert result.unfounded == "On Saturday, we open at 11 am. (11, after its first clause)"
+    # An apology opens a refusal or "I don't know": it waits for its sentence.
+    result, _ = say_with_facts("Sorry, we open at 11 am.", "When do you open on Saturday?")
+    assert result.reply_text == dont_know
+
+
 def test_a_claim_split_over_two_clauses_is_judged_on_its_whole_sentence():
     # hibari's caller (bench answers): "for a wedding." only comes in the second clause.
     result, said = say_with_facts("Yes, you can rent the meeting hall for a wedding. The price "

@@ -84,7 +84,7 @@ def test_every_fact_is_in_the_system_prompt_and_a_turn_adds_only_the_words():
     runner, profile = _runner()
     assert runner.facts_in_prefix
     for fact in profile.facts:
-        assert f"\n- {fact.shown}\n" in runner.system_prompt
+        assert f"\n- {fact.text}\n" in runner.system_prompt
     assert runner.system_prompt.index(profile.facts[-1].text) < runner.system_prompt.index(
         "# Tools")
     history = [Message("user", "hi"), Message("assistant", "Hello!")]

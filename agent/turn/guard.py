@@ -12,9 +12,12 @@ or asks the profile's own model what its under-load one refused.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from agent.turn.intent import names_a_tool
 from agent.turn.knowledge import Knowledge, placeholder, refuses
+from agent.turn.textsplit import ends_sentence
 
 REFUSES = "refuses"
 """The objection to a reply that turns the caller away."""
@@ -72,3 +75,66 @@ def objection(knowledge: Knowledge | None, tools: tuple[str, ...] | list[str], s
     if instructions is not None and instructions.echoed(sentence):
         return "reads out the prompt"
     return ""
+
+
+_APOLOGY = re.compile(r"\W*(?:i'?m |i am |we'?re |we are )?(?:sorry|afraid|unfortunately)\b",
+                      re.IGNORECASE)
+"""A clause that opens with an apology: what follows is often a refusal or "I don't know"."""
+
+
+@dataclass(frozen=True)
+class Objection:
+    """A sentence that must not be said, and why."""
+
+    sentence: str
+    why: str
+    after_lead: bool
+    """Its first clause was already said (:class:`SentenceGate`'s lead)."""
+
+
+class SentenceGate:
+    """A reply's clauses on their way to speech: each sentence is checked whole first.
+
+    So what fails is never spliced into a sentence begun. One exception, the caller's wait:
+    the reply's first clause may go as soon as it passes (``lead``), where what follows can
+    hardly fail (see :meth:`~agent.turn.reply.Reply._may_lead`).
+
+    Args:
+        check: a sentence -> why it must not be said ("" if it may).
+        lead: the first clause -> whether it may go before its sentence is whole.
+    """
+
+    def __init__(self, check: Callable[[str], str], lead: Callable[[str], bool]):
+        self._check = check
+        self._lead_ok = lead
+        self._clauses: list[str] = []
+        self._led = 0  # clauses of this sentence already said
+        self._first = True  # nothing of the reply passed yet
+
+    def push(self, clause: str) -> tuple[list[str], Objection | None]:
+        """One clause the splitter cut: the clauses to say now, and an objection if any."""
+        self._clauses.append(clause)
+        if ends_sentence(clause):
+            return self._release(whole=True)
+        if self._first and len(self._clauses) == 1 and not _APOLOGY.match(clause) \
+                and self._lead_ok(clause):
+            return self._release(whole=False)
+        return [], None
+
+    def flush(self) -> tuple[list[str], Objection | None]:
+        """The reply ended (or a tool call came): the sentence so far is whole."""
+        return self._release(whole=True) if self._clauses else ([], None)
+
+    def _release(self, whole: bool) -> tuple[list[str], Objection | None]:
+        sentence = " ".join(self._clauses)
+        why = self._check(sentence)
+        led, clauses = self._led, self._clauses
+        if why:
+            self._clauses, self._led = [], 0
+            return [], Objection(sentence, why, led > 0)
+        self._first = False
+        if whole:
+            self._clauses, self._led = [], 0
+        else:
+            self._led = len(clauses)
+        return clauses[led:], None

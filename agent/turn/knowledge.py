@@ -205,8 +205,21 @@ class Knowledge:
         return [self.facts[i] for i in order[:top]]
 
     def block(self) -> str:
-        """Every fact, one a line with its topic: the system prompt's part (:data:`FACTS`)."""
-        return FACTS.format(facts="\n".join(f"- {f.shown}" for f in self.facts))
+        """Every fact, one a line under its topic: the system prompt's part (:data:`FACTS`).
+
+        The file's title, a heading every fact shares (the business's name), is left out: the
+        persona names the business.
+        """
+        heads = [f.topic.split(" > ") if f.topic and not f.question else [] for f in self.facts]
+        title = bool(heads) and all(len(h) > 1 and h[0] == heads[0][0] for h in heads)
+        lines, last = [], None
+        for f, h in zip(self.facts, heads, strict=True):
+            topic = " > ".join(h[1:] if title else h)
+            if topic != last and topic:
+                lines.append(f"{topic}:")
+            last = topic
+            lines.append(f"- {f.text}")
+        return FACTS.format(facts="\n".join(lines))
 
     def notes(self, words: str) -> str:
         """The text that follows the caller's words in the prompt."""
@@ -228,6 +241,10 @@ class Knowledge:
         stated, said = numbers(clause) - numbers(given), set(terms(given))
         return (stated - self._known) | self._claimed(clause, said) | (
             self._unknown_words(clause, said) if strict and stated else set())
+
+    def unknown_words(self, words: str) -> set[str]:
+        """The content words of ``words`` (a caller's) that no fact or the persona has."""
+        return self._unknown_words(words, set(terms(words)))
 
     def _claimed(self, clause: str, said: set[str]) -> set[str]:
         """The caller's words (``said``, stemmed) a claim of ``clause`` is about, in no fact."""

@@ -29,11 +29,12 @@ from functools import partial
 import numpy as np
 
 from agent.turn.doubt import doubtful
-from agent.turn.guard import REFUSES, objection
+from agent.turn.guard import SentenceGate
+from agent.turn.reply_checks import Checked
 from agent.turn.reply_tools import ToolSteps
 from agent.turn.result import TurnResult
 from agent.turn.runner import TurnRunner
-from agent.turn.textsplit import ClauseSplitter, ends_sentence, speakable
+from agent.turn.textsplit import ClauseSplitter, speakable
 from agent.turn.timeline import TurnTimeline
 from agent.turn.tools import ToolCall, ToolCallScanner
 from agent.turn.urgency import Urgency
@@ -46,7 +47,7 @@ Submit = Callable[..., Future]
 """``submit(fn, *args, stage=, priority=, then=, cancel=)``: :meth:`CallJobs.submit`."""
 
 
-class Reply(ToolSteps):
+class Reply(ToolSteps, Checked):
     """The answer to one transcript, on the call's loop.
 
     Args:
@@ -90,7 +91,6 @@ class Reply(ToolSteps):
         self._splitter: ClauseSplitter | None = None
         self._rounds: list[Message] = []  # this turn's tool calls and answers, for the history
         self._said: list[str] = []
-        self._sentence: list[str] = []  # its clauses, held until the sentence is checked whole
         self._tool_call: ToolCall | None = None  # an HTTP tool waiting for the gate
         self._tooling: float | None = None  # an HTTP tool in flight since
         self._plain = False  # asked again without the tools: it answered neither way
@@ -135,7 +135,7 @@ class Reply(ToolSteps):
         """Start (or, after a tool's answer, continue) the LLM's reply to ``words``."""
         tts = self.runner.profile.tts
         opener = tts.first_chunk_opener
-        self._sentence = []
+        self._gate = SentenceGate(self._check, self._may_lead)
         self._splitter = ClauseSplitter(first_words=tts.first_chunk_words,
                                         hurry=self.urgency.hurry,
                                         openers=self._alone if opener == "alone" else opener,
@@ -209,10 +209,9 @@ class Reply(ToolSteps):
         if text is None or call is not None:
             chunks += self._splitter.flush()
         for chunk in chunks:
-            self._sentence.append(chunk)
-            if ends_sentence(chunk) and self._release():
+            if self._said_or_objected(*self._gate.push(chunk)):
                 return True
-        if (text is None or call is not None) and self._sentence and self._release():
+        if (text is None or call is not None) and self._said_or_objected(*self._gate.flush()):
             return True
         if call is not None:
             self._tool(call)
@@ -228,47 +227,6 @@ class Reply(ToolSteps):
                 self._ask_plain()
                 return True
         return False
-
-    def _release(self) -> bool:
-        """Speak the sentence now complete, clause by clause, if it passes the checks.
-
-        True when it did not (:func:`~agent.turn.guard.objection`): the reply ends there, and
-        the caller heard only whole sentences. With nothing said yet, ``dont_know`` is said
-        instead; what the under-load model turns away is asked of the profile's own model.
-        """
-        clauses, self._sentence = self._sentence, []
-        sentence = " ".join(clauses)
-        why = objection(self.runner.knowledge, self.runner.tools.names, sentence,
-                        self.result.transcript, self.runner.profile.llm.strict_numbers,
-                        self.runner.instructions)
-        if not why:
-            for clause in clauses:
-                self._put(clause)
-            return False
-        if why == REFUSES and self._escalate is not None and not self._said:
-            self._ask_escalated(sentence)
-            return True
-        self.result.unfounded = f"{sentence} ({why})"
-        self._close_stream()
-        if not self._said:
-            self._put(self.runner.profile.dont_know)
-        self._llm_end()
-        return True
-
-    def _ask_escalated(self, refusal: str) -> None:
-        """Ask the profile's own model what the under-load one turned away.
-
-        The under-load 0.5B, a coder model, answers plain questions its facts answer "We're
-        sorry, but I can't assist with that." (bench answers: a third of the facts it missed);
-        the profile's 1.5B answers them. Nothing was said yet, so the caller hears one answer,
-        later. Only once: a refusal from that model too is answered with ``dont_know``.
-        """
-        runner, self._escalate = self._escalate, None
-        self.result.unfounded = f"{refusal} (refuses: asked {runner.profile.llm.model})"
-        self._close_stream()
-        self._first_llm = None  # the turn's LLM is the one that answered
-        self._use(runner)
-        self._ask(self.result.transcript)
 
     def _use(self, runner: TurnRunner) -> None:
         """Answer with ``runner``: what reads its tools and its voice's rate follows it."""
