@@ -1,9 +1,9 @@
-"""What a reply does with a sentence its checks refuse: the half of :class:`~agent.turn.reply.Reply`
-that reads :func:`~agent.turn.guard.objection`'s verdicts.
+"""What a reply does with a sentence its checks refuse (:func:`~agent.turn.guard.objection`).
 
-Split off to keep each module one concern, as :mod:`agent.turn.reply_tools` is for tool calls;
-it uses the reply's own state (its runner, result, what it said) and its steps (``_put``,
-``_ask``, ``_close_stream``, ``_llm_end``, ``_use``).
+The half of :class:`~agent.turn.reply.Reply` that reads the checks' verdicts, split off to
+keep each module one concern, as :mod:`agent.turn.reply_tools` is for tool calls. It uses the
+reply's own state (its runner, result, what it said) and its steps (``_put``, ``_ask``,
+``_close_stream``, ``_llm_end``, ``_use``).
 """
 
 from __future__ import annotations
