@@ -119,12 +119,13 @@ def test_a_call_finds_its_own_history_cached(llm):
 
 def test_a_new_system_prompt_is_primed_into_every_sequence(llm):
     # Four first callers asking at once each find the prompt cached: one sequence evaluates
-    # it and the others share its cells.
-    system = SYSTEM + " The library is on Elm Street."
+    # it and the others share its cells (copied at priming into empty ones, else at their
+    # first step: a profile's prefix is long).
+    system = SYSTEM + " " + " ".join(f"Shelf {i} holds the books of row {i}." for i in range(30))
     llm.prime(system)
     metrics = ask_at_once(llm, system)
     assert len(metrics) == 4
-    assert all(m.cached_tokens >= 20 for m in metrics.values()), metrics
+    assert all(m.cached_tokens >= 200 for m in metrics.values()), metrics
 
 
 def test_a_second_caller_of_a_long_prefix_starts_from_the_sequence_that_holds_it(llm):
@@ -143,6 +144,25 @@ def test_a_second_caller_of_a_long_prefix_starts_from_the_sequence_that_holds_it
         assert second.metrics.cached_tokens >= prefix > 200
     finally:
         first.close()
+
+
+def test_personas_sharing_a_model_keep_their_primed_prefixes(llm):
+    # Three profiles on one model and four sequences: priming one never evicts another's,
+    # and a turn of each finds its whole prefix cached.
+    systems = [SYSTEM + f" You speak for business number {k}. " + " ".join(
+        f"Fact {i}: desk {i} is open until {i + k} pm." for i in range(30)) for k in range(3)]
+    for system in systems:
+        llm.prime(system)
+    for system in systems:
+        prefix = shared_prefix(llm.prompt_tokens([Message("system", system)]),
+                               llm.prompt_tokens([Message("system", system),
+                                                  Message("user", "x")]))
+        assert any(shared_prefix(seq.tokens, llm.prompt_tokens(
+            [Message("system", system), Message("user", "x")])) >= prefix for seq in llm._seqs)
+    for system in systems:
+        stream = llm.stream([Message("system", system), Message("user", "When do you open?")])
+        assert "".join(stream).strip()
+        assert stream.metrics.prompt_tokens - stream.metrics.cached_tokens <= 16
 
 
 def test_close_stops_the_reply_and_frees_the_sequence(llm):

@@ -111,7 +111,10 @@ def simulated(pcm: np.ndarray, profile, stages) -> tuple[list[str], list[str]]:
 
 def same_turns(sip: list[str], sim: list[str], reference: str) -> None:
     assert len(sip) == len(sim) == 1, (sip, sim)
-    assert wer(sip[0], sim[0]) <= 0.1, (sip, sim)
+    # At most one word apart: where the greeting's barge-in cuts the caller's first word
+    # differs by a frame or two between the two clocks ("What time..." / "Well, time...", AMD
+    # EPYC, the code before this change too).
+    assert wer(sip[0], sim[0]) * len(sip[0].split()) <= 1.0, (sip, sim)
     assert wer(reference, sim[0]) <= 0.3, sim
 
 

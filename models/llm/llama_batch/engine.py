@@ -112,8 +112,9 @@ class BatchedLlamaLLM(LLM):
     def prime(self, system_prompt: str, spread: bool = True) -> None:
         """Evaluate the system prompt so first turns find it cached.
 
-        The first time, one sequence evaluates it and every other free one gets a copy of its
-        cache; later, one sequence (a call's own) is primed.
+        The first time, one sequence evaluates it and every other empty one gets a copy of its
+        cache; later, one sequence (a call's own) is primed. Another profile's prefix is not
+        overwritten: a later prompt copies whichever sequence holds most of it (:meth:`_borrow`).
         """
         with self._cond:
             first = spread and system_prompt not in self._primed
@@ -129,8 +130,9 @@ class BatchedLlamaLLM(LLM):
         lc = self._lc
         with self._ctx_lock, self._cond:  # no step is decoding: each cache is what it holds
             for seq in self._seqs:
-                if not seq.busy and seq is not gen.seq and seq.tokens[:len(gen.prompt)] != \
-                        gen.seq.tokens[:len(gen.prompt)]:
+                # Only empty ones: another profile's primed prefix is kept (a process serves
+                # several personas from one model).
+                if not seq.busy and seq is not gen.seq and not seq.tokens:
                     # A copy between two sequences' caches is of the whole cache.
                     lc.llama_memory_seq_rm(self._mem, seq.id, -1, -1)
                     lc.llama_memory_seq_cp(self._mem, gen.seq.id, seq.id, -1, -1)
@@ -187,8 +189,7 @@ class BatchedLlamaLLM(LLM):
                 # call's); one whose reply is ending is waited for if it is the best.
                 ready = [s for s in self._seqs if not s.busy or (s.gen and s.gen.done)]
                 if ready:
-                    seq = max(ready, key=lambda s: (shared_prefix(s.tokens, prompt),
-                                                    -len(s.tokens)))
+                    seq = max(ready, key=lambda s: (self._worth(s, prompt), -len(s.tokens)))
                     if not seq.busy:
                         break
                 elif not wait:  # every sequence is in a live reply
@@ -200,6 +201,18 @@ class BatchedLlamaLLM(LLM):
             self._active.append(gen)
             self._cond.notify_all()
         return gen
+
+    def _worth(self, seq: Seq, prompt: list[int]) -> int:
+        """How good ``seq`` is for ``prompt``: what it holds of it, less what reusing it loses.
+
+        What it loses is what no other sequence holds too: a call's history, or the only copy
+        of a profile's prefix (with several personas on one model, the one sequence primed
+        with a profile's is kept while a copy of another's is free). A prompt can start from
+        another sequence's cache (:meth:`_borrow`), a prefix evicted from every one cannot.
+        """
+        kept = max([shared_prefix(seq.tokens, prompt)] + [
+            shared_prefix(seq.tokens, o.tokens) for o in self._seqs if o is not seq])
+        return shared_prefix(seq.tokens, prompt) - (len(seq.tokens) - kept)
 
     def _finish(self, gen: Generation) -> None:
         """Called with ``_cond`` held: the reply ended; its sequence is free again.
