@@ -137,8 +137,10 @@ def say_with_facts(reply: str, words: str, profile: str = "default"):
 
 
 def test_a_reply_that_makes_a_number_up_is_not_said():
-    """The sentence with the made-up number is checked whole before a word of it is heard:
-    ``dont_know`` is said instead, and the history has what was said."""
+    """The sentence with a made-up number is checked whole first: ``dont_know`` is said.
+
+    The history has what was said.
+    """
     result, said = say_with_facts("The library owns about 10,000 books. We have many more.",
                                   "How many books do you own?")
     assert result.unfounded == "The library owns about 10,000 books. (10000)"
@@ -185,8 +187,10 @@ def test_a_reply_that_claims_what_no_fact_holds_is_not_said():
 
 
 def test_the_first_clause_goes_early_only_where_the_caller_named_nothing_unknown():
-    """It is the caller's wait; what follows may still fail (a made-up number, rare with
-    every fact in view): then ``dont_know`` follows it, and the call log says so."""
+    """It is the caller's wait; what follows may still fail (a made-up number).
+
+    Rare with every fact in view: then ``dont_know`` follows it, and the call log says so.
+    """
     result, said = say_with_facts("On Saturday, we open at 11 am.", "When do you open on Saturday?")
     dont_know = load_config(ROOT / "config.toml").profiles["default"].dont_know
     assert result.reply_text.startswith("On Saturday,") and "11" not in result.reply_text

@@ -1,7 +1,7 @@
 """When is the caller's turn over? The pause-tolerance rule on top of the VAD hangover.
 
 The segmenter ends an utterance after ``endpoint_silence_s`` of silence. People pause inside a
-sentence ("I want to change... uh... my appointment"), so the session transcribes the utterance at once
+sentence ("I want to move... uh... my visit"), so the session transcribes the utterance at once
 and, when the words sound unfinished, waits up to ``pause_tolerance_s`` (never past
 ``max_endpoint_wait_s`` after speech ended) for more speech, then merges the two utterances
 into one turn. Pure functions: no threads, no models, no SIP.
