@@ -1,6 +1,6 @@
 """``callagent bench answers``: does a caller get the right answers, over a whole call?
 
-Three personas (library, dental, bikes) each have calls in two question files beside their
+Every shipped persona (dialplan/personas/) has calls in two question files beside its
 knowledge file, a *tuned* split and a *held-out* one (:mod:`agent.bench.conversations`). Each
 call is made by voices of several groups through the phone line and answered turn by turn by
 the persona's profile and its under-load profile (:mod:`agent.bench.answers_run`); every reply
@@ -38,14 +38,14 @@ from models import catalog
 
 USES_CONFIG = True
 
-PERSONAS = ("library", "dental", "bikes")
 QUICK = 6
 """``--quick``: the first calls of each file."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--persona", default=",".join(PERSONAS),
-                   help="personas, comma-separated (their question files name their profiles)")
+    p.add_argument("--persona", default="",
+                   help="personas, comma-separated (their question files name their profiles; "
+                        "default: every persona with a tuned question file)")
     p.add_argument("--profile", metavar="NAME",
                    help="instead of --persona: the persona whose question files name NAME")
     p.add_argument("--split", choices=(TUNED, HELDOUT, "both"), default="both",
@@ -87,6 +87,13 @@ def find(persona: str, split: str, where: list[Path]) -> Path:
             return path
     looked = ", ".join(map(str, tried)) or "nowhere: no profile has a knowledge file"
     raise ConversationsError(f"persona {persona}: no {split} question file (looked for {looked})")
+
+
+def shipped(where: list[Path]) -> list[str]:
+    """Every persona with a tuned question file in ``where``, in name order."""
+    names = (path.name.split(".")[0] for folder in where
+             for path in sorted(folder.glob(f"*.{SPLITS[TUNED]}.toml")))
+    return list(dict.fromkeys(names))
 
 
 def by_profile(name: str, where: list[Path]) -> str:
@@ -167,7 +174,8 @@ def run(args: argparse.Namespace, config: Config) -> int:
                              f"(known: {', '.join(GROUPS)})")
         where = [args.questions] if args.questions else folders(config)
         names = ([by_profile(args.profile, where)] if args.profile
-                 else [n.strip() for n in args.persona.split(",") if n.strip()])
+                 else [n.strip() for n in args.persona.split(",") if n.strip()]
+                 or shipped(where))
         personas = personas_for(config, names, splits, where, not args.no_under_load,
                                 args.quick)
     except ValueError as e:

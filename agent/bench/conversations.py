@@ -39,7 +39,7 @@ KINDS = (FACT, UNKNOWN, ACTION)
 TUNED = "tuned"
 HELDOUT = "heldout"
 SPLITS = {TUNED: "calls", HELDOUT: "heldout"}
-"""A split and the middle of its file's name: ``library.calls.toml``, ``library.heldout.toml``."""
+"""A split and the middle of its file's name (``<persona>.calls.toml``, ``.heldout.toml``)."""
 
 ACTIONS = ("end_call", "take_message")
 """The actions a turn may expect besides ``transfer:<entry>``."""

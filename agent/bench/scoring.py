@@ -135,7 +135,7 @@ def invented_numbers(text: str, known) -> set[str]:
     """The numbers ``text`` states that ``known`` (:func:`known_numbers`) does not hold.
 
     A number read digit by digit is known when its digits run, in order, inside a known one:
-    "five five five" of "555 0142" is the library's number, not a new one.
+    "five five five" of a fact's "555 0142" is that number, not a new one.
     """
     return {value for value, digits in stated_numbers(text)
             if value not in known and not (digits and any(digits in k for k in known))}

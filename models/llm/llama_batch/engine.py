@@ -40,7 +40,7 @@ Steps of 2 cost no more a token than steps of 4 and are much shorter to wait for
 longer still (bench call, 1 call). One token a step would cost a whole decode step each."""
 N_BATCH = 512
 """Tokens per ``llama_decode`` (a longer prompt is prefilled over several steps)."""
-BORROW_MIN_TOKENS = 64
+COPY_MIN_TOKENS = 64
 """A prompt is started from another sequence's cache only when that saves this many tokens:
 below it, reading them costs about what the copy of a whole cache does."""
 NARROW_FEED = 1
@@ -114,7 +114,7 @@ class BatchedLlamaLLM(LLM):
 
         The first time, one sequence evaluates it and every other empty one gets a copy of its
         cache; later, one sequence (a call's own) is primed. Another profile's prefix is not
-        overwritten: a later prompt copies whichever sequence holds most of it (:meth:`_borrow`).
+        overwritten: a later prompt copies the sequence holding most of it (:meth:`_copy_prefix`).
         """
         with self._cond:
             first = spread and system_prompt not in self._primed
@@ -208,7 +208,7 @@ class BatchedLlamaLLM(LLM):
         What it loses is what no other sequence holds too: a call's history, or the only copy
         of a profile's prefix (with several personas on one model, the one sequence primed
         with a profile's is kept while a copy of another's is free). A prompt can start from
-        another sequence's cache (:meth:`_borrow`), a prefix evicted from every one cannot.
+        another sequence's cache (:meth:`_copy_prefix`), a prefix evicted from every one cannot.
         """
         kept = max([shared_prefix(seq.tokens, prompt)] + [
             shared_prefix(seq.tokens, o.tokens) for o in self._seqs if o is not seq])
@@ -274,7 +274,7 @@ class BatchedLlamaLLM(LLM):
         return members(sorted(((g.rank(), g) for g in self._active if g.wanting and g.feed),
                               key=lambda rg: rg[0]), self._tile_free is not False)
 
-    def _borrow(self, g: Generation) -> None:
+    def _copy_prefix(self, g: Generation) -> None:
         """Start ``g`` from another sequence's cache where that one holds more of its prompt.
 
         Called in a step, before it decodes (``_ctx_lock`` and ``_cond`` held). A profile's
@@ -287,7 +287,7 @@ class BatchedLlamaLLM(LLM):
         best = max((s for s in self._seqs if s is not g.seq),
                    key=lambda s: shared_prefix(s.tokens, g.prompt), default=None)
         n = 0 if best is None else min(shared_prefix(best.tokens, g.prompt), limit)
-        if n - g.pos < BORROW_MIN_TOKENS:
+        if n - g.pos < COPY_MIN_TOKENS:
             return
         lc = self._lc
         lc.llama_memory_seq_rm(self._mem, g.seq.id, -1, -1)
@@ -311,7 +311,7 @@ class BatchedLlamaLLM(LLM):
             for g in members:
                 g.stepping = True
                 if g.fresh:  # drop what the sequence holds past the shared prefix
-                    self._borrow(g)
+                    self._copy_prefix(g)
                     lc.llama_memory_seq_rm(self._mem, g.seq.id, g.pos, -1)
                     del g.seq.tokens[g.pos:]
                     g.fresh = False
