@@ -1,6 +1,6 @@
 """Call-log tables as SQLAlchemy 2 typed mappings.
 
-``calls``, ``turns``, ``events``, ``tool_calls`` and ``messages``.
+``calls``, ``turns``, ``events``, ``tool_calls``, ``messages`` and ``webhook_outbox``.
 
 Owns the schema only: no engine, no sessions, no queries (see :mod:`db.migrate`,
 :mod:`db.writer`, :mod:`db.reports`). A change here needs a new revision in
@@ -191,6 +191,43 @@ class CallerMessage(Base):
     duration_s: Mapped[float | None] = mapped_column(Double)
 
     __table_args__ = (Index("ix_messages_call_id", "call_id"),)
+
+
+class WebhookDelivery(Base):
+    """One event waiting for, or done with, one webhook receiver (the outbox, revision 0006).
+
+    Written in the transaction of the record the event is about (:mod:`db.outbox`), so an event
+    exists exactly when its record does; the delivery worker (:mod:`agent.webhooks`) POSTs
+    ``body`` as is on every try, so a retry is byte for byte the first attempt. No foreign key:
+    a delivery outlives nothing it needs, and ``call_id`` only lists a call's deliveries.
+    """
+
+    __tablename__ = "webhook_outbox"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    event_id: Mapped[str] = mapped_column(String(64))
+    url: Mapped[str] = mapped_column(String(1024))
+    type: Mapped[str] = mapped_column(String(32))
+    call_id: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    """When the event was queued: its age counts from here (``max_age_s``)."""
+    body: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(16), default="pending")
+    """pending | delivered | failed."""
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    """When it is due; a delivery in flight holds it a lease ahead (see :mod:`db.outbox`)."""
+    last_status: Mapped[int | None] = mapped_column(Integer)
+    """The receiver's last HTTP status (None: no answer)."""
+    last_error: Mapped[str] = mapped_column(String(255), default="")
+    delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+    # (event_id, url): a record replayed from the spool, or written twice, queues nothing new.
+    __table_args__ = (
+        UniqueConstraint("event_id", "url", name="uq_webhook_outbox_event_id_url"),
+        Index("ix_webhook_outbox_due", "url", "status", "next_attempt_at"),
+        Index("ix_webhook_outbox_call_id", "call_id"),
+    )
 
 
 # The TurnRecord fields copied one-to-one into ``turns`` columns (``at`` goes to

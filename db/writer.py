@@ -6,7 +6,9 @@ first, once the database answers again. ``put()`` never blocks and never raises:
 not stall or fail because its log cannot be written.
 
 Writes are idempotent and commutative per call (:mod:`db.rows`), so a spooled record replayed
-after newer ones, or replayed twice, ends in the same rows.
+after newer ones, or replayed twice, ends in the same rows. With ``webhooks``, each record's
+webhook events are queued in the transaction that writes it (:mod:`db.outbox`), so they are
+spooled and replayed with it and never cost a call's loop anything.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import Engine
@@ -24,11 +26,13 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session
 
 from db.migrate import make_engine, mask_url, upgrade
+from db.outbox import enqueue
 from db.placement import close_lost_calls_of, this_host
 from db.records import Record
 from db.rows import apply
 from db.spool import Spool
 from dialplan.options import DBOptions
+from dialplan.webhooks import WebhookOptions
 
 _WAKE = object()  # queued by close() so the thread stops waiting at once; never written
 
@@ -78,6 +82,7 @@ class CallLogWriter:
         worker: str | None = None,
         host: str | None = None,
         on_event: Callable[..., None] | None = None,
+        webhooks: Sequence[WebhookOptions] = (),
     ):
         """Start the writer thread; it migrates the database and replays the spool first.
 
@@ -94,6 +99,8 @@ class CallLogWriter:
             on_event: ``on_event(name, call_id="-", level=INFO, **fields)`` reports what the
                 writer does (ready, database down, spool replayed); the application passes its
                 structured logger (default: one plain line on the ``callagent`` logger).
+            webhooks: Receivers whose events are queued in the outbox with each record (none:
+                no events queued).
         """
         self.options = options
         self.spool = Spool(options.spool_dir)
@@ -103,6 +110,7 @@ class CallLogWriter:
         self.batch_max = batch_max
         self.worker = worker
         self.host = host or this_host()
+        self.webhooks = tuple(webhooks)
         self._event = on_event or _plain_event
         self._queue: queue.Queue[Record] = queue.Queue(maxsize=max(1, options.queue_size))
         self._stop = threading.Event()
@@ -303,6 +311,8 @@ class CallLogWriter:
         with Session(self._engine, autoflush=True) as s, s.begin():
             for record in records:
                 apply(s, record)
+                if self.webhooks:
+                    enqueue(s, record, self.webhooks)
 
     def _check_fault(self) -> None:
         if self.fault is not None:

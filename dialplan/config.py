@@ -6,8 +6,8 @@ fails at start with :class:`ConfigError` naming the full key (``profiles.fast.ll
 never mid-call.
 Profiles are merged here, so each :class:`~dialplan.profile.Profile` is complete and validated
 on its own. What the file leaves to the environment (an OpenAI-compatible server's key,
-:data:`API_KEY_ENV`; ``sip.auth``'s passwords, :func:`sip_passwords`) is read here too, the one
-place outside the CLI that reads it.
+:data:`API_KEY_ENV`; ``sip.auth``'s passwords, :func:`sip_passwords`; the webhooks' secrets,
+:func:`webhook_secrets`) is read here too, the one place outside the CLI that reads it.
 """
 
 from __future__ import annotations
@@ -32,7 +32,9 @@ from dialplan.options import (
     TTSOptions,
 )
 from dialplan.profile import BUILTIN_TOOLS, HttpTool, Profile
+from dialplan.secrets import read_secret
 from dialplan.sip import SIPAuthOptions, SIPOptions
+from dialplan.webhooks import WebhookOptions
 
 STAGE_SECTIONS: dict[str, type] = {
     "audio": AudioOptions,
@@ -43,7 +45,7 @@ STAGE_SECTIONS: dict[str, type] = {
 }
 PROFILE_TEXT_KEYS = ("system_prompt", "greeting", "goodbye", "filler", "repeat", "apology",
                      "transferring", "transfer_failed", "message_prompt", "message_taken",
-                     "digits_prompt", "tool_error")
+                     "digits_prompt", "tool_error", "still_there", "hold_ack")
 KEYPAD_KEYS = "0123456789*#"
 API_KEY_ENV = ("CALLAGENT_LLM_API_KEY", "OPENAI_API_KEY")
 """Where ``llm.api_key`` of an ``openai`` profile comes from when empty, first set wins."""
@@ -75,6 +77,8 @@ class Config:
     """Operator-defined HTTP tools by name (``[tools.NAME]``); profiles list the ones they use."""
     dialplan: dict[str, str] = field(default_factory=dict)
     """Called extension (request-URI user part) -> profile name."""
+    webhooks: tuple[WebhookOptions, ...] = ()
+    """Receivers of the call log's events (``[[webhooks]]``); none = no events queued."""
     source: str = "<defaults>"
     """Where the config came from (for messages)."""
 
@@ -104,14 +108,15 @@ def load_config(path: str | Path | None, env: Mapping[str, str] | None = None) -
 def parse_config(data: dict[str, Any], source: str = "<dict>",
                  env: Mapping[str, str] | None = None) -> Config:
     """Validate an already-loaded TOML mapping (see :func:`load_config`)."""
-    allowed = {"sip", "db", "scheduler", "profiles", "dialplan", "tools", *STAGE_SECTIONS,
-               *PROFILE_TEXT_KEYS}
+    allowed = {"sip", "db", "scheduler", "profiles", "dialplan", "tools", "webhooks",
+               *STAGE_SECTIONS, *PROFILE_TEXT_KEYS}
     for key in data:
         if key not in allowed:
             raise ConfigError(f"unknown key '{key}' (allowed: {', '.join(sorted(allowed))})")
     sip = build(SIPOptions, data.get("sip", {}), "sip")
     db = build(DBOptions, data.get("db", {}), "db")
     scheduler = build(SchedulerOptions, data.get("scheduler", {}), "scheduler")
+    webhooks = _webhooks(data.get("webhooks", []))
     raw_tools = data.get("tools", {})
     _expect_table(raw_tools, "tools")
     tools = {}
@@ -155,7 +160,20 @@ def parse_config(data: dict[str, Any], source: str = "<dict>",
                 f"dialplan.{ext}: unknown profile '{prof}' (defined: {', '.join(profiles)})"
             )
     return Config(sip=sip, db=db, scheduler=scheduler, profiles=profiles, tools=tools,
-                  dialplan=dict(plan), source=source)
+                  dialplan=dict(plan), webhooks=webhooks, source=source)
+
+
+def _webhooks(raw: Any) -> tuple[WebhookOptions, ...]:
+    """The ``[[webhooks]]`` entries, each checked, one per URL (the URL keys its deliveries)."""
+    if not isinstance(raw, list):
+        raise ConfigError(f"webhooks: expected [[webhooks]] entries, got {raw!r}")
+    hooks = _convert(tuple[WebhookOptions, ...], raw, "webhooks")
+    urls = [h.url for h in hooks]
+    for i, url in enumerate(urls):
+        if url in urls[:i]:
+            raise ConfigError(f"webhooks[{i}].url: {url!r} is also webhooks[{urls.index(url)}]'s "
+                              "(one entry per receiver)")
+    return hooks
 
 
 def _facts(knowledge: str, source: str, key: str) -> tuple:
@@ -226,22 +244,28 @@ def sip_passwords(auth: SIPAuthOptions, env: Mapping[str, str] | None = None) ->
     env = os.environ if env is None else env
     out = {}
     for user, where in auth.users.items():
-        key = f"sip.auth.users.{user}"
-        kind, _, ref = where.partition(":")
-        if kind == "env":
-            password = env.get(ref, "")
-            if not password:
-                raise ConfigError(f"{key}: environment variable {ref} is not set (or empty)")
-        else:
-            try:
-                lines = Path(ref).read_text(encoding="utf-8").splitlines()
-            except OSError as e:
-                raise ConfigError(f"{key}: cannot read {ref}: {e.strerror}") from None
-            password = lines[0] if lines else ""
-            if not password:
-                raise ConfigError(f"{key}: {ref} is empty (the password is its first line)")
-        out[user] = password
+        try:
+            out[user] = read_secret(where, f"sip.auth.users.{user}", env)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
     return out
+
+
+def webhook_secrets(hooks: tuple[WebhookOptions, ...],
+                    env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Each webhook's signing secret by URL, read from where its ``secret`` says it is.
+
+    Called by the process that delivers (``serve``, ``cluster``), like :func:`sip_passwords`.
+
+    Raises:
+        ConfigError: a variable unset or empty, a file unreadable or empty; names the key.
+    """
+    env = os.environ if env is None else env
+    try:
+        return {h.url: read_secret(h.secret, f"webhooks[{i}].secret", env)
+                for i, h in enumerate(hooks)}
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
 
 
 def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:

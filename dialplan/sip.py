@@ -10,6 +10,8 @@ import ipaddress
 from dataclasses import dataclass, field
 from typing import Literal
 
+from dialplan.secrets import REF_FORM, is_secret_ref
+
 
 @dataclass(frozen=True)
 class RegistrarOptions:
@@ -51,11 +53,10 @@ class SIPAuthOptions:
 
     def __post_init__(self) -> None:
         for user, where in self.users.items():
-            kind, _, rest = where.partition(":")
-            if kind not in ("env", "file") or not rest.strip():
+            if not is_secret_ref(where):
                 # The value itself is not repeated: it may be a password put there by mistake.
-                raise ValueError(f'users.{user}: expected "env:VARIABLE" or "file:/path" (the '
-                                 "password itself never goes in the config)")
+                raise ValueError(f"users.{user}: expected {REF_FORM} (the password itself "
+                                 "never goes in the config)")
             if not user or ":" in user:
                 raise ValueError(f"users.{user}: not a user name")
         if self.users and not self.realm:
