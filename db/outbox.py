@@ -67,6 +67,10 @@ class Event:
 def event_type(record: Record) -> str | None:
     """The event a record makes (None: it makes none, e.g. an ``EventRecord``)."""
     if isinstance(record, ToolCallRecord):
+        if record.outcome == "pending":
+            # An action that has begun and ends later (a transfer waiting for its NOTIFY): its
+            # event goes with the record of its outcome, which keeps the start's ``at``.
+            return None
         return "transfer" if record.name == "transfer" else "tool"
     return {CallStarted: "call.started", CallEnded: "call.ended", TurnRecord: "turn",
             MessageRecord: "message"}.get(type(record))

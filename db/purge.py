@@ -2,9 +2,10 @@
 
 For the calls started before the cutoff this deletes the call's stereo recording and the audio
 of the messages callers left, and blanks what was said (``turns.transcript``,
-``turns.reply_text``, ``messages.text``). Everything else stays: the calls, their turns'
-timings, events and tool calls, so the latency reports over old calls still work; only the
-words and the audio go.
+``turns.reply_text``, ``messages.text``), and deletes their webhook deliveries that are over
+(``webhook_outbox`` bodies hold the same words; a pending one is still owed to its receiver).
+Everything else stays: the calls, their turns' timings, events and tool calls, so the latency
+reports over old calls still work; only the words and the audio go.
 
 Files go first, then the rows, in one transaction per batch of calls: a failure between the two
 leaves a row naming a file that is gone (counted as missing next time, harmless), never a file
@@ -19,10 +20,10 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import Engine, exists, func, or_, select, update
+from sqlalchemy import Engine, delete, exists, func, or_, select, update
 from sqlalchemy.orm import Session
 
-from db.schema import Call, CallerMessage, Turn
+from db.schema import Call, CallerMessage, Turn, WebhookDelivery
 
 BATCH = 500
 """Calls per transaction: bounded ``IN`` lists and short write locks on a large log."""
@@ -42,6 +43,8 @@ class PurgeResult:
     """Turns whose transcript or reply was blanked."""
     messages: int = 0
     """Caller messages whose text or audio was removed."""
+    deliveries: int = 0
+    """Webhook deliveries deleted (delivered or failed)."""
     files: int = 0
     """Files deleted."""
     bytes: int = 0
@@ -96,12 +99,16 @@ def _purge_batch(engine: Engine, ids: list[str], result: PurgeResult) -> None:
         kept_calls = [cid for cid, path in recordings if not _delete(path, result)]
         kept_audio = [mid for mid, path in messages if path and not _delete(path, result)]
         said = or_(Turn.transcript != "", Turn.reply_text != "")
+        over = (WebhookDelivery.call_id.in_(ids), WebhookDelivery.status != "pending")
         result.calls += len(ids)
         result.messages += len(messages)
         if result.dry_run:
             result.turns += s.execute(select(func.count()).select_from(Turn).where(
                 Turn.call_id.in_(ids), said)).scalar_one()
+            result.deliveries += s.execute(select(func.count()).select_from(WebhookDelivery)
+                                           .where(*over)).scalar_one()
             return
+        result.deliveries += s.execute(delete(WebhookDelivery).where(*over)).rowcount
         result.turns += s.execute(update(Turn).where(Turn.call_id.in_(ids), said)
                                   .values(transcript="", reply_text="")).rowcount
         s.execute(update(Call).where(Call.id.in_(ids), Call.id.not_in(kept_calls))

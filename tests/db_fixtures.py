@@ -20,7 +20,14 @@ import pytest
 from sqlalchemy import inspect, text
 
 from agent.turn.timeline import TurnTimeline
-from db.records import CallEnded, CallStarted, EventRecord, TurnRecord
+from db.records import (
+    CallEnded,
+    CallStarted,
+    EventRecord,
+    MessageRecord,
+    ToolCallRecord,
+    TurnRecord,
+)
 from db.stages import STAGES, STAMPS
 from tests.needs import find, require
 
@@ -131,6 +138,26 @@ def call_started(call_id: str, at: datetime = T0, **kw) -> CallStarted:
 
 def call_ended(call_id: str, at: datetime, turns: int) -> CallEnded:
     return CallEnded(call_id=call_id, ended_at=at, end_reason="caller-bye", turns=turns)
+
+
+def call_records(cid: str) -> list:
+    """One call's records with every kind of webhook event, and an EventRecord (which has none).
+
+    Its events: ``call.started``, ``turn``, ``tool``, ``transfer``, ``message``, ``call.ended``.
+    """
+    return [
+        call_started(cid),
+        turn_from_timeline(cid, 0, timeline(5.0, *[0.1] * 6), transcript="when do you open",
+                           reply_text="At ten.", at=T0 + timedelta(seconds=8)),
+        ToolCallRecord(cid, T0 + timedelta(seconds=9), "book_status", '{"title": "Dune"}',
+                       "llm", "ok", "", 0.2, 0),
+        ToolCallRecord(cid, T0 + timedelta(seconds=12), "transfer", '{"target": "desk"}',
+                       "llm", "ok", "", 1.5, 1),
+        MessageRecord(cid, T0 + timedelta(seconds=11), "call me back", "sip:a@b",
+                      "/m/1.wav", 4.5),
+        EventRecord(cid, T0, "dtmf", "1"),
+        call_ended(cid, T0 + timedelta(seconds=31), turns=1),
+    ]
 
 
 @pytest.fixture(name="sqlite_url")

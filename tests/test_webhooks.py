@@ -9,16 +9,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from db_fixtures import (
-    T0,
-    call_ended,
+    call_records,
     call_started,
     sqlite_url_fixture,  # noqa: F401 (fixtures)
-    timeline,
-    turn_from_timeline,
 )
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -34,8 +31,9 @@ from agent.webhooks import (
     verify,
 )
 from db.migrate import make_engine
-from db.outbox import status_counts
-from db.records import EventRecord, MessageRecord, ToolCallRecord
+from db.outbox import Due, settle, status_counts
+from db.purge import purge
+from db.records import ToolCallRecord
 from db.schema import WebhookDelivery
 from db.writer import CallLogWriter, FaultInjected
 from dialplan import ConfigError, parse_config
@@ -138,23 +136,6 @@ ALL = WebhookOptions(url="http://all/", secret="env:S")
 ENDS = WebhookOptions(url="http://ends/", secret="env:S", events=("call.ended", "transfer"))
 
 
-def a_call(cid: str) -> list:
-    """One call's records: every kind of event, and an EventRecord (which makes none)."""
-    return [
-        call_started(cid),
-        turn_from_timeline(cid, 0, timeline(5.0, *[0.1] * 6), transcript="when do you open",
-                           reply_text="At ten.", at=T0 + timedelta(seconds=8)),
-        ToolCallRecord(cid, T0 + timedelta(seconds=9), "book_status", '{"title": "Dune"}',
-                       "llm", "ok", "", 0.2, 0),
-        ToolCallRecord(cid, T0 + timedelta(seconds=12), "transfer", '{"target": "desk"}',
-                       "llm", "ok", "", 1.5, 1),
-        MessageRecord(cid, T0 + timedelta(seconds=11), "call me back", "sip:a@b",
-                      "/m/1.wav", 4.5),
-        EventRecord(cid, T0, "dtmf", "1"),
-        call_ended(cid, T0 + timedelta(seconds=31), turns=1),
-    ]
-
-
 def outbox(url: str) -> list[WebhookDelivery]:
     engine = make_engine(url)
     with Session(engine) as s:
@@ -166,7 +147,7 @@ def outbox(url: str) -> list[WebhookDelivery]:
 def test_each_record_queues_its_event_for_the_receivers_that_want_it(sqlite_url, tmp_path):
     opts = DBOptions(url=sqlite_url, spool_dir=str(tmp_path / "spool"))
     with CallLogWriter(opts, webhooks=(ALL, ENDS)) as writer:
-        for record in a_call("c1"):
+        for record in call_records("c1"):
             writer.put(record)
         assert writer.flush()
     rows = outbox(sqlite_url)
@@ -200,7 +181,7 @@ def test_each_record_queues_its_event_for_the_receivers_that_want_it(sqlite_url,
 
 def test_no_webhooks_queue_nothing(sqlite_url, tmp_path):
     with CallLogWriter(DBOptions(url=sqlite_url, spool_dir=str(tmp_path / "spool"))) as writer:
-        for record in a_call("c1"):
+        for record in call_records("c1"):
             writer.put(record)
         assert writer.flush()
     assert outbox(sqlite_url) == []
@@ -218,14 +199,14 @@ def test_events_come_back_with_spooled_records_once_each(sqlite_url, tmp_path):
         writer.put(call_started("c-up"))
         assert writer.flush() and wait_until(lambda: writer.healthy)
         down["on"] = True
-        for record in a_call("c-down")[1:]:
+        for record in call_records("c-down")[1:]:
             writer.put(record)
         assert writer.flush() and writer.stats.spooled == 6
         assert [r.call_id for r in outbox(sqlite_url)] == ["c-up"]
         down["on"] = False
         assert wait_until(lambda: writer.healthy)
         # The same records again (a spool batch replayed after a crash): no new event.
-        for record in a_call("c-down")[1:]:
+        for record in call_records("c-down")[1:]:
             writer.put(record)
         assert writer.flush()
     rows = outbox(sqlite_url)
@@ -233,3 +214,38 @@ def test_events_come_back_with_spooled_records_once_each(sqlite_url, tmp_path):
         ("c-up", "call.started"), ("c-down", "turn"), ("c-down", "tool"),
         ("c-down", "transfer"), ("c-down", "message"), ("c-down", "call.ended")]
     assert len({r.event_id for r in rows}) == 6
+
+
+def test_purge_deletes_the_words_in_deliveries_that_are_over(sqlite_url, tmp_path):
+    with CallLogWriter(DBOptions(url=sqlite_url, spool_dir=str(tmp_path / "spool")),
+                       webhooks=(ALL,)) as writer:
+        for record in call_records("c-old"):
+            writer.put(record)
+        assert writer.flush()
+    engine = make_engine(sqlite_url)
+    turn = next(r for r in outbox(sqlite_url) if r.type == "turn")
+    settle(engine, Due(turn.id, turn.event_id, turn.body, 0, turn.created_at,
+                       turn.next_attempt_at), "delivered", 200, "", datetime.now(UTC))
+    result = purge(engine, timedelta(days=1))  # the call started on 2026-01-05
+    engine.dispose()
+    assert (result.calls, result.deliveries) == (1, 1)
+    left = outbox(sqlite_url)
+    assert "turn" not in {r.type for r in left} and {r.status for r in left} == {"pending"}
+    assert len(left) == 5  # still owed to the receiver
+
+
+def test_an_action_still_pending_makes_its_event_with_its_outcome(sqlite_url, tmp_path):
+    at = datetime(2026, 1, 5, 9, 0, 12, 345678, tzinfo=UTC)
+    started = ToolCallRecord("c1", at, "transfer", '{"target": "desk"}', "llm", "pending", "",
+                             0.0, 1)
+    over = ToolCallRecord("c1", at, "transfer", '{"target": "desk"}', "llm", "ok", "", 2.5, 1)
+    with CallLogWriter(DBOptions(url=sqlite_url, spool_dir=str(tmp_path / "spool")),
+                       webhooks=(ALL,)) as writer:
+        writer.put(started)
+        assert writer.flush()
+        assert outbox(sqlite_url) == []
+        writer.put(over)
+        writer.put(over)  # the same outcome again (a replayed spool): still one event
+        assert writer.flush()
+    (row,) = outbox(sqlite_url)
+    assert (row.type, json.loads(row.body)["data"]["outcome"]) == ("transfer", "ok")

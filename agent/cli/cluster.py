@@ -23,7 +23,7 @@ import threading
 from pathlib import Path
 
 from agent.cli import options as cliopts
-from dialplan.config import sip_passwords
+from dialplan.config import sip_passwords, webhook_secrets
 
 
 def add_parser(subparsers) -> None:
@@ -60,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
     from agent.cluster.cluster import Cluster, absolute_config, plan
     from agent.cluster.edge import screen_of
     from agent.cluster.kamailio import executable
+    from agent.webhooks import start_delivery
     from db.migrate import mask_url, upgrade
 
     config = cliopts.load(args)
@@ -84,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
 
     # Read before anything starts: a missing password fails here, not in kamailio.
     screen = screen_of(sip, sip_passwords(sip.auth))
+    secrets = webhook_secrets(config.webhooks)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
@@ -95,11 +97,16 @@ def run(args: argparse.Namespace) -> int:
               sip=",".join(f"{w.id}={w.sip_port}" for w in workers),
               rtp=",".join(f"{w.id}={w.rtp_port}" for w in workers),
               metrics=metrics or "off")
+    # The workers' writers queue the webhooks' events; one delivery for all of them, here.
+    delivery = start_delivery(config.webhooks, secrets, config.db.url)
     try:
         return cluster.run(stop)
     except RuntimeError as e:
         print(f"callagent: {e}", file=sys.stderr)
         return 1
+    finally:
+        if delivery is not None:
+            delivery.close()
 
 
 def _write_kamailio(args: argparse.Namespace) -> int:

@@ -112,7 +112,8 @@ def _purge(url: str, days: float, dry_run: bool) -> int:
                           else ("purged", "deleted", "blanked"))
     print(f"{verb} {r.calls} calls started before {r.cutoff:%Y-%m-%d %H:%M} UTC: "
           f"{r.files} files {files} ({r.bytes:,} bytes), {r.missing} already gone; "
-          f"{r.turns} turns and {r.messages} messages {blank}")
+          f"{r.turns} turns and {r.messages} messages {blank}"
+          + (f"; {r.deliveries} webhook deliveries {files}" if r.deliveries else ""))
     for failed in r.failed:
         print(f"callagent: could not delete {failed} (kept in the log)", file=sys.stderr)
     return 1 if r.failed else 0

@@ -60,7 +60,8 @@ def run(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     profile = config.profiles[args.profile]
-    writer = CallLogWriter(config.db, on_event=log.event)
+    # Its events wait in the outbox for the delivery of a `serve` or `cluster` on this call log.
+    writer = CallLogWriter(config.db, on_event=log.event, webhooks=config.webhooks)
     server = Server(config, writer, stage_cache=StageCache(ModelCache(runtime.scheduler(config))))
     answered = False
     try:

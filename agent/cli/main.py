@@ -25,6 +25,7 @@ COMMANDS = (
     "agent.cli.dial",
     "agent.cli.report",
     "agent.cli.messages",
+    "agent.cli.webhooks",
     "agent.cli.db",
     "agent.cli.bench",
 )

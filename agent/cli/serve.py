@@ -7,7 +7,9 @@ Supervision: the SIP stack runs native code that can crash the process (SIP.md; 
 ``serve`` runs the server as a worker child process under :class:`~agent.supervisor.Supervisor`,
 which restarts it within seconds and closes the calls it left open as ``lost`` with the signal.
 ``--worker`` runs the server in this process (what the supervisor starts). On start the
-call-log writer also marks calls any dead process left open as ``lost``.
+call-log writer also marks calls any dead process left open as ``lost``. With ``[[webhooks]]``
+the worker's call-log writer queues their events and the supervisor delivers them
+(:mod:`agent.webhooks`).
 
 ``--worker-id`` (set by ``callagent cluster``) records the id on each call and log line and
 limits that closing to this worker's calls; ``--metrics-port`` (or ``sip.metrics_port``) serves
@@ -78,7 +80,8 @@ def run(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
 
-    writer = CallLogWriter(config.db, worker=args.worker_id, on_event=log.event)
+    writer = CallLogWriter(config.db, worker=args.worker_id, on_event=log.event,
+                           webhooks=config.webhooks)
     scheduler = runtime.scheduler(config)  # every model's jobs, and the metrics' queue
     metrics = metrics_http = None
     if sip.metrics_port:
@@ -137,9 +140,19 @@ def _tag_log_lines(worker_id: str) -> None:
 
 def _supervise(args: argparse.Namespace) -> int:
     from agent.supervisor import Supervisor, worker_argv
+    from agent.webhooks import start_delivery
+    from dialplan.config import webhook_secrets
 
     config = _config(args)  # a bad option fails here, not in a worker restarted forever
+    # Here, not in the worker: a receiver that is down or slow costs the calls nothing, and a
+    # worker that dies takes no delivery with it. A missing secret fails the start.
+    secrets = webhook_secrets(config.webhooks)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    return Supervisor(worker_argv(args.argv), config.db.url, worker=args.worker_id).run(stop)
+    delivery = start_delivery(config.webhooks, secrets, config.db.url)
+    try:
+        return Supervisor(worker_argv(args.argv), config.db.url, worker=args.worker_id).run(stop)
+    finally:
+        if delivery is not None:
+            delivery.close()
