@@ -17,9 +17,11 @@ import tempfile
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import inspect, text
+from sqlalchemy import inspect, select, text
+from sqlalchemy.orm import Session
 
 from agent.turn.timeline import TurnTimeline
+from db.migrate import make_engine
 from db.records import (
     CallEnded,
     CallStarted,
@@ -28,6 +30,7 @@ from db.records import (
     ToolCallRecord,
     TurnRecord,
 )
+from db.schema import WebhookDelivery
 from db.stages import STAGES, STAMPS
 from tests.needs import find, require
 
@@ -158,6 +161,15 @@ def call_records(cid: str) -> list:
         EventRecord(cid, T0, "dtmf", "1"),
         call_ended(cid, T0 + timedelta(seconds=31), turns=1),
     ]
+
+
+def outbox_rows(url: str) -> list[WebhookDelivery]:
+    """The webhooks' outbox of the call log at ``url``, in the order it was queued."""
+    engine = make_engine(url)
+    with Session(engine) as s:
+        rows = list(s.scalars(select(WebhookDelivery).order_by(WebhookDelivery.id)))
+    engine.dispose()
+    return rows
 
 
 @pytest.fixture(name="sqlite_url")

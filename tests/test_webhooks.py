@@ -15,10 +15,9 @@ import pytest
 from db_fixtures import (
     call_records,
     call_started,
+    outbox_rows,
     sqlite_url_fixture,  # noqa: F401 (fixtures)
 )
-from sqlalchemy import select
-from sqlalchemy.orm import Session
 
 from agent.webhooks import (
     SIGNATURE,
@@ -34,7 +33,6 @@ from db.migrate import make_engine
 from db.outbox import Due, settle, status_counts
 from db.purge import purge
 from db.records import ToolCallRecord
-from db.schema import WebhookDelivery
 from db.writer import CallLogWriter, FaultInjected
 from dialplan import ConfigError, parse_config
 from dialplan.config import webhook_secrets
@@ -136,21 +134,13 @@ ALL = WebhookOptions(url="http://all/", secret="env:S")
 ENDS = WebhookOptions(url="http://ends/", secret="env:S", events=("call.ended", "transfer"))
 
 
-def outbox(url: str) -> list[WebhookDelivery]:
-    engine = make_engine(url)
-    with Session(engine) as s:
-        rows = list(s.scalars(select(WebhookDelivery).order_by(WebhookDelivery.id)))
-    engine.dispose()
-    return rows
-
-
 def test_each_record_queues_its_event_for_the_receivers_that_want_it(sqlite_url, tmp_path):
     opts = DBOptions(url=sqlite_url, spool_dir=str(tmp_path / "spool"))
     with CallLogWriter(opts, webhooks=(ALL, ENDS)) as writer:
         for record in call_records("c1"):
             writer.put(record)
         assert writer.flush()
-    rows = outbox(sqlite_url)
+    rows = outbox_rows(sqlite_url)
     assert [(r.url, r.type) for r in rows] == [
         ("http://all/", "call.started"), ("http://all/", "turn"), ("http://all/", "tool"),
         ("http://all/", "transfer"), ("http://ends/", "transfer"), ("http://all/", "message"),
@@ -184,7 +174,7 @@ def test_no_webhooks_queue_nothing(sqlite_url, tmp_path):
         for record in call_records("c1"):
             writer.put(record)
         assert writer.flush()
-    assert outbox(sqlite_url) == []
+    assert outbox_rows(sqlite_url) == []
 
 
 def test_events_come_back_with_spooled_records_once_each(sqlite_url, tmp_path):
@@ -202,14 +192,14 @@ def test_events_come_back_with_spooled_records_once_each(sqlite_url, tmp_path):
         for record in call_records("c-down")[1:]:
             writer.put(record)
         assert writer.flush() and writer.stats.spooled == 6
-        assert [r.call_id for r in outbox(sqlite_url)] == ["c-up"]
+        assert [r.call_id for r in outbox_rows(sqlite_url)] == ["c-up"]
         down["on"] = False
         assert wait_until(lambda: writer.healthy)
         # The same records again (a spool batch replayed after a crash): no new event.
         for record in call_records("c-down")[1:]:
             writer.put(record)
         assert writer.flush()
-    rows = outbox(sqlite_url)
+    rows = outbox_rows(sqlite_url)
     assert [(r.call_id, r.type) for r in rows] == [
         ("c-up", "call.started"), ("c-down", "turn"), ("c-down", "tool"),
         ("c-down", "transfer"), ("c-down", "message"), ("c-down", "call.ended")]
@@ -223,13 +213,13 @@ def test_purge_deletes_the_words_in_deliveries_that_are_over(sqlite_url, tmp_pat
             writer.put(record)
         assert writer.flush()
     engine = make_engine(sqlite_url)
-    turn = next(r for r in outbox(sqlite_url) if r.type == "turn")
+    turn = next(r for r in outbox_rows(sqlite_url) if r.type == "turn")
     settle(engine, Due(turn.id, turn.event_id, turn.body, 0, turn.created_at,
                        turn.next_attempt_at), "delivered", 200, "", datetime.now(UTC))
     result = purge(engine, timedelta(days=1))  # the call started on 2026-01-05
     engine.dispose()
     assert (result.calls, result.deliveries) == (1, 1)
-    left = outbox(sqlite_url)
+    left = outbox_rows(sqlite_url)
     assert "turn" not in {r.type for r in left} and {r.status for r in left} == {"pending"}
     assert len(left) == 5  # still owed to the receiver
 
@@ -243,9 +233,9 @@ def test_an_action_still_pending_makes_its_event_with_its_outcome(sqlite_url, tm
                        webhooks=(ALL,)) as writer:
         writer.put(started)
         assert writer.flush()
-        assert outbox(sqlite_url) == []
+        assert outbox_rows(sqlite_url) == []
         writer.put(over)
         writer.put(over)  # the same outcome again (a replayed spool): still one event
         assert writer.flush()
-    (row,) = outbox(sqlite_url)
+    (row,) = outbox_rows(sqlite_url)
     assert (row.type, json.loads(row.body)["data"]["outcome"]) == ("transfer", "ok")

@@ -14,16 +14,15 @@ from collections import Counter
 import pytest
 from db_fixtures import (
     call_records,
+    outbox_rows,
     sqlite_url_fixture,  # noqa: F401 (fixtures)
 )
 from sqlalchemy import func, select
-from sqlalchemy.orm import Session
 from webhook_receiver import Receiver
 
 from agent.webhooks import WebhookDelivery
 from db.migrate import make_engine
 from db.schema import Call
-from db.schema import WebhookDelivery as Row
 from db.writer import CallLogWriter
 from dialplan.options import DBOptions
 from dialplan.webhooks import WebhookOptions
@@ -31,14 +30,6 @@ from tests.waiting import wait_until
 
 pytestmark = pytest.mark.server
 SECRET = "t0p-secret"
-
-
-def rows(url: str) -> list[Row]:
-    engine = make_engine(url)
-    with Session(engine) as s:
-        out = list(s.scalars(select(Row).order_by(Row.id)))
-    engine.dispose()
-    return out
 
 
 def test_down_then_failing_receiver_gets_every_event_once(sqlite_url, tmp_path):
@@ -64,7 +55,7 @@ def test_down_then_failing_receiver_gets_every_event_once(sqlite_url, tmp_path):
                 time.sleep(0.5)  # nothing more may come
         finally:
             delivery.close()
-    queued = rows(sqlite_url)
+    queued = outbox_rows(sqlite_url)
     expected = {r.event_id for r in queued}
     assert len(expected) == 12  # 6 events a call
     accepted = Counter(r.event_id for r in receiver.accepted())
@@ -99,11 +90,11 @@ def test_refusals_fail_at_once_and_retries_end_at_max_age(sqlite_url, tmp_path):
             with CallLogWriter(opts, webhooks=hooks) as writer:
                 writer.put(call_records("c1")[0])
                 assert writer.flush()
-            assert wait_until(lambda: {r.status for r in rows(sqlite_url)} == {"failed"},
+            assert wait_until(lambda: {r.status for r in outbox_rows(sqlite_url)} == {"failed"},
                               timeout=15)
         finally:
             delivery.close()
-    by_url = {r.url: r for r in rows(sqlite_url)}
+    by_url = {r.url: r for r in outbox_rows(sqlite_url)}
     assert (by_url[no.url].attempts, by_url[no.url].last_status) == (1, 401)
     assert len(refusing.received) == 1  # a refusal is not retried
     gave_up = by_url[later.url]

@@ -29,17 +29,10 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print the messages; returns the exit code."""
     from db.actions import recent_messages
-    from db.migrate import current_revision, head_revision, make_engine
 
-    engine = make_engine(cliopts.load(args).db.url)
-    try:
-        if current_revision(engine) != head_revision():
-            print("callagent: the call log is not at the newest revision; run "
-                  "`callagent db upgrade`", file=sys.stderr)
-            return 1
-        rows = recent_messages(engine, args.since)
-    finally:
-        engine.dispose()
+    rows = cliopts.read_call_log(args, lambda engine: recent_messages(engine, args.since))
+    if rows is None:
+        return 1
     if args.format == "json":
         json.dump([{"call_id": cid, "at": m.at.isoformat(), "caller": m.caller_uri,
                     "text": m.text, "audio_path": m.audio_path, "duration_s": m.duration_s}

@@ -11,9 +11,13 @@ import dataclasses
 import functools
 import os
 import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from agent.cli import runtime
 from dialplan import Config, load_config
+
+T = TypeVar("T")
 
 
 def add_common(parser: argparse.ArgumentParser, db: bool = True) -> None:
@@ -48,6 +52,25 @@ def call_log_errors(verb: str):
         return guarded
 
     return wrap
+
+
+def read_call_log(args: argparse.Namespace, read: Callable[[Any], T]) -> T | None:
+    """``read(engine)`` on the call log, if it is at the newest revision (None: it is not).
+
+    For the commands that read tables a newer revision added (``messages``, ``webhooks``); an
+    older log gets a line saying how to upgrade it.
+    """
+    from db.migrate import current_revision, head_revision, make_engine
+
+    engine = make_engine(load(args).db.url)
+    try:
+        if current_revision(engine) == head_revision():
+            return read(engine)
+    finally:
+        engine.dispose()
+    print("callagent: the call log is not at the newest revision; run `callagent db upgrade`",
+          file=sys.stderr)
+    return None
 
 
 def load(args: argparse.Namespace) -> Config:

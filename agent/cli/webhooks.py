@@ -32,19 +32,13 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print the deliveries; returns the exit code."""
     from agent.webhooks import safe_url
-    from db.migrate import current_revision, head_revision, make_engine
     from db.outbox import deliveries, status_counts
 
-    engine = make_engine(cliopts.load(args).db.url)
-    try:
-        if current_revision(engine) != head_revision():
-            print("callagent: the call log is not at the newest revision; run "
-                  "`callagent db upgrade`", file=sys.stderr)
-            return 1
-        counts = status_counts(engine)
-        rows = deliveries(engine, args.status, args.call, args.limit)
-    finally:
-        engine.dispose()
+    got = cliopts.read_call_log(args, lambda engine: (
+        status_counts(engine), deliveries(engine, args.status, args.call, args.limit)))
+    if got is None:
+        return 1
+    counts, rows = got
     if args.format == "json":
         json.dump({"receivers": {safe_url(u): c for u, c in counts.items()},
                    "deliveries": [{
