@@ -21,7 +21,8 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.sql import ColumnElement
 
-from db.schema import Call, Event, Turn
+from db.records import LOST, PENDING
+from db.schema import Call, Event, ToolCall, Turn
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 SQLITE_BUSY_TIMEOUT_MS = 5000
@@ -152,9 +153,10 @@ def close_lost_calls(engine: Engine, detail: str = "", *owner: ColumnElement[boo
     """Close calls that have no ``ended_at``: a crash or kill left them open.
 
     They get ``end_reason = 'lost'`` and, as the end time, the last thing known about them (their
-    latest turn or event, else their start), not "now", so call durations stay honest. A later
-    ``CallEnded`` for the same call (replayed from the spool, or from another agent process that
-    shares this database) overwrites both.
+    latest turn or event, else their start), not "now", so call durations stay honest; their
+    ``pending`` tool calls get outcome ``lost``. A later ``CallEnded`` or outcome for the same
+    call (replayed from the spool, or from another agent process that shares this database)
+    overwrites them.
 
     Args:
         engine: Engine of a migrated call-log database.
@@ -179,11 +181,15 @@ def close_lost_calls(engine: Engine, detail: str = "", *owner: ColumnElement[boo
             ended = max(stamps) if stamps else datetime.now(UTC)
             conn.execute(
                 update(Call).where(Call.id == call_id, Call.ended_at.is_(None))
-                .values(ended_at=ended, end_reason="lost")
+                .values(ended_at=ended, end_reason=LOST)
             )
+            # An action it had started (a transfer waiting for its NOTIFY) ends with it.
+            conn.execute(update(ToolCall).where(ToolCall.call_id == call_id,
+                                                ToolCall.outcome == PENDING)
+                         .values(outcome=LOST))
             if detail:
                 conn.execute(insert(Event).values(call_id=call_id, at=datetime.now(UTC),
-                                                  kind="lost", detail=detail))
+                                                  kind=LOST, detail=detail))
     return len(rows)
 
 

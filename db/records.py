@@ -12,6 +12,11 @@ from typing import Protocol
 
 from db.stages import TIMING_COLUMNS
 
+PENDING = "pending"
+"""``tool_calls.outcome`` of an action started and not over yet."""
+LOST = "lost"
+"""``tool_calls.outcome`` of a pending action whose agent process died (and ``end_reason``)."""
+
 
 @dataclass
 class CallStarted:
@@ -120,11 +125,16 @@ class ToolCallRecord:
     source: str = "llm"
     """llm | keypad."""
     outcome: str = ""
-    """ok, or why not (failed, timeout, http-500, bad-json, unknown-target...)."""
+    """ok, or why not (failed, timeout, http-500, bad-json, unknown-target, caller-gone...);
+    ``pending`` while a started action (a transfer) has no outcome yet."""
     detail: str = ""
     latency_s: float | None = None
-    """Request to outcome."""
+    """Request to outcome (to the latest news of it, while ``pending``)."""
     turn_index: int | None = None
+    seq: int | None = None
+    """The action's number in its call, for an action whose row is written when it starts and
+    then updated: later records with the same ``(call_id, seq)`` (a NOTIFY's status, then the
+    outcome) update that row, and ``at`` stays when it started. None: a row written once."""
 
 
 @dataclass

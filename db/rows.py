@@ -13,6 +13,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from db.records import (
+    LOST,
+    PENDING,
     CallEnded,
     CallStarted,
     EventRecord,
@@ -70,10 +72,7 @@ def apply(s: Session, record: Record) -> None:
         s.add(Event(call_id=record.call_id, at=record.at, kind=record.kind, detail=record.detail))
     elif isinstance(record, ToolCallRecord):
         _call_for(s, record.call_id, record.at)
-        s.add(ToolCall(call_id=record.call_id, at=record.at, turn_index=record.turn_index,
-                       name=record.name[:64], arguments=record.arguments, source=record.source,
-                       outcome=record.outcome[:32], detail=record.detail,
-                       latency_s=record.latency_s))
+        _tool_call(s, record)
     elif isinstance(record, MessageRecord):
         _call_for(s, record.call_id, record.at)
         s.add(CallerMessage(call_id=record.call_id, at=record.at, caller_uri=record.caller_uri,
@@ -83,6 +82,31 @@ def apply(s: Session, record: Record) -> None:
         raise TypeError(f"not a call-log record: {type(record).__name__}")
     # Flush per record so a later record of the same batch finds this one's rows.
     s.flush()
+
+
+def _tool_call(s: Session, record: ToolCallRecord) -> None:
+    """Insert a tool call, or update a started action's row (``seq``) with later news of it.
+
+    Later news wins whatever order records arrive in (a spool replayed after newer ones): an
+    outcome beats ``pending``, and beats ``lost`` (the supervisor's guess when the process died,
+    replaced by what the spool knew); among records of one rank the one latest into the
+    action (``latency_s``) wins.
+    """
+    row = None if record.seq is None else s.scalar(
+        select(ToolCall).where(ToolCall.call_id == record.call_id, ToolCall.seq == record.seq))
+    if row is None:
+        row = ToolCall(call_id=record.call_id, seq=record.seq)
+        s.add(row)
+    elif (_rank(record.outcome), record.latency_s or 0.0) < (_rank(row.outcome),
+                                                               row.latency_s or 0.0):
+        return
+    row.at, row.turn_index, row.name = record.at, record.turn_index, record.name[:64]
+    row.arguments, row.source, row.outcome = record.arguments, record.source, record.outcome[:32]
+    row.detail, row.latency_s = record.detail, record.latency_s
+
+
+def _rank(outcome: str) -> int:
+    return {PENDING: 0, LOST: 1}.get(outcome, 2)
 
 
 def _call_for(s: Session, call_id: str, at: datetime) -> Call:

@@ -158,7 +158,9 @@ class ToolCall(Base):
     """An action the agent took or tried: a tool the LLM called, or a keypad mapping.
 
     ``outcome`` is ``ok`` or why not (``failed``, ``timeout``, ``http-500``, ``bad-json``,
-    ``unknown-target``...); ``latency_s`` is from the request to its outcome.
+    ``unknown-target``, ``caller-gone``...); ``latency_s`` is from the request to its outcome.
+    A transfer's row is written when its REFER goes out, ``pending``, and updated by its
+    NOTIFYs and its outcome (``seq``, revision 0007); ``lost`` if its agent process died first.
     """
 
     __tablename__ = "tool_calls"
@@ -173,8 +175,12 @@ class ToolCall(Base):
     outcome: Mapped[str] = mapped_column(String(32), default="")
     detail: Mapped[str] = mapped_column(Text, default="")
     latency_s: Mapped[float | None] = mapped_column(Double)
+    # Revision 0007: the action's number in its call, for a row that later records update
+    # (None: written once, as every row before). NULLs never collide in a unique index.
+    seq: Mapped[int | None] = mapped_column(Integer)
 
-    __table_args__ = (Index("ix_tool_calls_call_id", "call_id"),)
+    __table_args__ = (Index("ix_tool_calls_call_id", "call_id"),
+                      Index("uq_tool_calls_call_id_seq", "call_id", "seq", unique=True))
 
 
 class CallerMessage(Base):
