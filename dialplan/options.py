@@ -292,7 +292,17 @@ class LimitOptions:
     max_call_s: float = 600.0
     """The agent says goodbye and hangs up after this long."""
     max_silence_s: float = 30.0
-    """Caller silence after which the agent says goodbye and hangs up."""
+    """Caller silence after which the agent says goodbye and hangs up (counted from the caller's
+    last words or the end of the agent's last reply; not while on hold)."""
+    idle_prompt_s: float = 0.0
+    """Caller silence after which the agent says the profile's ``still_there`` once ("Are you
+    still there?"), counted as ``max_silence_s`` is; the prompt does not restart that count.
+    0, or not less than ``max_silence_s``, = never."""
+    hold_s: float = 60.0
+    """A caller who asks the agent to wait ("hold on", "give me a minute") hears ``hold_ack``
+    at once, without the LLM, then up to this long of quiet: no ``still_there``, no silence
+    goodbye. Speaking again ends the wait; at its end the agent says ``still_there`` at once.
+    0 = such words go to the LLM like any others."""
     filler_after_s: float = 0.0
     """Play ``filler`` when a turn's answer has not started this long after the caller
     finished (0 = never). Voice-to-voice stays measured to the real answer."""
@@ -309,6 +319,11 @@ class LimitOptions:
     """With an ``under_load`` profile: a turn that starts while this many turns of other calls
     are still waiting for their first reply audio uses that profile's models (it would wait
     for all of theirs first). 0 = only the measured wait decides."""
+
+    def __post_init__(self) -> None:
+        for name in ("idle_prompt_s", "hold_s"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} = {getattr(self, name)}: must be 0 (never) or more")
 
 
 @dataclass(frozen=True)

@@ -83,6 +83,12 @@ class Profile:
     filler: str = "One moment, please."
     """Spoken once to a caller whose answer has not started ``limits.filler_after_s`` after
     the end of their turn (a loaded agent), so the line is never dead air."""
+    still_there: str = "Are you still there?"
+    """Said once to a caller silent for ``limits.idle_prompt_s`` (and when a wait they asked
+    for, ``limits.hold_s``, runs out)."""
+    hold_ack: str = "Sure, take your time."
+    """Said at once, without the LLM, to a caller who asks the agent to wait ("hold on", "one
+    second", "give me a minute"); the call then waits up to ``limits.hold_s`` for them."""
     tools: tuple[str, ...] = ()
     """What the LLM may do besides talk: built-in ``end_call``, ``transfer`` (to the
     ``directory``), ``take_message``, ``collect_digits``, ``send_digits`` (keypad tones down

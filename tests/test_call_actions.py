@@ -55,13 +55,21 @@ class Call:
         assert wait_until(lambda: self.session.state == "listening")
 
     def tools(self) -> list[tuple[str, str, str]]:
-        return [(r.name, r.source, r.outcome) for r in self.log.of(ToolCallRecord)]
+        return [(r.name, r.source, r.outcome) for r in rows(self.log)]
 
     def close(self):
         self.session.disconnected(by_local=bool(self.hangups))
         assert self.session.join(5.0)
         self.line.stop()
         return self.log.of(CallEnded)[0]
+
+
+def rows(log: ListLog) -> list[ToolCallRecord]:
+    """The ``tool_calls`` rows the records make: a started action's last news is its row."""
+    out: dict[object, ToolCallRecord] = {}
+    for i, r in enumerate(log.of(ToolCallRecord)):
+        out[i if r.seq is None else ("seq", r.seq)] = r
+    return list(out.values())
 
 
 def stages_saying(*replies: str, heard=("caller words",)):
@@ -91,10 +99,12 @@ def test_transfer_sends_refer_after_its_phrase_and_hangs_up_on_200(tmp_path):
     call.session.transfer_status(200, "OK", final=True)
     assert wait_until(lambda: call.hangups)
     assert call.close().end_reason == "transferred"
-    ((name, args, outcome, detail),) = [(r.name, r.arguments, r.outcome, r.detail)
-                                       for r in call.log.of(ToolCallRecord)]
-    assert (name, args, outcome, detail) == ("transfer", '{"target": "children"}', "ok",
-                                             "200 OK")
+    # One row, written when the REFER went out and updated by each NOTIFY.
+    news = [(r.seq, r.name, r.arguments, r.outcome, r.detail) for r in call.log.of(ToolCallRecord)]
+    assert news == [(1, "transfer", '{"target": "children"}', "pending", "REFER sent"),
+                    (1, "transfer", '{"target": "children"}', "pending", "100 Trying"),
+                    (1, "transfer", '{"target": "children"}', "ok", "200 OK")]
+    assert len({r.at for r in call.log.of(ToolCallRecord)}) == 1  # ``at``: when it started
 
 
 def test_a_transfer_asked_for_by_name_is_made_without_the_model(tmp_path):

@@ -68,6 +68,9 @@ def test_shipped_under_load_profiles(tmp_path):
         ({"scheduler": {"pairs": "no"}}, "scheduler.pairs"),
         ({"scheduler": {"slots": 2}}, "scheduler.slots"),
         ({"scheduler": True}, "scheduler"),
+        ({"limits": {"idle_prompt_s": -1}}, "limits.idle_prompt_s = -1"),
+        ({"profiles": {"p": {"limits": {"hold_s": "1m"}}}}, "profiles.p.limits.hold_s"),
+        ({"profiles": {"p": {"still_there": 3}}}, "profiles.p.still_there"),
     ],
 )
 def test_bad_values_name_the_key(data, key):

@@ -123,3 +123,23 @@ def test_a_spool_line_from_before_seq_replays_as_a_row_of_its_own(sqlite_url, tm
     with CallLogWriter(DBOptions(url=sqlite_url, spool_dir=str(spool))) as writer:
         assert wait_until(lambda: writer.healthy)
     assert tool_rows(sqlite_url) == [(None, "transfer", "caller-gone", GONE.detail, 12.5, T0)]
+
+
+@pytest.mark.parametrize(("record", "shown"), [
+    (TRYING, "tool transfer {\"target\": \"front-desk\"} (keypad): no outcome yet, 400 ms in - "
+             "100 Trying"),
+    (GONE, "tool transfer {\"target\": \"front-desk\"} (keypad): caller-gone in 12,500 ms - the "
+           "call ended (rtp-timeout) 12.5 s after"),
+])
+def test_report_call_shows_a_pending_or_caller_gone_transfer(sqlite_url, tmp_path, capsys,
+                                                            monkeypatch, record, shown):
+    from test_report_cli import _main
+
+    monkeypatch.chdir(tmp_path)
+    with CallLogWriter(DBOptions(url=sqlite_url, spool_dir=str(tmp_path / "s"))) as writer:
+        writer.put(call_started("c-x"))
+        writer.put(record)
+    assert _main(["report", "--db", sqlite_url, "--call", "c-x"]) == 0
+    out = capsys.readouterr().out
+    (line,) = [x for x in out.splitlines() if "tool transfer" in x]
+    assert shown in line

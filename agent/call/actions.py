@@ -5,8 +5,11 @@ from the caller's keypad (``[profiles.X.keypad]``). Either way the caller first 
 about to happen ("Transferring you to the front desk now."), and the action runs once that
 phrase has played: a speculative turn's action never runs (its turn must be heard first), and
 the call never hangs up or transfers over its own words. Every action, and how it ended, is a
-``tool_calls`` row in the call log; a transfer's outcome comes later, from the REFER's
-NOTIFYs, and a failed one is said to the caller (and told to the model) and the call goes on.
+``tool_calls`` row in the call log. A transfer's row is written ``pending`` when its REFER goes
+out, updated by each NOTIFY, and closed by its outcome: ``ok``, ``sip-NNN``, ``timeout`` (no
+final NOTIFY in :data:`TRANSFER_WAIT_S`), or, when the call ends first, ``caller-gone`` (a phone
+may drop the dialog once it has the REFER) or ``ended-REASON``. A failed one is said to the
+caller (and told to the model) and the call goes on.
 
 :class:`CallActions` runs on the call's loop only; the session gives it what it may do to the
 line (say a cached phrase, hang up, send REFER, start a turn from typed digits).
@@ -25,9 +28,10 @@ import numpy as np
 import soundfile as sf
 
 from agent import log
-from agent.call.recorder import CallRecorder
+from agent.call.recorder import CallRecorder, ended_outcome
 from agent.call.turn import Turn
 from agent.turn.tools import ToolCall, spoken_name, target_of, tool_response
+from db.records import PENDING
 from dialplan.profile import Profile
 from models.audio import ASR_RATE
 from models.llm.base import Message
@@ -45,6 +49,17 @@ class _Pending:
     call: ToolCall
     source: str
     turn_index: int | None
+
+
+@dataclass
+class _Transfer:
+    target: str
+    sent_at: float
+    action: _Pending
+    seq: int
+    """Its ``tool_calls`` row (:meth:`CallRecorder.action_started`)."""
+    status: str = "REFER sent"
+    """The latest news of it, for the row's detail."""
 
 
 @dataclass
@@ -93,7 +108,7 @@ class CallActions:
         self._caller = caller
         self.pending: _Pending | None = None
         """An action waiting for its phrase to be heard."""
-        self._transfer: tuple[str, float, _Pending] | None = None  # target, sent at, action
+        self._transfer: _Transfer | None = None
         self._message: _Message | None = None
         self._messages = 0
         self._digits = ""
@@ -104,6 +119,11 @@ class CallActions:
     @property
     def call_id(self) -> str:
         return self._rec.call_id
+
+    @property
+    def transferring(self) -> bool:
+        """A REFER is out and its outcome has not come: the caller is being put through."""
+        return self._transfer is not None
 
     # ---- from turns ----------------------------------------------------------------------------
 
@@ -208,31 +228,36 @@ class CallActions:
             self._record(pending.call, pending.source, why, turn=pending.turn_index)
             self._failed(target or "staff", why)
             return
-        self._transfer = (target, now, pending)
+        seq = self._rec.action_started(pending.call.name, pending.call.arguments_json,
+                                       pending.source, pending.turn_index, "REFER sent")
+        self._transfer = _Transfer(target, now, pending, seq)
         log.event("transfer", self.call_id, target=target, uri=entry.uri,
                   attended=entry.attended)
         self._line.transfer(entry.uri)
 
     def transfer_status(self, code: int, reason: str, final: bool, now: float) -> None:
         """The REFER's progress (its response, then the NOTIFYs' sipfrag status)."""
-        if self._transfer is None:
+        t = self._transfer
+        if t is None:
             return
-        target, sent_at, pending = self._transfer
         log.event("transfer-status", self.call_id, code=code, reason=reason, final=final,
                   level=logging.INFO if final else logging.DEBUG)
+        t.status = f"{code} {reason}".strip()
         if not final:
+            self._rec.action_news(t.seq, PENDING, t.status, now - t.sent_at)
             return
-        self._transfer = None
-        entry = self.profile.directory[target]
-        detail = f"{code} {reason}".strip() + (" (attended asked; made blind)"
-                                                if entry.attended else "")
         ok = 200 <= code < 300
-        self._record(pending.call, pending.source, "ok" if ok else f"sip-{code}", detail,
-                     now - sent_at, pending.turn_index)
+        self._close_transfer("ok" if ok else f"sip-{code}", t.status, now)
         if ok:
             self._line.hangup("transferred")
         else:
-            self._failed(target, f"sip-{code}")
+            self._failed(t.target, f"sip-{code}")
+
+    def _close_transfer(self, outcome: str, detail: str, now: float) -> None:
+        t, self._transfer = self._transfer, None
+        if self.profile.directory[t.target].attended:
+            detail += " (attended asked; made blind)"
+        self._rec.action_news(t.seq, outcome, detail, now - t.sent_at)
 
     def _failed(self, target: str, why: str) -> None:
         self._history.append(Message("user", tool_response(json.dumps(
@@ -256,13 +281,29 @@ class CallActions:
                 and now - m.last_at >= MESSAGE_PAUSE_S):
             self._save_message()
             self._line.say(self.profile.message_taken)
-        if self._transfer is not None and now - self._transfer[1] >= TRANSFER_WAIT_S:
-            self.transfer_status(408, "no final NOTIFY", True, now)
+        t = self._transfer
+        if t is not None and now - t.sent_at >= TRANSFER_WAIT_S:
+            self._close_transfer("timeout", f"no final NOTIFY in {TRANSFER_WAIT_S:g} s; "
+                                 f"last: {t.status}", now)
+            self._failed(t.target, "timeout")
 
-    def finish(self) -> None:
-        """The call ends: a message being left is kept with what was said."""
+    def finish(self, end_reason: str, now: float) -> None:
+        """The call ends: keep a message being left, close what the end cut short.
+
+        A transfer still waiting for its outcome, or an action announced and never run, gets
+        the outcome :func:`~agent.call.recorder.ended_outcome` gives the end reason.
+        """
         if self._message is not None and self._message.parts:
             self._save_message()
+        gone = ended_outcome(end_reason)
+        if self._transfer is not None:
+            self._close_transfer(gone, f"the call ended ({end_reason}) "
+                                 f"{now - self._transfer.sent_at:.1f} s after the REFER, before "
+                                 f"its outcome; last: {self._transfer.status}", now)
+        if self.pending is not None:  # announced, never run: the caller did not stay for it
+            p, self.pending = self.pending, None
+            self._record(p.call, p.source, gone, f"not run: the call ended ({end_reason}) "
+                         "while it was announced", turn=p.turn_index)
 
     def _save_message(self) -> None:
         m, self._message = self._message, None

@@ -10,10 +10,12 @@ state is touched by the loop's thread alone.
 from __future__ import annotations
 
 import concurrent.futures
+import queue
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 
-from agent.call.messages import JobDone, Message
+from agent.call.messages import JobDone, Message, TurnDone
 from models.priority import PriorityLike
 from models.scheduler import Scheduler
 
@@ -52,3 +54,26 @@ class CallJobs:
         """Block until every job in flight has completed (the call is ending); True if so."""
         _, pending = concurrent.futures.wait(list(self._in_flight), timeout)
         return not pending
+
+    def drain(self, inbox: queue.SimpleQueue[Message], turn_done: Callable[[TurnDone], None],
+              timeout: float) -> None:
+        """The call has ended: run its jobs' completions until none is in flight.
+
+        Takes them (and the turns they finish) from ``inbox`` for ``timeout`` seconds at most;
+        other messages are dropped.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            while True:
+                try:
+                    msg = inbox.get_nowait()
+                except queue.Empty:
+                    break
+                if isinstance(msg, JobDone):
+                    self.done(msg)
+                elif isinstance(msg, TurnDone):
+                    turn_done(msg)
+            left = deadline - time.monotonic()
+            if not self.busy or left <= 0:
+                return
+            self.wait(left)

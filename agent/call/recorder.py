@@ -6,6 +6,7 @@ Imports no SIP and no database code: records are plain dataclasses from :mod:`db
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -15,6 +16,7 @@ from agent.call.turn import Turn
 from agent.turn.result import TurnResult
 from agent.turn.runner import Stages, turn_record
 from db.records import (
+    PENDING,
     CallEnded,
     CallLog,
     CallStarted,
@@ -52,6 +54,8 @@ class CallRecorder:
         self.turns = 0
         self.pending: list[Turn] = []
         """Finished turns waiting for their reply to play out (the record needs its stamps)."""
+        self._seq = 0
+        self._open: dict[int, ToolCallRecord] = {}  # started actions without an outcome
 
     def started(self, info: CallInfo, profile: Profile, stages: Stages) -> None:
         self._log.put(CallStarted(
@@ -74,6 +78,34 @@ class CallRecorder:
                                      outcome, detail, latency_s, turn_index))
         log.event("tool", self.call_id, tool=name, source=source, outcome=outcome,
                   arguments=arguments)
+
+    def action_started(self, name: str, arguments: str, source: str,
+                       turn_index: int | None, detail: str = "") -> int:
+        """A ``pending`` row for an action that has begun and ends later (a transfer).
+
+        Returns:
+            The action's number (``seq``) for :meth:`action_news`; whatever the call's end,
+            :meth:`ended` closes it if nothing else did.
+        """
+        self._seq += 1
+        rec = ToolCallRecord(self.call_id, datetime.now(UTC), name, arguments, source, PENDING,
+                             detail, 0.0, turn_index, seq=self._seq)
+        self._open[self._seq] = rec
+        self._log.put(rec)
+        return self._seq
+
+    def action_news(self, seq: int, outcome: str, detail: str,
+                    latency_s: float | None) -> None:
+        """Update a started action's row: still ``pending``, or its outcome (which closes it)."""
+        rec = dataclasses.replace(self._open[seq], outcome=outcome, detail=detail,
+                                  latency_s=latency_s)
+        self._log.put(rec)
+        if outcome == PENDING:
+            self._open[seq] = rec
+            return
+        del self._open[seq]
+        log.event("tool", self.call_id, tool=rec.name, source=rec.source, outcome=outcome,
+                  arguments=rec.arguments)
 
     def message(self, text: str, caller: str, audio_path: str | None,
                 duration_s: float) -> None:
@@ -125,6 +157,9 @@ class CallRecorder:
 
     def ended(self, reason: str, barge_ins: int, codec: str, playout: PlayoutMetrics,
               duration_s: float, recording: tuple[str, float] | None = None) -> None:
+        for seq, rec in list(self._open.items()):  # no action outlives its call's record
+            self.action_news(seq, ended_outcome(reason), f"the call ended ({reason}) first; "
+                             f"last: {rec.detail}", rec.latency_s)
         turns = self.turns
         path, seconds = recording or (None, None)
         self._log.put(CallEnded(call_id=self.call_id, ended_at=datetime.now(UTC),
@@ -133,6 +168,19 @@ class CallRecorder:
         log.event("call-ended", self.call_id, reason=reason, turns=turns, barge_ins=barge_ins,
                   gap_p50_ms=log.ms(playout.gap_p50_s), gap_p99_ms=log.ms(playout.gap_p99_s),
                   underruns=playout.underruns, duration_s=round(duration_s, 1))
+
+
+CALLER_ENDED = ("caller-bye", "rtp-timeout")
+"""End reasons by which the caller left (a BYE, or a line gone dead)."""
+
+
+def ended_outcome(end_reason: str) -> str:
+    """The outcome of an action the call's end cut short.
+
+    ``caller-gone`` if the caller left (:data:`CALLER_ENDED`), else ``ended-REASON``
+    (``ended-shutdown``, ``ended-error``...).
+    """
+    return "caller-gone" if end_reason in CALLER_ENDED else f"ended-{end_reason or 'error'}"
 
 
 def unanswered_reason(turn: Turn, end_reason: str = "") -> str:

@@ -7,10 +7,11 @@ time from its inbox. Model work never runs there: it is submitted to the process
 threads, no locks on call state and no polling. The session connects the parts of a call and
 implements none: the caller's audio on its way in (resampler, VAD segmenter, barge-in gate) is
 :class:`~agent.call.inbound.Inbound`'s, turn-taking :class:`~agent.call.turntaking.TurnTaking`'s,
-a turn's work :class:`~agent.call.worker.TurnWorker`'s, records
-:class:`~agent.call.recorder.CallRecorder`'s. :class:`~agent.call.state.CallState` is the only
-place a state changes. Frames come through :attr:`CallSession.link` (pjsua2's clock thread, or
-:class:`~agent.simulate.SimulatedLine`) and go out of :class:`~agent.call.playout.Playout`.
+a turn's work :class:`~agent.call.worker.TurnWorker`'s, what the caller's silence calls for
+:class:`~agent.call.idle.Quiet`'s, records :class:`~agent.call.recorder.CallRecorder`'s.
+:class:`~agent.call.state.CallState` is the only place a state changes. Frames come through
+:attr:`CallSession.link` (pjsua2's clock thread, or :class:`~agent.simulate.SimulatedLine`) and
+go out of :class:`~agent.call.playout.Playout`.
 Imports no pjsua2 and no database code.
 """
 from __future__ import annotations
@@ -27,6 +28,7 @@ import numpy as np
 from agent import log
 from agent.call.actions import CallActions, Line
 from agent.call.clock import REAL_TIME, Clock
+from agent.call.idle import Quiet
 from agent.call.inbound import Inbound
 from agent.call.inputs import CallInputs
 from agent.call.jobs import CallJobs
@@ -132,9 +134,8 @@ class CallSession(CallInputs):
         self.end_reason = ""
         self._t0 = clock.now()
         self._answered_at: float | None = None
-        self._idle_since = self._t0
+        self.quiet = Quiet(profile.limits, self._t0, self._rec)
         self._closing = ""  # goodbye queued for this end reason
-        self._held = False  # the caller has the call on hold
         self._hangup_sent_at: float | None = None
         self._priming: Future | None = None
         self._frames_done = 0
@@ -220,8 +221,7 @@ class CallSession(CallInputs):
                 self._rec.event("line-dead", reason)
                 self._request_hangup()
             case Held(held):
-                self._held = held
-                self._idle_since = self.clock.now()  # silence counts from the resume
+                self.quiet.sip_hold(held, self.clock.now())
                 self._rec.event("hold" if held else "resume", "")
             case Shutdown():
                 self.end_reason = self.end_reason or "shutdown"
@@ -241,7 +241,8 @@ class CallSession(CallInputs):
 
     def _media(self, codec: str) -> None:
         self.codec = codec
-        self._answered_at = self._idle_since = self.clock.now()
+        self._answered_at = self.clock.now()
+        self.quiet.restart(self._answered_at)
         log.event("media", self.call_id, codec=codec)
         # While the greeting plays, put this profile's system prompt back in the LLM's KV
         # cache (another profile's call may have replaced it): the first turn starts warm.
@@ -265,12 +266,14 @@ class CallSession(CallInputs):
         self.inbound.feed(at, data, talking, closing=bool(self._closing))
 
     def _caller_spoke(self, at: float) -> None:
-        self._idle_since = at
+        self.quiet.caller_spoke(at, over_agent=self.state in ("greeting", "speaking"))
 
     def _turn_done(self, turn) -> None:
         error = self.turntaking.turn_done(turn)
         if not turn.merged and turn.endpointed:
             self.actions.after_turn(turn)
+            if turn.result is not None and turn.result.hold and turn.gate_open:
+                self.quiet.hold(self.clock.now(), turn.result.transcript)
         if error:
             self._rec.event("error", error)
             log.event("turn-error", self.call_id, error=error, level=40)
@@ -287,23 +290,26 @@ class CallSession(CallInputs):
             if self._closing:
                 self._request_hangup()
             else:
-                self._idle_since = now
+                self.quiet.agent_done(now)
                 self.turntaking.agent_quiet(self.playout.last_audio_at or now)
                 self._set_state("listening")
         elif self.state == "greeting" and not self.playout.busy:
-            self._idle_since = now
+            self.quiet.agent_done(now)
             self.turntaking.agent_quiet(self.playout.last_audio_at or now)
             self._set_state("listening")
         if self._answered_at is None or self._closing or self.state == "ended":
             if self._hangup_sent_at is not None and now - self._hangup_sent_at > HANGUP_WAIT_S:
                 self._set_state("ended")
             return
-        lim = self.profile.limits
-        if now - self._answered_at >= lim.max_call_s:
+        if now - self._answered_at >= self.profile.limits.max_call_s:
             self._goodbye("timeout")
-        elif (self.state == "listening" and not self.inbound.in_speech and not self._held
-              and now - self._idle_since >= lim.max_silence_s):
-            self._goodbye("silence")
+        elif (self.state == "listening" and not self.inbound.in_speech
+              and not self.actions.transferring):  # a transfer's wait is not the caller's
+            verdict = self.quiet.check(now)
+            if verdict == "goodbye":
+                self._goodbye("silence")
+            elif verdict == "prompt":
+                self._say(self.profile.still_there)
 
     # ---- actions -----------------------------------------------------------------------------
 
@@ -394,22 +400,8 @@ class CallSession(CallInputs):
         self._cancel_turns()
         # The turns' work in flight comes back (cancelled jobs at once, running ones when
         # they end), and with it their records.
-        deadline = time.monotonic() + FINISH_WAIT_S
-        while True:
-            while True:
-                try:
-                    msg = self._inbox.get_nowait()
-                except queue.Empty:
-                    break
-                if isinstance(msg, JobDone):
-                    self.jobs.done(msg)
-                elif isinstance(msg, TurnDone):
-                    self._turn_done(msg.turn)
-            left = deadline - time.monotonic()
-            if not self.jobs.busy or left <= 0:
-                break
-            self.jobs.wait(left)
-        self.actions.finish()
+        self.jobs.drain(self._inbox, lambda msg: self._turn_done(msg.turn), FINISH_WAIT_S)
+        self.actions.finish(self.end_reason or "error", self.clock.now())
         self._rec.flush(self.playout.busy, self._t0, self.end_reason, final=True)
         self._set_state("ended")
         with self._progress:

@@ -322,10 +322,13 @@ def _moments(tl) -> list[tuple[float | None, object, str]]:
     for a in tl.tool_calls:
         turn = f", turn {a.turn_index}" if a.turn_index is not None else ""
         detail = f" - {_clip(a.detail, 60)}" if a.detail else ""
+        # A started action without an outcome (the call is still up, or its process died
+        # before the supervisor closed it): how far it got, not a latency.
+        took = (f"no outcome yet, {_ms(a.latency_s)} ms in" if a.outcome == "pending"
+                else f"{_escape(a.outcome or '?')} in {_ms(a.latency_s)} ms")
         found.append((a.offset_s, a.at,
                       f"[bold]tool {_escape(a.name)}[/bold] {_clip(a.arguments, 80)} "
-                      f"({_escape(a.source)}{turn}): {_escape(a.outcome or '?')} in "
-                      f"{_ms(a.latency_s)} ms{detail}"))
+                      f"({_escape(a.source)}{turn}): {took}{detail}"))
     for m in tl.messages:
         audio = _escape(m.audio_path) if m.audio_path else "no audio"
         if m.audio_path and m.duration_s is not None:

@@ -3,7 +3,8 @@
 The LLM decides most of a turn, but a few things are plain in the words and too costly to
 leave to a 1.5B model's judgement (bench tools): a caller who asks to be put through to a
 directory entry by name is transferred at once (:func:`requested_transfer`), a goodbye ends the
-call (:func:`farewell`), and the model's own calls are checked against what the caller said
+call (:func:`farewell`), a caller who asks the agent to wait is told to take their time
+(:func:`asks_to_wait`), and the model's own calls are checked against what the caller said
 (:func:`took_leave`, :func:`asks_for_message`) so it never hangs up on a question.
 """
 
@@ -161,3 +162,27 @@ def leaves_message(words: str) -> bool:
     Stricter than :func:`asks_for_message`: these words take the message without the model.
     """
     return bool(_LEAVES.search(words)) and not _NOT.search(words)
+
+
+_WAIT = re.compile(
+    r"(?:(?:hold|hang) on\b(?! to\b)|bear with me|(?:wait|give me|gimme|just|one|half) (?:a |one )?"
+    r"(?:sec(?:ond)?|moment|minute|min|mo)s?\b|let me (?:just )?(?:find|get|grab|fetch|look "
+    r"for|check|see if i can find|go and (?:get|find|check)))", re.IGNORECASE)
+_LEAD = re.compile(r"^(?:(?:oh|ok(?:ay)?|sure|yes|yeah|yep|um+|uh+|er|right|alright|sorry|well|"
+                   r"please|(?:can|could|would|will) you(?: please)?|no)\b[\s,]*)*",
+                   re.IGNORECASE)
+
+
+def asks_to_wait(words: str) -> bool:
+    """Whether the caller asks the agent to wait, and asks nothing else.
+
+    "Hold on", "one second", "give me a minute", "let me find it".
+
+    The request opens one of the caller's sentences or clauses (after "oh", "sorry", "could
+    you"...): "I'll be one minute late" asks no wait. Said with a question ("Hang on, when do
+    you close?") it is left to the model, which answers the question.
+    """
+    if _QUESTION.search(words):
+        return False
+    return any(_WAIT.match(_LEAD.sub("", part.strip()))
+               for part in re.split(r"[.,!?;:]+", words))

@@ -15,7 +15,7 @@ untouched.
 Where the profile offers tools (:mod:`agent.turn.tools`), the stream goes through a
 :class:`~agent.turn.tools.ToolCallScanner` first: a tool call is never spoken; what is done
 with it is :mod:`agent.turn.reply_tools`. Before the model, the caller's words may decide
-(:mod:`agent.turn.intent`: a transfer asked for by name).
+(:mod:`agent.turn.intent`: a transfer asked for by name, a wait asked for).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ import numpy as np
 
 from agent.turn.doubt import doubtful
 from agent.turn.guard import SentenceGate
+from agent.turn.intent import asks_to_wait
 from agent.turn.reply_checks import Checked
 from agent.turn.reply_tools import ToolSteps
 from agent.turn.result import TurnResult
@@ -128,6 +129,9 @@ class Reply(ToolSteps, Checked):
         if decided is not None:
             self.t.llm_first_token_at = self._now()
             self._tool(decided)
+            return
+        if self.runner.profile.limits.hold_s and asks_to_wait(tr.text):
+            self._hold()
             return
         self._ask(tr.text)
 

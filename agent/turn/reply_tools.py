@@ -33,7 +33,7 @@ from agent.turn.tools import (
     tool_response,
 )
 from models.llm.base import Message
-from models.priority import JobCancelled
+from models.priority import JobCancelled, Priority
 
 MAX_TOOL_ROUNDS = 2
 """Tool answers (or "no such tool" notes) fed back to the model in one turn, at most."""
@@ -61,6 +61,17 @@ class ToolSteps:
             return ToolCall("take_message", {}, raw=as_hermes("take_message", {}),
                             source="caller")
         return None
+
+    def _hold(self) -> None:
+        """The caller asked the agent to wait: ``hold_ack`` at once, from the cache, no model.
+
+        The session then keeps quiet for them (``result.hold``, ``limits.hold_s``).
+        """
+        self._llm_done = True
+        self.t.llm_first_token_at = self._now()
+        self.result.hold, self.result.reply_text = True, self.runner.profile.hold_ack
+        self._announce(self.runner.profile.hold_ack,
+                       priority=(Priority.FIRST_AUDIO, self.t.speech_end_at or 0.0))
 
     def _implied(self, said: str) -> ToolCall | None:
         """The call action a reply with no tool call promised: what it said, it does.
@@ -141,7 +152,8 @@ class ToolSteps:
         took, self._tooling = self._now() - self._tooling, None
         try:
             content = f.result()
-        except JobCancelled:
+        except JobCancelled:  # the caller barged in or left before it ran: still a row
+            self._used(call, "cancelled", took, "not run: the turn was cancelled first")
             self._llm_end()
             return
         except ToolFailed as e:

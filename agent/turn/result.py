@@ -41,6 +41,9 @@ class TurnResult:
     (end, transfer, take a message, collect digits)."""
     tools: list[ToolUse] = field(default_factory=list)
     """Tools run (or refused) in this turn."""
+    hold: bool = False
+    """The caller asked the agent to wait (:func:`agent.turn.intent.asks_to_wait`): the reply
+    was the profile's ``hold_ack``, and the call waits for them up to ``limits.hold_s``."""
     kept: str = ""
     """Not for the LLM: ``message`` (part of a message the caller left) or ``transferring``
     (said while a transfer ran)."""

@@ -215,11 +215,13 @@ def fits_in_prefix(llm: LLM, facts: str, options) -> bool:
 def fixed_phrases(profile: Profile) -> list[str]:
     """Everything a call of ``profile`` says word for word, synthesised before any call.
 
-    The greeting, the limits' goodbye, what its actions announce (per directory entry), and
-    the keypad's ``say:`` texts.
+    The greeting, the limits' goodbye, the idle prompt and the hold's acknowledgement, what its
+    actions announce (per directory entry), and the keypad's ``say:`` texts.
     """
     names = [spoken_name(n) for n in profile.directory]
     texts = [profile.greeting, profile.goodbye, profile.filler, profile.apology, profile.repeat]
+    texts += [profile.still_there] if profile.limits.idle_prompt_s else []
+    texts += [profile.hold_ack] if profile.limits.hold_s else []
     if profile.tools or profile.keypad:
         texts += [profile.message_prompt, profile.message_taken, profile.digits_prompt,
                   profile.tool_error]
