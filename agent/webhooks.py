@@ -156,6 +156,7 @@ class WebhookDelivery:
                                  daemon=True)
             t.start()
             self._threads.append(t)
+        self._event("webhooks-started", urls=",".join(safe_url(h.url) for h in self.hooks))
         return self
 
     def close(self, timeout: float = 5.0) -> None:
