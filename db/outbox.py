@@ -31,6 +31,7 @@ from sqlalchemy import Engine, func, select, update
 from sqlalchemy.orm import Session
 
 from db.records import (
+    PENDING,
     CallEnded,
     CallStarted,
     MessageRecord,
@@ -67,7 +68,7 @@ class Event:
 def event_type(record: Record) -> str | None:
     """The event a record makes (None: it makes none, e.g. an ``EventRecord``)."""
     if isinstance(record, ToolCallRecord):
-        if record.outcome == "pending":
+        if record.outcome == PENDING:
             # An action that has begun and ends later (a transfer waiting for its NOTIFY): its
             # event goes with the record of its outcome, which keeps the start's ``at``.
             return None
