@@ -231,6 +231,10 @@ def test_prompt_text_read_out_is_leaked_unless_a_fact_or_phrase_holds_it():
     assert leaks.leaked("We never make up prices.", [prompt]) == ""  # four words in a row
     assert leaks.leaked("Do you open at ten am on Saturday?", [notes],
                         caller=["do you open at ten am"]) == ""
+    # The end of one fact and the start of the next are no instruction.
+    facts = "- On Friday we close at 1 pm.\n- On Saturday we open at 9 am."
+    leaks = Leaks(["On Friday we close at 1 pm.", "On Saturday we open at 9 am."])
+    assert leaks.leaked("We close at 1 pm on Friday.", [facts]) == ""
 
 
 # ---- plan and tables ----------------------------------------------------------------------
@@ -247,7 +251,7 @@ def test_each_call_is_made_once_per_group_by_one_voice_for_all_its_turns():
 def turn(kind: str, right: bool, answer_s: float, split: str = TUNED, index: int = 0,
          follow: bool = False, group: str = "hibari", **faults) -> Turn:
     voice = "text:typed" if group == "typed" else "hibari:heart"
-    values = {"invented": [], "claim": "", "spliced": "", "leaked": ""} | faults
+    values = {"invented": [], "claim": "", "spliced": "", "leaked": "", "objected": ""} | faults
     return Turn(persona="library", split=split, call="c", index=index, say=f"say {split} {kind}",
                 kind=kind, expected="x", follow_up=follow, voice=voice, group=group,
                 heard=f"heard {split} {kind}", wer=0.0, words=3, reply=f"reply {split} {kind}",

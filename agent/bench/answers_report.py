@@ -123,7 +123,8 @@ def _line(t) -> str:
     """A turn as one markdown line: where it was, what was heard and replied, what was wrong."""
     faults = [f"invented {', '.join(t.invented)}" if t.invented else "",
               f"claims \"{t.claim}\"" if t.claim else "",
-              "spliced" if t.spliced else "", f"leaked \"{t.leaked}\"" if t.leaked else ""]
+              "spliced" if t.spliced else "", f"leaked \"{t.leaked}\"" if t.leaked else "",
+              f"not said: \"{t.objected}\"" if t.objected else ""]
     return (f"- {t.call} turn {t.index + 1} · {t.kind} (expected {t.expected}) · {t.voice} · "
             f"heard \"{t.heard.strip()}\" → \"{' '.join(t.reply.split())}\""
             f"{' [' + t.action + ']' if t.action != 'none' else ''}"

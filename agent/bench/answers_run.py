@@ -87,6 +87,9 @@ class Turn:
     """The fixed phrase glued after other words of the reply ("" when none)."""
     leaked: str
     """The prompt's instruction words the reply read out ("" when none)."""
+    objected: str
+    """The sentence a check kept from the caller, and why ("" when none): the call log's
+    ``unfounded``."""
     asr_s: float
     first_audio_s: float | None
     """From the transcript to the reply's first audio."""
@@ -306,5 +309,5 @@ def make_call(call: Call, voice: str, group: str, runner: TurnRunner,
             repeat=bool(r.asked_to_repeat), right=verdict.right, invented=list(verdict.invented),
             claim=verdict.claim, spliced=spliced(r.reply_text, phrases),
             leaked=leaks.leaked(r.reply_text, instructions, caller),
-            asr_s=asr_s, first_audio_s=first))
+            objected=r.unfounded or "", asr_s=asr_s, first_audio_s=first))
     return out

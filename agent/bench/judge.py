@@ -142,8 +142,16 @@ runs are common English ("if you would like to")."""
 
 
 def _grams(text: str, n: int = LEAK_WORDS) -> set[tuple[str, ...]]:
-    w = normalize(text).split()
-    return {tuple(w[i:i + n]) for i in range(len(w) - n + 1)}
+    """Every run of ``n`` normalised words within one line or sentence of ``text``.
+
+    Not across them: the end of one fact and the start of the next ("close at 1 pm." / "On
+    Saturday") are no instruction a reply could read out.
+    """
+    out: set[tuple[str, ...]] = set()
+    for part in re.split(r"\n|[.!?;:](?:\s|$)", text):
+        w = normalize(part).split()
+        out |= {tuple(w[i:i + n]) for i in range(len(w) - n + 1)}
+    return out
 
 
 class Leaks:
