@@ -147,6 +147,8 @@ class Server:
         if say_first:
             profile = dataclasses.replace(profile, greeting=say_first)
             self.profiles.runner(profile).speak(say_first)  # synthesised before dialling
+        if profile.amd:  # said at a machine's beep: no synthesis then
+            self.profiles.runner(profile).speak(profile.voicemail_message)
         info = CallInfo(caller_uri=uri, offered_at=datetime.now(UTC), source="sip",
                         worker=self.worker, host=self.host, direction="outbound")
         stages, phrase, cheap = self.profiles.for_call(profile)

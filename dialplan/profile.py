@@ -127,8 +127,22 @@ class Profile:
     recording: Literal["off", "stereo"] = "off"
     """``stereo``: one WAV per call, the caller on the left, the agent on the right, in
     ``db.media_dir``; its path and length go to the call log."""
+    amd: bool = False
+    """Outbound calls only (``callagent dial``): answering-machine detection. The callee's
+    first audio (beep, voicemail words, the greeting's length) decides within ``amd_max_s``;
+    to a machine the agent says ``voicemail_message`` after its beep and hangs up (end reason
+    ``voicemail``), to a person, or when unsure, it says the greeting as without detection."""
+    voicemail_message: str = ("Hello, this is an automated assistant calling. "
+                              "Please call us back. Goodbye.")
+    """Left on an answering machine (``amd``)."""
+    amd_max_s: float = 4.0
+    """``amd``: the longest the decision may take from the answer; undecided then = a person."""
     audio: AudioOptions = field(default_factory=AudioOptions)
     asr: ASROptions = field(default_factory=ASROptions)
     llm: LLMOptions = field(default_factory=LLMOptions)
     tts: TTSOptions = field(default_factory=TTSOptions)
     limits: LimitOptions = field(default_factory=LimitOptions)
+
+    def __post_init__(self) -> None:
+        if not 1.0 <= self.amd_max_s <= 30.0:
+            raise ValueError(f"amd_max_s = {self.amd_max_s}: must be 1 to 30 seconds")

@@ -27,6 +27,7 @@ import numpy as np
 
 from agent import log
 from agent.call.actions import CallActions, Line
+from agent.call.amd import Screening
 from agent.call.clock import REAL_TIME, Clock
 from agent.call.idle import Quiet
 from agent.call.inbound import Inbound
@@ -138,6 +139,7 @@ class CallSession(CallInputs):
         self._closing = ""  # goodbye queued for this end reason
         self._hangup_sent_at: float | None = None
         self._priming: Future | None = None
+        self.screening: Screening | None = None  # an outbound call's machine detection
         self._frames_done = 0
         self._progress = threading.Condition()
         self._thread = threading.Thread(target=self._run, name=f"call-{self.call_id[:6]}",
@@ -248,6 +250,16 @@ class CallSession(CallInputs):
         # cache (another profile's call may have replaced it): the first turn starts warm.
         self._priming = self.jobs.submit(self.runner.prime, stage="llm",
                                          priority=Priority.BACKGROUND, then=self._primed)
+        if self.profile.amd and self.info.direction == "outbound":
+            stages = self.runner.stages
+            self.screening = Screening(self.call_id, stages.vad, stages.asr.transcribe,
+                                       self.rate, self.profile.amd_max_s, self.jobs.submit,
+                                       self._rec.event)
+            self._set_state("screening")  # greet only a person (or when unsure)
+        else:
+            self._greet()
+
+    def _greet(self) -> None:
         greeting = self.profile.greeting.strip()
         if greeting:
             self._set_state("greeting")
@@ -261,6 +273,13 @@ class CallSession(CallInputs):
 
     def _on_audio(self, at: float, data: bytes) -> None:
         if self.state in ("ringing", "ended"):
+            return
+        if self.state == "screening" and self.screening is not None:
+            verdict = self.screening.feed(data)
+            if verdict == "human":
+                self._greet()
+            elif verdict == "voicemail":
+                self._goodbye("voicemail", self.profile.voicemail_message)
             return
         talking = self.state in ("greeting", "speaking") and not self._closing
         self.inbound.feed(at, data, talking, closing=bool(self._closing))
@@ -360,13 +379,14 @@ class CallSession(CallInputs):
         self._rec.event("barge-in", f"{self.state} dropped_ms={dropped * 20}")
         self._set_state("listening")
 
-    def _goodbye(self, reason: str) -> None:
+    def _goodbye(self, reason: str, text: str | None = None) -> None:
+        text = self.profile.goodbye if text is None else text
         self._closing = reason
         self.end_reason = reason
         self._cancel_turns()
         log.event("limit", self.call_id, reason=reason)
-        if self.profile.goodbye.strip():
-            self._play(self._phrase(self.profile.goodbye))
+        if text.strip():
+            self._play(self._phrase(text))
         self._set_state("speaking")
 
     def _play(self, pcm: np.ndarray) -> None:

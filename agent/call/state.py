@@ -1,6 +1,7 @@
 """The call's states, the record of one transition, and the one place a state changes.
 
-``ringing`` (answered, no media yet) -> ``greeting`` -> ``listening`` <-> ``thinking`` ->
+``ringing`` (answered, no media yet) -> (``screening``: an outbound call's answering-machine
+detection, :mod:`agent.call.amd`) -> ``greeting`` -> ``listening`` <-> ``thinking`` ->
 ``speaking`` -> ``listening`` ... -> ``ended``. The session and its turn-taking share one
 :class:`CallState`; :meth:`CallState.set` is the only transition.
 """
@@ -11,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-State = Literal["ringing", "greeting", "listening", "thinking", "speaking", "ended"]
+State = Literal["ringing", "screening", "greeting", "listening", "thinking", "speaking", "ended"]
 
 
 @dataclass(frozen=True)
