@@ -21,6 +21,8 @@ BENCHES = {
     "call": ("agent.bench.call", "voice-to-voice on the wire with sipp, 1 and 4 calls"),
     "flood": ("agent.bench.flood", "voice-to-voice of allowed callers while one source floods "
                                    "INVITEs, beside the quiet figure"),
+    "amd": ("agent.bench.amd", "answering-machine detection on spoken greetings through the "
+                               "line: machines found, people hung up on, decision time"),
     "soak": ("agent.bench.soak", "N unruly sipp calls against a supervised serve: crashes, "
                                  "open records, RSS"),
 }
