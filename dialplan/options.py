@@ -183,12 +183,11 @@ class LLMOptions:
     """Sampling temperature (0 = greedy)."""
     seed: int = 0
     """Sampling seed, so replies are reproducible."""
-    strict_numbers: bool = False
+    strict_numbers: bool = True
     """With a knowledge file: a number is not said, even one a fact holds, of something the
-    caller named and no fact mentions ("The phone number of the city museum is 555 0142."). For
-    a small model that lends the facts' numbers out; a model that echoes the caller's words
-    ("The loan period for DVDs is 1 week.") then says "I don't know" to some facts (bench
-    answers)."""
+    caller named and no fact mentions ("The coffee shop next door opens at 10 am."). The
+    models lend the facts' numbers to what they do not know (bench answers); false lets a
+    model that echoes the caller's own words for a fact's ("on weekdays") say them."""
     contexts: int = 4
     """KV caches over the one loaded model, one per concurrent call (the pjsua2 cap is 4): a
     call's next turn finds its history still cached instead of re-reading it after another

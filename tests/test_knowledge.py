@@ -28,7 +28,8 @@ def test_markdown_items_are_facts_under_their_headings(tmp_path):
     md.write_text("# Shop\n## Hours\n- Open 9 to 5.\n- Closed on Sunday.\n\n## Prices\n"
                   "Coffee costs 2 dollars\nand tea 1.\n")
     facts = load_facts(md)
-    assert facts == (Fact("Open 9 to 5.", "Shop > Hours"), Fact("Closed on Sunday.", "Shop > Hours"),
+    assert facts == (Fact("Open 9 to 5.", "Shop > Hours"),
+                     Fact("Closed on Sunday.", "Shop > Hours"),
                      Fact("Coffee costs 2 dollars and tea 1.", "Shop > Prices"))
     assert facts[0].shown == "Shop > Hours: Open 9 to 5."
 
@@ -123,6 +124,30 @@ def test_a_claim_about_something_the_caller_named_and_no_fact_mentions_is_unfoun
     assert k.unfounded("I don't know whether we have a 3D printer.", printer) == set()
 
 
+def test_a_claim_with_any_verb_about_what_no_fact_mentions_is_unfounded():
+    """"We deliver", "we don't ship": the verb is the claim as much as "we offer" is."""
+    k = Knowledge(load_facts(LIBRARY), "You are the phone assistant of a public library.")
+    assert k.unfounded("No, we don't deliver books to people's homes.",
+                       "Do you deliver books to people's homes?") == {"deliver", "homes"}
+    assert k.unfounded("We will ship it to you.", "Can you ship it to me?") == {"ship"}
+    # Generic words around a question's subject carry no claim ("usually", "charge", "give").
+    assert k.unfounded("We usually renew items online.", "Do you usually renew items online?"
+                       ) == set()
+
+
+def test_a_name_or_address_no_fact_or_caller_gave_is_unfounded():
+    """A small model names a person or writes an e-mail address where it has no fact."""
+    k = Knowledge(load_facts(LIBRARY), "You are the phone assistant of a public library.")
+    assert k.unfounded("The head of the branch is named John Doe.", "Who runs the branch?") == {
+        "John", "Doe"}
+    assert k.unfounded("You can write to help@branch.org for that.", "What's your e-mail?") == {
+        "help@branch.org"}
+    # The caller's own name, days and months, and a sentence's first word are no invention.
+    assert k.unfounded("Thank you, Maria, we are closed on Sunday.", "Hi, this is Maria.") == set()
+    assert k.unfounded("On Saturday we open at 10 am, and in December too.", "") == set()
+    assert k.unfounded("Sure, I can help with that.", "") == set()
+
+
 def say_with_facts(reply: str, words: str, profile: str = "default"):
     """A fake LLM's ``reply`` to ``words`` on ``profile``; the result and the history."""
     from agent.turn.runner import TurnRunner
@@ -143,7 +168,7 @@ def test_a_reply_that_makes_a_number_up_is_not_said():
     """
     result, said = say_with_facts("The library owns about 10,000 books. We have many more.",
                                   "How many books do you own?")
-    assert result.unfounded == "The library owns about 10,000 books. (10000)"
+    assert result.unfounded == "The library owns about 10,000 books. (10000, owns)"
     dont_know = load_config(ROOT / "config.toml").profiles["default"].dont_know
     assert result.reply_text == dont_know and said[-1] == result.reply_text
 
@@ -172,15 +197,14 @@ def test_strictly_a_fact_number_said_of_something_no_fact_mentions_is_unfounded(
                        strict=True) == set()
     assert k.unfounded("A new library card costs 2 dollars.",
                        "My card got stolen, what does a replacement cost?", strict=True) == set()
-    assert cfg.profiles["lite"].llm.strict_numbers
-    assert not cfg.profiles["default"].llm.strict_numbers
+    assert cfg.profiles["lite"].llm.strict_numbers and cfg.profiles["default"].llm.strict_numbers
 
 
 def test_a_reply_that_claims_what_no_fact_holds_is_not_said():
     # The 1.5B's answer in every voice group (bench answers): whether there is one, it knows not.
     result, said = say_with_facts("We don't have a 3D printer. Printing is 10 cents a page.",
                                   "Do you have a 3D printer, and how much does it cost to use?")
-    assert result.unfounded == "We don't have a 3D printer. (3d, printer)"
+    assert result.unfounded == "We don't have a 3D printer. (3d)"
     dont_know = load_config(ROOT / "config.toml").profiles["default"].dont_know
     assert result.reply_text == dont_know and "I don't know that" in dont_know
     assert said[-1] == result.reply_text
@@ -268,14 +292,16 @@ def test_what_the_under_load_model_turns_away_is_asked_of_the_profiles_own():
     assert result.unfounded.startswith("We're sorry, but I can't assist with that.")
     assert result.unfounded.endswith(f" (refuses: asked {main.llm.model})")
     assert [m.content for m in history] == [words, fact]
-    # Once only: turned away by the profile's own model too, the caller is offered someone.
+    # Once only: turned away by the profile's own model too (and again with the facts before
+    # the words), the caller is offered someone.
     own_llm.reply = refusal
     result, _ = answer(cheap, [], escalate=own)
-    assert result.reply_text == main.dont_know and len(own_llm.prompts) == 2
+    assert result.reply_text == main.dont_know and len(own_llm.prompts) == 3
+    assert own_llm.prompts[-1][-1].content.endswith(f"Question: {words}")
     # Something said already is not taken back: the reply ends after it, as without one.
     cheap.stages.llm.reply = f"Story time is on Wednesday. {refusal}"
     result, _ = answer(cheap, [], escalate=own)
-    assert result.reply_text == "Story time is on Wednesday." and len(own_llm.prompts) == 2
+    assert result.reply_text == "Story time is on Wednesday." and len(own_llm.prompts) == 3
 
 
 def test_a_profile_without_facts_still_never_reads_out_a_slot():
@@ -290,3 +316,71 @@ def test_a_profile_without_facts_still_never_reads_out_a_slot():
     result, _ = say_with_facts("It costs 75 dollars. The function of a library is reading.",
                                "What does it cost?", profile="fast")
     assert result.unfounded == "" and "75 dollars" in result.reply_text
+
+
+def test_a_reply_that_opens_unsure_is_asked_again_with_the_facts_its_words_match():
+    """"I don't know" to a question a fact answers in other words: asked once more.
+
+    The matching facts go before the words, before anything was said; not where the caller
+    named something no fact knows, and only once.
+    """
+    from agent.turn.knowledge import LOOK
+    from agent.turn.runner import TurnRunner
+    from tests.fakes import FakeASR, FakeLLM, FakeTTS, fake_stages
+    from tests.replies import answer
+
+    class Unsure(FakeLLM):
+        """Unsure of everything, until the facts are beside the words."""
+
+        answer = "A replacement card costs 2 dollars."
+
+        def _stream_impl(self, messages):
+            beside = LOOK.split("\n")[0]
+            self.reply = self.answer if beside in messages[-1].content else "I don't know."
+            return super()._stream_impl(messages)
+
+    profile = load_config(ROOT / "config.toml").profiles["default"]
+    words = "I lost my card. What does a new one cost?"
+    llm = Unsure()
+    runner = TurnRunner(fake_stages(asr=FakeASR([words]), llm=llm, tts=FakeTTS()), profile)
+    history: list = []
+    result, _ = answer(runner, history)
+    assert result.reply_text == Unsure.answer and len(llm.prompts) == 2
+    assert "2 dollars" in llm.prompts[1][-1].content and "2 dollars" not in words
+    assert result.unfounded.startswith("I don't know. (unsure: asked again with ")
+    assert [m.content for m in history] == [words, Unsure.answer]  # the words as the cache has
+    # A question about what no fact knows is not asked again: "I don't know" is its answer.
+    runner.stages.asr = FakeASR(["Does the bookmobile stop on Oak Street?"])
+    result, _ = answer(runner, [])
+    assert result.reply_text == "I don't know." and len(llm.prompts) == 3
+    # Only once: still unsure beside the facts, the caller hears it.
+    Unsure.answer = "I don't know that either."
+    runner.stages.asr = FakeASR([words])
+    result, _ = answer(runner, [])
+    assert result.reply_text == "I don't know that either." and len(llm.prompts) == 5
+
+
+def test_a_reply_that_opens_with_the_last_replys_words_is_asked_again():
+    """A small model copies its previous answer to a new question: asked with the facts."""
+    from agent.turn.knowledge import LOOK
+    from agent.turn.runner import TurnRunner
+    from models.llm.base import Message
+    from tests.fakes import FakeASR, FakeLLM, FakeTTS, fake_stages
+    from tests.replies import answer
+
+    last = "A library card is free for anyone who lives in the county."
+
+    class Copies(FakeLLM):
+        def _stream_impl(self, messages):
+            looked = LOOK.split("\n")[0] in messages[-1].content
+            self.reply = "A new library card, to replace a lost one, costs 2 dollars." if (
+                looked) else last
+            return super()._stream_impl(messages)
+
+    profile = load_config(ROOT / "config.toml").profiles["default"]
+    words = "And if I lose it, what does a new card cost?"
+    llm = Copies()
+    runner = TurnRunner(fake_stages(asr=FakeASR([words]), llm=llm, tts=FakeTTS()), profile)
+    history = [Message("user", "Does a card cost anything?"), Message("assistant", last)]
+    result, _ = answer(runner, history)
+    assert result.reply_text.endswith("costs 2 dollars.") and len(llm.prompts) == 2

@@ -102,3 +102,14 @@ def test_a_file_too_large_for_the_prefix_puts_matching_facts_after_the_words():
     assert asked.startswith("Are you open on Sunday?\n\n[Facts you know:\n")
     assert "\nThe library is closed on Sunday.\n" in asked  # one fact a line
     assert runner.prompt([], "Are you open on Sunday?")[-1].content == asked
+
+
+def test_a_callers_word_in_another_form_of_a_facts_is_known_to_the_checks():
+    """"lose" for the facts' "lost", "weekdays" for their "week": no claim about the unknown.
+
+    A word far from every fact's word stays unknown: "bookmobile" is not "book".
+    """
+    k = knowledge_of(FACTS, "You are the phone assistant of a public library.")
+    assert k.unfounded("If you lose a book, you pay its replacement price plus 5 dollars.",
+                       "What happens if I lose a book?", strict=True) == set()
+    assert k.unknown_words("Does the bookmobile stop on Oak Street?") == {"bookmobile", "oak"}

@@ -31,9 +31,15 @@ def _words(text: str) -> list[str]:
 
 
 def runs(text: str, n: int = ECHO_WORDS) -> set[tuple[str, ...]]:
-    """Every run of ``n`` consecutive words of ``text``."""
-    w = _words(text)
-    return {tuple(w[i:i + n]) for i in range(len(w) - n + 1)}
+    """Every run of ``n`` consecutive words within one line or sentence of ``text``.
+
+    Not across them: the end of one fact and the start of the next are no instruction.
+    """
+    out: set[tuple[str, ...]] = set()
+    for part in re.split(r"\n|[.!?;:](?:\s|$)", text):
+        w = _words(part)
+        out |= {tuple(w[i:i + n]) for i in range(len(w) - n + 1)}
+    return out
 
 
 class Instructions:

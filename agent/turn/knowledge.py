@@ -53,6 +53,15 @@ NOTES = "Facts you know:\n{facts}\nAnything not in these facts, you don't know."
 NO_NOTES = ("You know no facts about this. If it asks for one, say you don't know and offer to "
             "transfer the caller; never guess a number, price, time or date.")
 
+GENERIC = frozenset("""
+usually normally typically generally actually run runs happen happens give gives
+""".split())
+"""Words of how a question asks ("do you usually run...", "what happens if"), not of what it
+is about: never an unknown subject (:meth:`Knowledge.unknown_words`)."""
+
+_CONTRACTED = re.compile(r"'(?:s|re|ll|d|ve|m)$")
+
+
 _ONES = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
          "fifteen sixteen seventeen eighteen nineteen").split()
 _TENS = "twenty thirty forty fifty sixty seventy eighty ninety".split()
@@ -81,18 +90,41 @@ def numbers(text: str) -> set[str]:
 
 
 _CLAIM = re.compile(
-    r"\bwe\s+(?:do not |don't |does not |doesn't |do |also |only |can |can't |cannot )?"
-    r"(?:have|offer|sell|rent|lend|provide|accept|take|carry|stock|repair|fix|treat|do)\b"
-    r"(?P<what>[^.!?;:]*)"
+    r"\bwe\s+(?:do not |don't |does not |doesn't |do |also |only |can |can't |cannot |will |"
+    r"won't |usually |always |never )?(?P<what>[a-z][^.!?;:]*)"
     r"|\bthere (?:is|are)\b(?P<there>[^.!?;:]*)"
     r"|\byou can(?:not|'t)? (?:rent|book|reserve|hire|get|buy)\b(?P<booked>[^.!?;:]*)"
     r"|(?P<free>[^.!?;:,]*)\b(?:is|are) free\b", re.I)
-"""What a reply claims the business has (or has not), offers, lets a caller book, or gives
-for nothing: "We don't have a 3D printer", "there is no café", "we do home visits",
-"passport photos are free"."""
+"""What a reply claims the business does (or does not), has, lets a caller book, or gives
+for nothing: "We don't have a 3D printer", "we deliver to your home", "there is no café",
+"passport photos are free". The verb is any word: "we deliver" claims as much as "we offer"."""
+
+_NAME = re.compile(r"(?<=[a-z,;] )[A-Z][A-Za-z'’-]+|\S+@\S+\.[a-z]{2,}|\bwww\.\S+|"
+                   r"\b[a-z0-9-]+\.(?:com|org|net|edu|gov)\b")
+"""A name inside a sentence (a capitalised word not opening it), an e-mail or web address."""
+CALENDAR = frozenset("""monday tuesday wednesday thursday friday saturday sunday mondays tuesdays
+wednesdays thursdays fridays saturdays sundays january february march april may june july
+august september october november december i i'm i'll i'd i've ok okay mr mrs ms dr""".split())
+"""Capitalised words any reply may hold: days, months, "I"."""
+NEAR = 0.65
+"""A caller's word whose WordLlama vector is this close to a word of the facts is that word in
+another form ("lose" for "lost", "weekdays" for "week"): the facts know it. Far below it:
+"bookmobile" beside "book" (0.63), "passport" beside "processing"."""
 
 
 _UNSURE = re.compile(r"\b(?:don't|do not|doesn't|does not) know\b|\bnot sure\b", re.I)
+
+
+def unsure(text: str) -> bool:
+    """Whether ``text`` says the agent does not know ("I don't know the exact time")."""
+    return bool(_UNSURE.search(text.replace("’", "'")))
+
+
+LOOK = "Facts:\n{facts}\n\nQuestion: {words}"
+"""A turn asked again, the facts its words match before them
+(:meth:`~agent.turn.reply_checks.Checked._look_again`). The facts first, the question last:
+with the facts after the words, or in brackets, the 1.5B answered fewer of them, or wrote a
+tool call instead (bench answers' misses, asked again)."""
 
 _SLOT = re.compile(r"\[[^\]]*\]|\{[^}]*\}|<[^>]*>|\b[xX]{3,}\b")
 
@@ -167,6 +199,11 @@ class Knowledge:
         self._known = known_numbers([persona, *(f.shown for f in facts)])
         self._docs = [Counter(terms(f"{f.topic} {f.text}")) for f in facts]
         self._vocabulary = set(terms(persona)).union(*self._docs)
+        self._said = set(re.findall(r"[a-z0-9']+", " ".join(
+            [persona, *(f"{f.topic} {f.shown}" for f in facts)]).lower().replace("’", "'")))
+        """Every word the persona and the facts say, as written (for names)."""
+        self._near: dict[str, bool] = {}
+        self._word_vectors: tuple[list[str], np.ndarray] | None = None
         self._len = [sum(d.values()) for d in self._docs]
         self._avg = sum(self._len) / len(self._len) if self._len else 0.0
         df = Counter(t for d in self._docs for t in d)
@@ -239,8 +276,25 @@ class Knowledge:
         as said.
         """
         stated, said = numbers(clause) - numbers(given), set(terms(given))
-        return (stated - self._known) | self._claimed(clause, said) | (
-            self._unknown_words(clause, said) if strict and stated else set())
+        return (stated - self._known) | self._claimed(clause, said) | self._named(
+            clause, given) | (self._unknown_words(clause, said) if strict and stated else set())
+
+    def _named(self, clause: str, given: str) -> set[str]:
+        """The names and addresses ``clause`` states that neither the facts nor the caller do.
+
+        A small model names a person ("The head mechanic is John Doe.") or writes an e-mail
+        address where it has no fact; no business's names are needed to see it.
+        """
+        heard = given.lower()
+        out = set()
+        for m in _NAME.finditer(clause):
+            word = m.group().strip(".,'’").lower()
+            if word in CALENDAR or word in self._said or word in heard:
+                continue
+            parts = re.findall(r"[a-z0-9']+", word)
+            if "@" in word or "." in word or not all(p in self._said for p in parts):
+                out.add(m.group())
+        return out
 
     def unknown_words(self, words: str) -> set[str]:
         """The content words of ``words`` (a caller's) that no fact or the persona has."""
@@ -256,11 +310,26 @@ class Knowledge:
     def _unknown_words(self, text: str, said: set[str]) -> set[str]:
         """The words of ``text``, as said, whose stem is in ``said`` and in no fact."""
         out = set()
-        for w in re.findall(r"[a-z0-9']+", text.lower()):
+        for w in re.findall(r"[a-z0-9']+", text.lower().replace("’", "'")):
             s = stem(w)
-            if w not in STOP and len(w) > 1 and s in said and s not in self._vocabulary:
+            if w in STOP or w in GENERIC or _CONTRACTED.sub("", w) in STOP or len(w) < 2:
+                continue
+            if s in said and s not in self._vocabulary and not self._near_a_fact(w):
                 out.add(w)
         return out
+
+    def _near_a_fact(self, word: str) -> bool:
+        """Whether ``word`` is a word of the facts in another form (:data:`NEAR`)."""
+        if self._embed is None:
+            return False
+        if word not in self._near:
+            if self._word_vectors is None:
+                words = sorted(w for w in self._said if len(w) > 2 and w not in STOP)
+                self._word_vectors = (words, self._embed(words))
+            vectors = self._word_vectors[1]
+            self._near[word] = bool(len(vectors)) and float(
+                (vectors @ self._embed([word])[0]).max()) >= NEAR
+        return self._near[word]
 
 
 @lru_cache(maxsize=32)

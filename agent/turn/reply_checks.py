@@ -8,11 +8,17 @@ reply's own state (its runner, result, what it said) and its steps (``_put``, ``
 
 from __future__ import annotations
 
+import re
+
 from agent.turn.guard import REFUSES, Objection, objection
+from agent.turn.knowledge import LOOK, unsure
 
 
 class Checked:
     """A reply's sentences checked before they are said (mixed into ``Reply``)."""
+
+    _looked = False
+    """The turn was asked again with the facts its words match (:meth:`_look_again`)."""
 
     def _may_lead(self, clause: str) -> bool:
         """Whether the reply's first clause may be said before its sentence is whole.
@@ -23,7 +29,8 @@ class Checked:
         about it can follow (:meth:`~agent.turn.knowledge.Knowledge.unfounded`).
         """
         k = self.runner.knowledge
-        return k is not None and not k.unknown_words(self.result.transcript)
+        return k is not None and not k.unknown_words(self.result.transcript) and not (
+            unsure(clause) or self._repeats(clause))
 
     def _check(self, sentence: str) -> str:
         return objection(self.runner.knowledge, self.runner.tools.names, sentence,
@@ -37,7 +44,10 @@ class Checked:
         away is asked of the profile's own model. After a first clause said early, the rest of
         whose sentence fails, ``dont_know`` follows it (a speaker correcting themselves; the
         call log and bench answers count it). After whole sentences, nothing more is said.
+        A first sentence that says it does not know may be asked again (:meth:`_look_again`).
         """
+        if clauses and not self._said and self._look_again(" ".join(clauses)):
+            return True
         for clause in clauses:
             self._put(clause)
         if objected is None:
@@ -47,6 +57,9 @@ class Checked:
             return True
         lead = ", after its first clause" if objected.after_lead else ""
         self.result.unfounded = f"{objected.sentence} ({objected.why}{lead})"
+        if not (objected.after_lead or self._said) and self._look_again(objected.sentence,
+                                                                          objected=True):
+            return True
         self._close_stream()
         if not self._said or objected.after_lead:
             self._put(self.runner.profile.dont_know)
@@ -68,3 +81,42 @@ class Checked:
         self._use(runner)
         self._ask(self.result.transcript)
 
+
+    def _look_again(self, sentence: str, objected: bool = False) -> bool:
+        """Ask once more, the facts the words match beside them, a reply that opens unsure.
+
+        With every fact in its prompt, the 1.5B still says "I don't know" to some questions a
+        fact answers, put in other words than the fact's ("Is there a fee if I miss an
+        appointment?"; bench answers). Set before the question, the same facts are read. Only
+        before anything was said, once, and where the caller named nothing the facts do not
+        know (:meth:`~agent.turn.knowledge.Knowledge.unknown_words`): a question about
+        something else is rightly not known, and its neighbours' facts would only mislead.
+        So is a reply that opens with the last one's words, to a new question: the small
+        models copy their previous answer ("And how early should I come?" after the referral
+        one). And a first sentence the checks refused (``objected``), whatever the caller
+        named: "No, there is no fee if you miss an appointment." where a fact says what a
+        missed one costs. What the second answer says is checked as the first was. It costs
+        the caller the second prefill (the facts' tokens), on these turns alone.
+        """
+        k, words = self.runner.knowledge, self.result.transcript
+        if self._looked or self._rounds or k is None or not self.runner.facts_in_prefix:
+            return False
+        if not objected and (k.unknown_words(words) or not (
+                unsure(sentence) or sentence.strip() == self.runner.profile.dont_know
+                or self._repeats(sentence))):
+            return False
+        found = k.relevant(words)
+        if not found:
+            return False
+        self._looked = True
+        self.result.unfounded = f"{sentence} (unsure: asked again with {len(found)} facts)"
+        self._close_stream()
+        self._first_llm = None  # the turn's LLM metrics are the answer's
+        self._ask(LOOK.format(words=words, facts="\n".join(f.text for f in found)))
+        return True
+
+    def _repeats(self, sentence: str) -> bool:
+        """Whether ``sentence`` opens the call's last reply again, word for word."""
+        last = next((m.content for m in reversed(self.history) if m.role == "assistant"), "")
+        said = re.findall(r"[a-z0-9']+", sentence.lower())
+        return len(said) >= 4 and re.findall(r"[a-z0-9']+", str(last).lower())[:len(said)] == said
