@@ -295,9 +295,27 @@ def test_words_so_far_are_prefilled_while_the_caller_speaks():
     assert wait_until(lambda: session.state == "listening")
     line.say(tone(2.5))
     assert wait_until(lambda: calllog.of(TurnRecord))
-    assert [m[-1].content for m in llm.prefilled] == ["can", "can I renew"]
+    assert [m[-1].content for m in llm.prefilled if m[-1].content] == ["can", "can I renew"]
     assert all(m[0].role == "system" and m[-1].role == "user" for m in llm.prefilled)
     assert llm.prompts[-1][-1].content == "can I renew a book?"
+    close(session, line)
+
+
+def test_the_history_is_prefilled_when_the_caller_speaks_again():
+    # A follow-up too short for its words to be prefilled ("And on Saturday?") still finds
+    # the last reply's end and the opening of its message in the cache.
+    llm = _PrefillLLM()
+    session, line, calllog, _ = make(fake_stages(asr=FakeASR(["when do you open?", "and then?"]),
+                                                 llm=llm), prefill_every_s=5.0)
+    assert wait_until(lambda: session.state == "listening")
+    line.say(tone(1.0))
+    assert wait_until(lambda: calllog.of(TurnRecord) and session.state == "listening")
+    assert llm.prefilled == []  # the first question: the primed prefix holds all before it
+    line.say(tone(1.0))
+    assert wait_until(lambda: any(m[-1].content == "" for m in llm.prefilled))
+    (history,) = [m for m in llm.prefilled if m[-1].content == ""]
+    assert [m.role for m in history] == ["system", "user", "assistant", "user"]
+    assert history[1].content == "when do you open?" and history[2].content == llm.reply
     close(session, line)
 
 
@@ -348,7 +366,7 @@ def test_a_call_alone_prefills_whatever_waits_the_scheduler_measured(monkeypatch
         assert wait_until(lambda: session.state == "listening")
         line.say(tone(2.5))
         assert wait_until(lambda: calllog.of(TurnRecord))
-        prefilled = [m[-1].content for m in llm.prefilled]
+        prefilled = [m[-1].content for m in llm.prefilled if m[-1].content]
         assert prefilled == ([] if another_call_up else ["can", "can I renew"])
         assert calllog.of(TurnRecord)[0].transcript == "can I renew a book?"
         close(session, line)

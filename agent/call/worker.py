@@ -80,11 +80,13 @@ class TurnWorker:
 
     # ---- prefill ---------------------------------------------------------------------------
 
-    def prefill(self, audio: np.ndarray, call_id: str) -> None:
+    def prefill(self, audio: np.ndarray | None, call_id: str) -> None:
         """The caller's words so far into the LLM's cache, as background work.
 
-        One at a time: while one still works, the next call's :class:`SpeechSoFar` (with more
-        words) is skipped rather than queued.
+        ``audio`` None: no words yet, the history up to where the next turn's words go (the
+        caller began to speak: :meth:`~agent.call.turntaking.TurnTaking.speech_started`). One
+        at a time: while one still works, the next call's
+        :class:`SpeechSoFar` (with more words) is skipped rather than queued.
         """
         if self._prefill is not None and not self._prefill.done():
             return

@@ -19,9 +19,12 @@ from agent.turn.runner import TurnRunner
 from models.llm.base import Message
 
 
-def prefill_words(runner: TurnRunner, audio: np.ndarray, history: list[Message],
+def prefill_words(runner: TurnRunner, audio: np.ndarray | None, history: list[Message],
                   cancel: threading.Event, may: Callable[[bool], bool]) -> int:
     """ASR of the speech so far, then its words into the LLM's cache; tokens evaluated.
+
+    ``audio`` None: no words, the history alone, up to where the next turn's words go (the
+    last reply's end and the chat template's opening of a caller's message).
 
     Dropped at ``cancel`` (the turn starts), or when ``may`` (the load policy's
     :meth:`~agent.turn.load.LoadPolicy.may_prefill`) says no, before the ASR pass and again
@@ -34,6 +37,8 @@ def prefill_words(runner: TurnRunner, audio: np.ndarray, history: list[Message],
     stages = runner.stages
     if not stages.llm.can_prefill or not may(False):
         return 0
+    if audio is None:
+        return stages.llm.prefill(runner.prompt(history, ""), cancel) if history else 0
     words = stages.asr.transcribe_in_steps(audio).text.split()[:-1]
     if not words or cancel.is_set() or not may(True):
         return 0
