@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import queue
 import threading
-import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -50,11 +49,11 @@ from agent.call.messages import (
     TransferProgress,
     TurnDone,
 )
+from agent.call.pacing import Pacing
 from agent.call.playout import Playout
 from agent.call.recorder import CallInfo, CallRecorder
 from agent.call.recording import recording_for
 from agent.call.state import CallState, State, StateChanged
-from agent.call.timers import TIMERS
 from agent.call.turntaking import TurnTaking
 from agent.call.worker import TurnWorker
 from agent.sip.audiolink import AudioLink
@@ -65,7 +64,6 @@ from dialplan.profile import Profile
 from models.llm.base import Message as ChatMessage
 from models.priority import Priority
 
-HANGUP_WAIT_S = 5.0  # no disconnect after our BYE: end anyway, do not hold the slot
 FINISH_WAIT_S = 5.0
 """How long an ended call waits for its model work in flight, to record its last turn."""
 
@@ -134,10 +132,9 @@ class CallSession(CallInputs):
         self.codec = ""
         self.end_reason = ""
         self._t0 = clock.now()
-        self._answered_at: float | None = None
         self.quiet = Quiet(profile.limits, self._t0, self._rec)
-        self._closing = ""  # goodbye queued for this end reason
-        self._hangup_sent_at: float | None = None
+        self.pacing = Pacing(self.call_id, profile, self.quiet, self._rec, self.playout, phrase,
+                             wake=lambda: self._inbox.put(Tick()))
         self._priming: Future | None = None
         self.screening: Screening | None = None  # an outbound call's machine detection
         self._frames_done = 0
@@ -211,7 +208,7 @@ class CallSession(CallInputs):
             case TransferProgress(code, reason, final):
                 self.actions.transfer_status(code, reason, final, self.clock.now())
             case Disconnected(by_local, code):
-                unanswered = self.info.direction == "outbound" and self._answered_at is None
+                unanswered = self.info.direction == "outbound" and self.pacing.answered_at is None
                 self.end_reason = self.end_reason or (
                     "agent-hangup" if by_local else f"unanswered-{code}" if unanswered
                     else "caller-bye")
@@ -243,8 +240,7 @@ class CallSession(CallInputs):
 
     def _media(self, codec: str) -> None:
         self.codec = codec
-        self._answered_at = self.clock.now()
-        self.quiet.restart(self._answered_at)
+        self.pacing.answered(self.clock.now())
         log.event("media", self.call_id, codec=codec)
         # While the greeting plays, put this profile's system prompt back in the LLM's KV
         # cache (another profile's call may have replaced it): the first turn starts warm.
@@ -281,8 +277,8 @@ class CallSession(CallInputs):
             elif verdict == "voicemail":
                 self._goodbye("voicemail", self.profile.voicemail_message)
             return
-        talking = self.state in ("greeting", "speaking") and not self._closing
-        self.inbound.feed(at, data, talking, closing=bool(self._closing))
+        talking = self.state in ("greeting", "speaking") and not self.pacing.closing
+        self.inbound.feed(at, data, talking, closing=bool(self.pacing.closing))
 
     def _caller_spoke(self, at: float) -> None:
         self.quiet.caller_spoke(at, over_agent=self.state in ("greeting", "speaking"))
@@ -300,13 +296,13 @@ class CallSession(CallInputs):
     def _tick(self, now: float) -> None:
         self.turntaking.tick(now, self.inbound.speaking)
         self.turntaking.tick_work(now)
-        self._filler(now)
+        self.pacing.filler(now, self.turntaking.turn, thinking=self.state == "thinking")
         if self._rec.pending:
             self._rec.flush(self.playout.busy, self._t0)
         self._act(now)
         if self.state == "speaking" and not self.playout.busy and not self.turntaking.reply_pending:
             self.turntaking.turn = None
-            if self._closing:
+            if self.pacing.closing:
                 self._request_hangup()
             else:
                 self.quiet.agent_done(now)
@@ -316,25 +312,21 @@ class CallSession(CallInputs):
             self.quiet.agent_done(now)
             self.turntaking.agent_quiet(self.playout.last_audio_at or now)
             self._set_state("listening")
-        if self._answered_at is None or self._closing or self.state == "ended":
-            if self._hangup_sent_at is not None and now - self._hangup_sent_at > HANGUP_WAIT_S:
+        listening = (self.state == "listening" and not self.inbound.in_speech
+                     and not self.actions.transferring)  # a transfer's wait is not the caller's
+        match self.pacing.due(now, self.state == "ended", listening):
+            case "ended":
                 self._set_state("ended")
-            return
-        if now - self._answered_at >= self.profile.limits.max_call_s:
-            self._goodbye("timeout")
-        elif (self.state == "listening" and not self.inbound.in_speech
-              and not self.actions.transferring):  # a transfer's wait is not the caller's
-            verdict = self.quiet.check(now)
-            if verdict == "goodbye":
-                self._goodbye("silence")
-            elif verdict == "prompt":
+            case "timeout" | "silence" as reason:
+                self._goodbye(reason)
+            case "prompt":
                 self._say(self.profile.still_there)
 
     # ---- actions -----------------------------------------------------------------------------
 
     def _act(self, now: float) -> None:
         """The call's actions: deadlines, and the one announced once the agent fell silent."""
-        if self._closing or self.state in ("ringing", "ended"):
+        if self.pacing.closing or self.state in ("ringing", "ended"):
             return
         self.actions.tick(now, self.inbound.in_speech, self.turntaking.in_flight)
         if (self.actions.pending is not None and not self.playout.busy
@@ -353,22 +345,8 @@ class CallSession(CallInputs):
 
     def _end_by(self, reason: str) -> None:
         """The agent ends the call (after its goodbye or a transfer): BYE, end reason."""
-        self.end_reason = self._closing = reason
+        self.end_reason = self.pacing.closing = reason
         self._request_hangup()
-
-    def _filler(self, now: float) -> None:
-        """Say "one moment" once to a caller still waiting for an answer (a loaded agent)."""
-        after = self.profile.limits.filler_after_s
-        turn = self.turntaking.turn
-        if (after <= 0 or self.state != "thinking" or turn is None or turn.audible
-                or turn.filled or not turn.gate_open or self.playout.busy
-                or turn.timeline.endpoint_at is None or now - turn.timeline.endpoint_at < after):
-            return
-        turn.filled = True
-        if self.playout.interject(self._phrase(self.profile.filler)):
-            log.event("filler", self.call_id,
-                      waited_ms=round((now - turn.timeline.endpoint_at) * 1000))
-            self._rec.event("filler", f"turn {turn.index}")
 
     def _barge_in(self, at: float) -> None:
         dropped = self.inbound.stop_reply()
@@ -381,7 +359,7 @@ class CallSession(CallInputs):
 
     def _goodbye(self, reason: str, text: str | None = None) -> None:
         text = self.profile.goodbye if text is None else text
-        self._closing = reason
+        self.pacing.closing = reason
         self.end_reason = reason
         self._cancel_turns()
         log.event("limit", self.call_id, reason=reason)
@@ -400,12 +378,9 @@ class CallSession(CallInputs):
         self.playout.clear()
 
     def _request_hangup(self) -> None:
-        if self._hangup_sent_at is None:
-            self._hangup_sent_at = self.clock.now()
+        if self.pacing.hangup_requested(self.clock.now()):
             self._cancel_turns()
             self._hangup()
-            # No frame may come after our BYE: wake up to end the call if no answer does.
-            TIMERS.at(time.monotonic() + HANGUP_WAIT_S + 0.05, lambda: self._inbox.put(Tick()))
 
     def _set_state(self, new: State) -> None:
         self._call.set(new)
