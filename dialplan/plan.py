@@ -53,8 +53,8 @@ def under_load(profile: Profile, cheap: Profile) -> Profile:
     Only the models that cost change. The caller keeps talking to the same agent: the prompts,
     phrases and voice are ``profile``'s (a voice that changed mid-call would be heard), except
     that ``cheap``'s hibari stands in for Kokoro's af_heart, the voice it was trained on, at a
-    fraction of its CPU (bench tts). Named ``profile/cheap`` in the call log, so a cheap profile that
-    also answers an extension of its own, with its own persona, is a different runner.
+    fraction of its CPU (bench tts). Named ``profile/cheap`` in the call log, so a cheap profile
+    that also answers an extension of its own, with its own persona, is a different runner.
     """
     tts = cheap.tts if same_voice(profile.tts, cheap.tts) else profile.tts
     return replace(profile, name=f"{profile.name}/{cheap.name}", asr=cheap.asr, llm=cheap.llm,

@@ -1,5 +1,7 @@
-"""``bench flood`` (issue 47): 200 INVITEs a second from one source at ``callagent serve`` while two
-allowed callers ask a question each, beside the same two calls without the flood.
+"""``bench flood`` (issue 47): a flood of INVITEs beside two allowed callers.
+
+200 INVITEs a second from one source at ``callagent serve`` while two allowed callers ask a
+question each, beside the same two calls without the flood.
 
 The real run uses the small models (tiny.en + SmolLM2-135M): both callers are answered in both
 rounds, voice-to-voice is measured on the wire for each, and the flood (from 127.0.0.3, outside

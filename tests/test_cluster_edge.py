@@ -1,5 +1,6 @@
-"""Only the callers you allow, behind kamailio (issue 47): ``callagent cluster`` with ``sip.allow``,
-``sip.invite_rate`` and ``[sip.auth]``.
+"""Only the callers you allow, behind kamailio (issue 47).
+
+``callagent cluster`` with ``sip.allow``, ``sip.invite_rate`` and ``[sip.auth]``.
 
 kamailio screens callers at the edge (pike for the rate, permissions for the networks, auth for
 the credentials, :mod:`agent.cluster.edge`); the workers take INVITEs from kamailio alone and

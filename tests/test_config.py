@@ -40,7 +40,8 @@ def test_shipped_under_load_profiles(tmp_path):
     # the imitation of its voice (Kokoro's af_heart).
     main = plan.resolve("100")
     assert quick.system_prompt == main.system_prompt and quick.facts == main.facts
-    assert (main.tts.backend, main.tts.voice, main.tts.lead) == ("kokoro-onnx", "af_heart", "hibari")
+    assert (main.tts.backend, main.tts.voice, main.tts.lead) == (
+        "kokoro-onnx", "af_heart", "hibari")
     assert (quick.tts.backend, quick.tts.voice) == ("hibari", "heart")
     cheap = load_config(switched).profiles["lite-tiny"]
     piper = under_load(replace(main, tts=TTSOptions(backend="piper")), cheap)

@@ -1,5 +1,7 @@
-"""The SIP gate's parts without a network: digest authentication, the INVITE rate limit, and
-their order in :class:`~agent.sip.gate.CallGate` (issue 47).
+"""The SIP gate's parts without a network (issue 47).
+
+Digest authentication, the INVITE rate limit, and their order in
+:class:`~agent.sip.gate.CallGate`.
 
 The digest arithmetic is checked against RFC 2617's worked example (section 3.5); the INVITEs
 are text as pjsua2 hands them over (``rdata.wholeMsg``), with a hand-made clock.

@@ -1,5 +1,7 @@
-"""Only the callers you allow (issue 47): ``callagent serve`` with ``[sip.auth]`` and a low
-``sip.invite_rate``, called by sipp on loopback addresses.
+"""Only the callers you allow (issue 47), without kamailio.
+
+``callagent serve`` with ``[sip.auth]`` and a low ``sip.invite_rate``, called by sipp on
+loopback addresses.
 
 One agent serves the module (models load once): extension 101 answers with the fast profile
 once the caller has authenticated as ``alice`` (password from a file). The default ``sip.allow``
@@ -52,7 +54,7 @@ users = {{ alice = "file:{secret}" }}
 
 def caller(xml, agent, source: str = "127.0.0.1", password: str | None = None,
            calls: int = 1, per_s: int = 1, timeout_s: float = 30) -> list[str]:
-    """sipp's command line from ``source`` (a loopback address), with -au/-ap credentials."""
+    """The sipp command line from ``source`` (a loopback address), with -au/-ap credentials."""
     argv = sipp_argv(xml, "101", agent.port, free_port(), free_port(), calls=calls,
                      concurrent=per_s, timeout_s=timeout_s)
     argv[argv.index("-i") + 1] = source

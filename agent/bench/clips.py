@@ -15,9 +15,12 @@ import numpy as np
 
 def kept_clip(folder: Path | None, key: str, make: Callable[[], tuple[np.ndarray, int]]
               ) -> tuple[np.ndarray, int]:
-    """The clip stored under ``key`` in ``folder``, made by ``make()`` and stored the first time
-    (``folder`` None: always made afresh). Returns float32 audio and its rate."""
-    path = None if folder is None else folder / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.npz"
+    """The clip stored under ``key`` in ``folder``, made by ``make()`` and stored the first time.
+
+    ``folder`` None: always made afresh. Returns float32 audio and its rate.
+    """
+    name = f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.npz"
+    path = None if folder is None else folder / name
     if path is not None and path.exists():
         with np.load(path) as z:
             return z["audio"], int(z["rate"])

@@ -34,7 +34,6 @@ def run(args: argparse.Namespace) -> int:
     from agent.sip.caller import (
         call,  # imports pjsua2 through agent.sip.useragent: only when calling
     )
-
     from dialplan.sip import SIPOptions, TLSOptions
 
     tls = TLSOptions(*args.tls) if args.tls else TLSOptions()

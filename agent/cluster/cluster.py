@@ -136,8 +136,11 @@ def plan(workers: int, host: str, public_port: int, rtp_port: int, metrics_port:
 
 
 def edge_address(host: str) -> str:
-    """Where kamailio's INVITEs reach workers on ``host`` from: ``host`` itself, or loopback
-    when it listens on every address (kamailio then sends from there to a local worker)."""
+    """Where kamailio's INVITEs reach workers on ``host`` from.
+
+    ``host`` itself, or loopback when it listens on every address (kamailio then sends from
+    there to a local worker).
+    """
     return {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
 
 
@@ -155,14 +158,15 @@ class Cluster:
         state_dir: kamailio's config, pid file and ctl socket; None = a temp dir removed at exit.
         log_level: the workers' log level.
         screen: who may call, checked by kamailio (the config's ``sip.allow``, ``invite_rate``,
-            ``[sip.auth]`` with its passwords: :func:`~agent.cluster.edge.screen_of`).
+            ``[sip.auth]`` with its passwords: :func:`~agent.cluster.edge.screen_of`); None:
+            anyone, at any rate.
     """
 
     def __init__(self, workers: list[WorkerSpec], public: tuple[str, int],
                  config_path: str | None, db_url: str, db_override: str | None = None,
                  metrics_port: int = 0, state_dir: Path | None = None,
                  log_level: str = "INFO", metrics_host: str = "127.0.0.1",
-                 screen: EdgeScreen = EdgeScreen()):
+                 screen: EdgeScreen | None = None):
         self.workers = workers
         self.public = public
         self.db_url = db_url

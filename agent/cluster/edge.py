@@ -75,7 +75,7 @@ def screen_of(sip: SIPOptions, passwords: Mapping[str, str]) -> EdgeScreen:
 
 
 def pike_density(rate: float, burst: int) -> int:
-    """pike's ``reqs_density_per_unit`` for a token bucket of ``rate``/s and ``burst``.
+    """The ``reqs_density_per_unit`` of pike for a token bucket of ``rate``/s and ``burst``.
 
     A window admits the bucket's burst or its rate over the window, whichever is more. pike
     blocks a little later than the bucket would (its tree counts a hot address between 1 and 3

@@ -297,8 +297,11 @@ class _Account(pj.Account):
 
 
 class _Endpoint(pj.Endpoint):
-    """The endpoint, for ``onSelectAccount``: pjsua asks it for a new INVITE's account before
-    it sets up the call's media, the one moment a flood can still be refused cheaply."""
+    """The endpoint, for ``onSelectAccount``.
+
+    pjsua asks it for a new INVITE's account before it sets up the call's media, the one
+    moment a flood can still be refused cheaply.
+    """
 
     def __init__(self, hooks: AgentHooks):
         super().__init__()

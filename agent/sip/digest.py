@@ -49,11 +49,19 @@ def digest_response(user: str, realm: str, password: str, method: str, uri: str,
                     nc: str = "", cnonce: str = "", qop: str = "") -> str:
     """The ``response`` value a client computes (RFC 2617 section 3.2.2.1, MD5).
 
+    HA1 = MD5(user:realm:password), HA2 = MD5(method:uri); without ``qop``, the RFC 2069
+    form MD5(HA1:nonce:HA2).
+
     Args:
-        user, realm, password: the credentials (HA1 = MD5(user:realm:password)).
-        method, uri: the request's method and the digest ``uri`` (HA2 = MD5(method:uri)).
-        nonce, nc, cnonce, qop: from the challenge and the client; without ``qop``, the
-            RFC 2069 form MD5(HA1:nonce:HA2).
+        user: the user name of the credentials.
+        realm: the challenge's realm.
+        password: the user's password.
+        method: the request's method (``INVITE``).
+        uri: the digest ``uri``.
+        nonce: the challenge's nonce.
+        nc: the client's nonce count (with ``qop``).
+        cnonce: the client's nonce (with ``qop``).
+        qop: the quality of protection chosen (``auth``), or empty.
 
     Returns:
         32 lower-case hex digits.

@@ -25,8 +25,11 @@ SRTP_USE = {"off": pj.PJMEDIA_SRTP_DISABLED, "optional": pj.PJMEDIA_SRTP_OPTIONA
 
 
 def create_transports(ep: pj.Endpoint, o: SIPOptions) -> list[int]:
-    """Open the listening transports: ``sip.transport``'s on ``host:port``, and TLS on
-    ``sip.tls.port`` when a certificate is configured beside UDP/TCP; their ids."""
+    """Open the listening transports and return their ids.
+
+    ``sip.transport``'s on ``host:port``, and TLS on ``sip.tls.port`` when a certificate is
+    configured beside UDP/TCP.
+    """
     kinds = [(kind, o.port) for kind in _KINDS[o.transport]]
     if o.tls.certificate and o.transport != "tls":
         kinds.append(("tls", o.tls.port))

@@ -8,9 +8,9 @@ thread can free one (a pj object freed on an unregistered thread or
 after ``libDestroy`` aborts the process; see /work/shared/SIP.md).
 
 Threads:
-  * one Python thread (``sip``) creates the pjsua2 endpoint, polls it with ``libHandleEvents`` and runs
-    every pj API call; other threads send it commands (answer, hangup, dial, transfer, DTMF)
-    through a queue;
+  * one Python thread (``sip``) creates the pjsua2 endpoint, polls it with ``libHandleEvents``
+    and runs every pj API call; other threads send it commands (answer, hangup, dial,
+    transfer, DTMF) through a queue;
   * the ``sip`` thread screens each new INVITE with the :class:`~agent.sip.gate.CallGate` as
     pjsua picks its account, before its media exists: a refused one gets an account whose media
     opens no socket (:func:`~agent.sip.pjconfig.refusing_config`), and is answered in the
@@ -37,13 +37,6 @@ from collections.abc import Callable
 import pjsua2 as pj
 
 from agent.sip.audiolink import AudioLink
-from agent.sip.gate import CallGate, Screens
-from agent.sip.pjconfig import (  # RTP_PORT_RANGE: tests and benches import it from here
-    RTP_PORT_RANGE,  # noqa: F401
-    account_config,
-    create_transports,
-    refusing_config,
-)
 from agent.sip.callbacks import (
     AgentHooks,
     _Account,
@@ -64,6 +57,13 @@ from agent.sip.events import (
     SipError,
     SipEvent,
     TransferStatus,
+)
+from agent.sip.gate import CallGate, Screens
+from agent.sip.pjconfig import (  # RTP_PORT_RANGE: tests and benches import it from here
+    RTP_PORT_RANGE,  # noqa: F401
+    account_config,
+    create_transports,
+    refusing_config,
 )
 from dialplan.sip import SIPOptions
 
