@@ -24,6 +24,7 @@ import dataclasses
 import queue
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from agent import log
@@ -137,12 +138,14 @@ class Server:
         self.sip.stop()
         log.event("stopped", calls=self.calls_total)
 
-    def dial(self, uri: str, profile: Profile, say_first: str = "") -> CallSession:
+    def dial(self, uri: str, profile: Profile, say_first: str = "",
+             before_invite: Callable[[str], None] | None = None) -> CallSession:
         """Place a call to ``uri`` answered by ``profile``'s agent (direction ``outbound``).
 
         ``say_first`` replaces the profile's greeting: what the agent says once the callee
         answers. The session runs as an answered call's does; its events arrive through
-        :meth:`step` like any call's.
+        :meth:`step` like any call's. ``before_invite(call_id)`` runs before the INVITE is
+        queued (a campaign stores the id first); if it raises, nothing is dialled.
         """
         if say_first:
             profile = dataclasses.replace(profile, greeting=say_first)
@@ -160,6 +163,8 @@ class Server:
                               transfer=lambda target: self.sip.transfer(keys[0], target),
                               send_dtmf=lambda digits: self.sip.send_dtmf(keys[0], digits),
                               media_dir=self.config.db.media_dir)
+        if before_invite is not None:
+            before_invite(session.call_id)
         key = self.sip.dial(uri, session.link)
         keys.append(key)
         self.sessions[key] = session

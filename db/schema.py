@@ -1,6 +1,7 @@
 """Call-log tables as SQLAlchemy 2 typed mappings.
 
-``calls``, ``turns``, ``events``, ``tool_calls``, ``messages`` and ``webhook_outbox``.
+``calls``, ``turns``, ``events``, ``tool_calls``, ``messages``, ``webhook_outbox`` and the call
+campaigns' ``campaigns``, ``campaign_rows`` and ``campaign_attempts``.
 
 Owns the schema only: no engine, no sessions, no queries (see :mod:`db.migrate`,
 :mod:`db.writer`, :mod:`db.reports`). A change here needs a new revision in
@@ -234,6 +235,73 @@ class WebhookDelivery(Base):
         Index("ix_webhook_outbox_due", "url", "status", "next_attempt_at"),
         Index("ix_webhook_outbox_call_id", "call_id"),
     )
+
+
+class Campaign(Base):
+    """A call campaign (``callagent campaign FILE.csv``, revision 0008), by name."""
+
+    __tablename__ = "campaigns"
+
+    name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    source: Mapped[str] = mapped_column(String(1024), default="")
+    """The CSV it was read from."""
+    source_sha256: Mapped[str] = mapped_column(String(64), default="")
+    """The CSV's digest: a restart with a changed file is refused, not mixed in."""
+    profile: Mapped[str] = mapped_column(String(64), default="")
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+
+class CampaignRow(Base):
+    """One number of a campaign: its state, its outcome and when it is due next.
+
+    ``status`` is ``pending`` (due at ``next_attempt_at``), ``dialing`` (an attempt is under way
+    or was when its process died) or ``done`` (``outcome`` set: answered, voicemail,
+    no-answer, busy, failed, refused).
+    """
+
+    __tablename__ = "campaign_rows"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    campaign: Mapped[str] = mapped_column(ForeignKey("campaigns.name", ondelete="CASCADE"))
+    line: Mapped[int] = mapped_column(Integer)
+    """Its line in the CSV (the header is line 1)."""
+    uri: Mapped[str] = mapped_column(String(255))
+    tz: Mapped[str] = mapped_column(String(64), default="UTC")
+    variables: Mapped[str] = mapped_column(Text, default="{}")
+    """Its other columns, JSON."""
+    status: Mapped[str] = mapped_column(String(16), default="pending")
+    outcome: Mapped[str] = mapped_column(String(32), default="")
+    detail: Mapped[str] = mapped_column(Text, default="")
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+    __table_args__ = (UniqueConstraint("campaign", "line", name="uq_campaign_rows_line"),
+                      Index("ix_campaign_rows_due", "campaign", "status", "next_attempt_at"))
+
+
+class CampaignAttempt(Base):
+    """One call a campaign placed, or was about to place, for one row.
+
+    Written before the INVITE: first without ``call_id``, then with it (still before the
+    INVITE), so an attempt with no ``call_id`` was never dialled. No foreign key to ``calls``:
+    the call's own row comes later, through the call log's writer, and may never come at all.
+    """
+
+    __tablename__ = "campaign_attempts"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    row_id: Mapped[int] = mapped_column(ForeignKey("campaign_rows.id", ondelete="CASCADE"))
+    number: Mapped[int] = mapped_column(Integer)
+    """1 for the first call of the row, 2 for its first retry..."""
+    call_id: Mapped[str | None] = mapped_column(String(128))
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    outcome: Mapped[str] = mapped_column(String(32), default="")
+    detail: Mapped[str] = mapped_column(Text, default="")
+
+    __table_args__ = (Index("ix_campaign_attempts_row_id", "row_id"),
+                      Index("ix_campaign_attempts_call_id", "call_id"))
 
 
 # The TurnRecord fields copied one-to-one into ``turns`` columns (``at`` goes to

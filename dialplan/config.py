@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from dialplan.campaign import CampaignOptions
 from dialplan.knowledge import KnowledgeError, load_facts
 from dialplan.options import (
     ASROptions,
@@ -79,6 +80,8 @@ class Config:
     """Called extension (request-URI user part) -> profile name."""
     webhooks: tuple[WebhookOptions, ...] = ()
     """Receivers of the call log's events (``[[webhooks]]``); none = no events queued."""
+    campaigns: CampaignOptions = field(default_factory=CampaignOptions)
+    """``[campaigns]``: the defaults of ``callagent campaign`` (its flags override them)."""
     source: str = "<defaults>"
     """Where the config came from (for messages)."""
 
@@ -109,13 +112,14 @@ def parse_config(data: dict[str, Any], source: str = "<dict>",
                  env: Mapping[str, str] | None = None) -> Config:
     """Validate an already-loaded TOML mapping (see :func:`load_config`)."""
     allowed = {"sip", "db", "scheduler", "profiles", "dialplan", "tools", "webhooks",
-               *STAGE_SECTIONS, *PROFILE_TEXT_KEYS}
+               "campaigns", *STAGE_SECTIONS, *PROFILE_TEXT_KEYS}
     for key in data:
         if key not in allowed:
             raise ConfigError(f"unknown key '{key}' (allowed: {', '.join(sorted(allowed))})")
     sip = build(SIPOptions, data.get("sip", {}), "sip")
     db = build(DBOptions, data.get("db", {}), "db")
     scheduler = build(SchedulerOptions, data.get("scheduler", {}), "scheduler")
+    campaigns = build(CampaignOptions, data.get("campaigns", {}), "campaigns")
     webhooks = _webhooks(data.get("webhooks", []))
     raw_tools = data.get("tools", {})
     _expect_table(raw_tools, "tools")
@@ -160,7 +164,7 @@ def parse_config(data: dict[str, Any], source: str = "<dict>",
                 f"dialplan.{ext}: unknown profile '{prof}' (defined: {', '.join(profiles)})"
             )
     return Config(sip=sip, db=db, scheduler=scheduler, profiles=profiles, tools=tools,
-                  dialplan=dict(plan), webhooks=webhooks, source=source)
+                  dialplan=dict(plan), webhooks=webhooks, campaigns=campaigns, source=source)
 
 
 def _webhooks(raw: Any) -> tuple[WebhookOptions, ...]:

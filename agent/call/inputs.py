@@ -56,9 +56,13 @@ class CallInputs:
         """The caller put the call on hold, or resumed it: no silence limit while held."""
         self._inbox.put(Held(held))
 
-    def shutdown(self) -> None:
-        """The process is stopping: hang up and close the records."""
-        self._inbox.put(Shutdown())
+    def shutdown(self, reason: str = "shutdown") -> None:
+        """The process is stopping (or the call's owner ends it): hang up, close the records.
+
+        Args:
+            reason: the call's end reason, unless it already has one.
+        """
+        self._inbox.put(Shutdown(reason))
 
     def join(self, timeout: float | None = None) -> bool:
         """Wait for the session thread; True once it has ended."""

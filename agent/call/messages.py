@@ -74,7 +74,10 @@ class TransferProgress:
 
 @dataclass(frozen=True, slots=True)
 class Shutdown:
-    """The process is stopping: hang up and close the records."""
+    """The process is stopping, or its owner ends the call: hang up and close the records."""
+
+    reason: str = "shutdown"
+    """The end reason (``ring-timeout``: a campaign gave up on a call still ringing)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -222,8 +222,8 @@ class CallSession(CallInputs):
             case Held(held):
                 self.quiet.sip_hold(held, self.clock.now())
                 self._rec.event("hold" if held else "resume", "")
-            case Shutdown():
-                self.end_reason = self.end_reason or "shutdown"
+            case Shutdown(reason):
+                self.end_reason = self.end_reason or reason
                 self._request_hangup()
             case JobDone():
                 self.jobs.done(msg)

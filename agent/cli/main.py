@@ -23,6 +23,7 @@ COMMANDS = (
     "agent.cli.cluster",
     "agent.cli.call",
     "agent.cli.dial",
+    "agent.cli.campaign",
     "agent.cli.report",
     "agent.cli.messages",
     "agent.cli.webhooks",

@@ -1,0 +1,1 @@
+"""Call campaigns (``callagent campaign``): a CSV's calls, paced, retried and resumable."""
