@@ -104,3 +104,15 @@ def test_without_amd_or_on_an_inbound_call_the_greeting_comes_at_once(direction,
     line.stop()
     assert "screening" not in [c.new for c in session.states]
     assert not events(calllog, "amd")
+
+
+def test_a_call_cancelled_while_it_rings_ends_with_the_owners_reason():
+    # A campaign gives up on a call ringing past its ring timeout: shutdown('ring-timeout').
+    session, _, calllog, hangups = dial("", amd=False)
+    session.start()
+    session.shutdown("ring-timeout")
+    assert wait_until(lambda: hangups, timeout=5)  # the hangup: a CANCEL on the wire
+    session.disconnected(by_local=True, code=487)
+    assert session.join(5)
+    assert (session.end_reason, session.codec) == ("ring-timeout", "")
+    assert calllog.of(CallEnded)[0].end_reason == "ring-timeout"

@@ -19,14 +19,11 @@ import argparse
 import dataclasses
 import hashlib
 import json
-import signal
 import sys
-import threading
 from pathlib import Path
 
 from agent import log
 from agent.cli import options as cliopts
-from agent.cli import runtime
 from dialplan import ConfigError
 
 FLAGS = {"concurrency": int, "calls_per_minute": float, "window": str, "timezone": str,
@@ -45,7 +42,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--name", default=None, help="the campaign's name (default: the CSV's stem)")
     for key, tp in FLAGS.items():
         flag = "--" + key.removesuffix("_s").replace("_", "-")
-        p.add_argument(flag, dest=key, type=tp, default=None,
+        p.add_argument(flag, dest=key, type=tp, default=None, metavar=tp.__name__.upper(),
                        help=f"overrides [campaigns].{key}")
     p.add_argument("--port", type=int, default=None,
                    help="local SIP port (default: [sip].port + 3, beside serve and dial)")
@@ -73,14 +70,11 @@ def options_of(args: argparse.Namespace, config):
 
 def start(args: argparse.Namespace) -> int:
     """Create or continue the campaign, dial until done (or a signal); returns the exit code."""
-    from agent.campaign.runner import CampaignRunner, row_profile
-    from agent.server import Server
-    from agent.turn.runner import StageCache
+    from agent.campaign.runner import CampaignRunner, row_profile, wall
+    from agent.cli.dial import outbound
     from db import campaigns as store
     from db.migrate import make_engine, upgrade
-    from db.writer import CallLogWriter
     from dialplan.campaign import CampaignError, placeholders, read_rows
-    from models.registry import ModelCache
 
     config = cliopts.load(args)
     if args.profile not in config.profiles:
@@ -102,22 +96,13 @@ def start(args: argparse.Namespace) -> int:
         raise ConfigError(str(e)) from None
     engine = make_engine(config.db.url)
     upgrade(engine)
-    from agent.campaign.runner import wall
     try:
         created = store.open_campaign(engine, name, str(path), hashlib.sha256(
             path.read_bytes()).hexdigest(), profile.name, rows, wall())
     except store.CampaignMismatch as e:
         raise ConfigError(str(e)) from None
     log.event("campaign-opened", campaign=name, rows=len(rows), created=created)
-    sip = dataclasses.replace(config.sip, port=args.port or config.sip.port + 3,
-                              rtp_port=args.rtp_port or config.sip.rtp_port + 300,
-                              registrar=dataclasses.replace(config.sip.registrar, uri=""))
-    config = dataclasses.replace(config, sip=sip, dialplan={})
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    writer = CallLogWriter(config.db, on_event=log.event, webhooks=config.webhooks)
-    server = Server(config, writer, stage_cache=StageCache(ModelCache(runtime.scheduler(config))))
+    server, writer, stop = outbound(config, args.port, args.rtp_port, slot=3)
     try:
         server.profiles.prepare(profile)
         server.sip.start()

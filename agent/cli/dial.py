@@ -20,7 +20,7 @@ import time
 from agent import log
 from agent.cli import options as cliopts
 from agent.cli import runtime
-from dialplan import ConfigError
+from dialplan import Config, ConfigError
 
 
 def add_parser(subparsers) -> None:
@@ -40,29 +40,43 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def outbound(config: Config, port: int | None, rtp_port: int | None, slot: int):
+    """A server that places calls on a SIP port of its own, beside a ``serve`` on the config's.
+
+    Its port is ``port`` or ``[sip].port + slot``, its RTP ports from ``rtp_port`` or
+    ``[sip].rtp_port + 100 * slot``; it registers nowhere and routes no extension. SIGINT and
+    SIGTERM set the returned event.
+
+    Returns:
+        (server, its call-log writer, the stop event); the caller stops and closes both.
+    """
     from agent.server import Server  # imports pjsua2: only when dialling
     from agent.turn.runner import StageCache
     from db.writer import CallLogWriter
     from models.registry import ModelCache
 
+    sip = dataclasses.replace(config.sip, port=port or config.sip.port + slot,
+                              rtp_port=rtp_port or config.sip.rtp_port + 100 * slot,
+                              registrar=dataclasses.replace(config.sip.registrar, uri=""))
+    config = dataclasses.replace(config, sip=sip, dialplan={})
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    # Its events wait in the outbox for the delivery of a `serve` or `cluster` on this call log.
+    writer = CallLogWriter(config.db, on_event=log.event, webhooks=config.webhooks)
+    server = Server(config, writer, stage_cache=StageCache(ModelCache(runtime.scheduler(config))))
+    return server, writer, stop
+
+
+def run(args: argparse.Namespace) -> int:
     config = cliopts.load(args)
     if args.profile not in config.profiles:
         raise ConfigError(f"--profile: unknown profile '{args.profile}' "
                           f"(defined: {', '.join(config.profiles)})")
     if not args.uri.startswith(("sip:", "sips:")):
         raise ConfigError(f"uri: {args.uri!r} is not a SIP URI (sip:user@host[:port])")
-    sip = dataclasses.replace(config.sip, port=args.port or config.sip.port + 2,
-                              rtp_port=args.rtp_port or config.sip.rtp_port + 200,
-                              registrar=dataclasses.replace(config.sip.registrar, uri=""))
-    config = dataclasses.replace(config, sip=sip, dialplan={})
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
     profile = config.profiles[args.profile]
-    # Its events wait in the outbox for the delivery of a `serve` or `cluster` on this call log.
-    writer = CallLogWriter(config.db, on_event=log.event, webhooks=config.webhooks)
-    server = Server(config, writer, stage_cache=StageCache(ModelCache(runtime.scheduler(config))))
+    server, writer, stop = outbound(config, args.port, args.rtp_port, slot=2)
     answered = False
     try:
         server.profiles.prepare(profile)
