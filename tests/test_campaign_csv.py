@@ -128,3 +128,21 @@ def test_campaigns_table_is_checked_like_the_rest():
         with pytest.raises(ConfigError) as e:
             parse_config({"campaigns": table})
         assert message in str(e.value), (table, str(e.value))
+
+
+def test_the_command_fails_before_any_model_or_call_naming_row_and_column(tmp_path, capsys):
+    from agent.cli.main import main
+
+    config = tmp_path / "config.toml"
+    config.write_text(f'[db]\nurl = "sqlite:///{tmp_path / "calls.db"}"\n'
+                      '[profiles.out]\ngreeting = "Hello {first_name}."\n')
+    csv = write(tmp_path, "number,name\nsip:a@h,Ann\n")
+    assert main(["campaign", str(csv), "--config", str(config), "--profile", "out"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "callagent: row 2: no column 'first_name' (the profiles.out.greeting uses "
+        "{first_name}; columns: name)")
+    assert not (tmp_path / "calls.db").exists()  # nothing was started
+    config.write_text(config.read_text().replace("{first_name}", "{name}")
+                      + 'system_prompt = "You call {name}."\n')
+    assert main(["campaign", str(csv), "--config", str(config), "--profile", "out"]) == 2
+    assert "system_prompt uses {name}" in capsys.readouterr().err
