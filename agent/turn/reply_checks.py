@@ -81,9 +81,8 @@ class Checked:
         self._use(runner)
         self._ask(self.result.transcript)
 
-
     def _look_again(self, sentence: str, objected: bool = False) -> bool:
-        """Ask once more, the facts the words match beside them, a reply that opens unsure.
+        """Ask once more, the facts the words match set before them: a reply that opens unsure.
 
         With every fact in its prompt, the 1.5B still says "I don't know" to some questions a
         fact answers, put in other words than the fact's ("Is there a fee if I miss an
@@ -101,15 +100,15 @@ class Checked:
         k, words = self.runner.knowledge, self.result.transcript
         if self._looked or self._rounds or k is None or not self.runner.facts_in_prefix:
             return False
-        if not objected and (k.unknown_words(words) or not (
-                unsure(sentence) or sentence.strip() == self.runner.profile.dont_know
-                or self._repeats(sentence))):
+        why = ("refused" if objected else "repeats" if self._repeats(sentence) else "unsure"
+               if unsure(sentence) or sentence.strip() == self.runner.profile.dont_know else "")
+        if not why or (not objected and k.unknown_words(words)):
             return False
         found = k.relevant(words)
         if not found:
             return False
         self._looked = True
-        self.result.unfounded = f"{sentence} (unsure: asked again with {len(found)} facts)"
+        self.result.unfounded = f"{sentence} ({why}: asked again with {len(found)} facts)"
         self._close_stream()
         self._first_llm = None  # the turn's LLM metrics are the answer's
         self._ask(LOOK.format(words=words, facts="\n".join(f.text for f in found)))
