@@ -78,6 +78,9 @@ class FakeServer:
     def __init__(self, clock: Clock, invites: Counter, max_calls: int = 4,
                  kill_after: int | None = None, kill_in: str = ""):
         self.config = SimpleNamespace(sip=SimpleNamespace(max_calls=max_calls))
+        self.spoken: list[str] = []  # phrases synthesised ahead (a list: thread-safe appends)
+        speaker = SimpleNamespace(speak=self.spoken.append)
+        self.profiles = SimpleNamespace(runner=lambda profile: speaker)
         self.clock, self.invites, self.sessions = clock, invites, []
         self.kill_after, self.kill_in = kill_after, kill_in
         self.peak = 0
@@ -145,6 +148,7 @@ def test_outcomes_concurrency_ring_timeout_and_retries(engine):
                              "sip:voicemail-3@h": 1, "sip:declined-4@h": 1, "sip:answer-5@h": 1}
     assert server.peak == 2
     assert server.sessions[0].greeting == "Hello N0."  # the row's variables, per call
+    assert server.spoken[:2] == ["Hello N0.", "Hello N1."]  # synthesised before the dial
     (st,) = store.campaign_status(engine, "c1")
     assert (st.rows, st.pending, st.dialing, st.attempts) == (6, 0, 0, 8)
     assert dict(st.outcomes) == {"answered": 2, "busy": 1, "no-answer": 1, "voicemail": 1,
