@@ -79,7 +79,8 @@ class FakeServer:
                  kill_after: int | None = None, kill_in: str = ""):
         self.config = SimpleNamespace(sip=SimpleNamespace(max_calls=max_calls))
         self.spoken: list[str] = []  # phrases synthesised ahead (a list: thread-safe appends)
-        speaker = SimpleNamespace(speak=self.spoken.append)
+        self.forgotten: list[str] = []
+        speaker = SimpleNamespace(speak=self.spoken.append, forget=self.forgotten.append)
         self.profiles = SimpleNamespace(runner=lambda profile: speaker)
         self.clock, self.invites, self.sessions = clock, invites, []
         self.kill_after, self.kill_in = kill_after, kill_in
@@ -149,6 +150,9 @@ def test_outcomes_concurrency_ring_timeout_and_retries(engine):
     assert server.peak == 2
     assert server.sessions[0].greeting == "Hello N0."  # the row's variables, per call
     assert server.spoken[:2] == ["Hello N0.", "Hello N1."]  # synthesised before the dial
+    # Each row's own greeting leaves the cache after each call (N1 and N2 were retried).
+    assert sorted(t for t in server.forgotten if t) == sorted(
+        [f"Hello N{i}." for i in range(6)] + ["Hello N1.", "Hello N2."])
     (st,) = store.campaign_status(engine, "c1")
     assert (st.rows, st.pending, st.dialing, st.attempts) == (6, 0, 0, 8)
     assert dict(st.outcomes) == {"answered": 2, "busy": 1, "no-answer": 1, "voicemail": 1,
@@ -304,3 +308,18 @@ def test_open_calls_are_other_processes_not_a_killed_run_of_this_campaign(engine
     since = clock.wall() - timedelta(seconds=660)
     assert store.open_calls(engine, since, "c1") == {"in-now"}
     assert store.open_calls(engine, since, "other") == {"in-now", "c-own"}
+
+
+def test_a_forgotten_phrase_leaves_the_cache_and_the_profiles_own_stay():
+    from fakes import fake_stages
+
+    from agent.turn.runner import TurnRunner
+
+    profile = parse_config({"profiles": {"out": {"greeting": "Hello {name}."}}}).profiles["out"]
+    phrases = TurnRunner(fake_stages(), profile)
+    phrases.prepare_phrases()
+    own = phrases.speak("Hello Ann.")
+    phrases.forget("Hello Ann.")
+    phrases.forget(profile.goodbye)
+    assert "Hello Ann." not in phrases._phrases and profile.goodbye in phrases._phrases
+    assert phrases.speak("Hello Ann.") is not own  # synthesised again when asked again

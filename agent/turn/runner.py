@@ -167,6 +167,14 @@ class TurnRunner:
             self._phrases[text] = float_to_pcm16(rs.process(speech.audio, last=True))
         return self._phrases[text]
 
+    def forget(self, text: str) -> None:
+        """Drop a phrase said for one call only (a campaign row's greeting with its name in it).
+
+        Otherwise it stays for the process's life; the profile's own phrases stay.
+        """
+        if text not in fixed_phrases(self.profile):
+            self._phrases.pop(text, None)
+
     def prompt(self, history: list[Message], words: str,
                after: list[Message] | tuple = (), tools: bool = True) -> list[Message]:
         """What the LLM is asked: the persona, its facts and tools, the call so far, the words.
