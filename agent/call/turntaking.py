@@ -94,12 +94,9 @@ class TurnTaking:
             # The caller resumed before hearing a reply: one turn, answer it after the rest.
             self._hold_for_merge(turn, start_at)
         self._speech_start_at = start_at
-        if state == "listening" and self.audio.prefill_every_s and self.held is None \
-                and not self.in_flight:
-            # The last reply's end and the opening of the caller's message into the cache
-            # while they speak: a follow-up too short for a words-so-far prefill ("And on
-            # Saturday?") then reads only its words (bench call --turns).
-            self.worker.prefill(None, self.call_id)
+        if state == "listening" and self.audio.prefill_every_s and not (
+                self.held or self.in_flight):  # the history, for a short follow-up's sake
+            self.worker.prefill(None, self.call_id)  # (bench call --turns; see TurnWorker)
         return False
 
     def resumed_over_reply(self, start_at: float, grace_s: float = 0.0) -> bool:
