@@ -88,8 +88,9 @@ class TurnWorker:
         at a time: while one still works, the next call's
         :class:`SpeechSoFar` (with more words) is skipped rather than queued.
         """
-        if self._prefill is not None and not self._prefill.done():
-            return
+        if (audio is None and not self.history) or (
+                self._prefill is not None and not self._prefill.done()):
+            return  # (no history: the primed prefix holds all before the first words)
         self.call_id = call_id
         cancel = self._prefill_cancel = threading.Event()
         self._prefill = self.jobs.submit(
