@@ -162,7 +162,11 @@ def test_goodbye_is_said_then_the_agent_hangs_up(agent, tmp_path):
     assert res.returncode == 0, res.stdout[-1500:] + res.stderr[-1500:]  # the agent's BYE came
     call_id = last_call(agent)
     assert ended(agent, call_id) == "agent"
-    assert [t[:3] for t in tools_of(agent, call_id)] == [("end_call", "llm", "ok")]
+    # The model may first write an empty tool block for a goodbye (recorded as malformed:
+    # asked again without the tools, it says goodbye in words); the call then ends by end_call.
+    tools = [t[:3] for t in tools_of(agent, call_id)]
+    assert tools[-1] == ("end_call", "llm", "ok")
+    assert all(t == ("?", "llm", "malformed") for t in tools[:-1]), tools
     reply = agent.query("SELECT reply_text FROM turns WHERE call_id = ?", call_id)[-1][0]
     assert reply, "the agent said nothing before hanging up"
     # The recording: the caller left, the agent right, as far apart as on the wire.
