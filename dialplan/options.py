@@ -185,7 +185,7 @@ class LLMOptions:
     """Sampling seed, so replies are reproducible."""
     strict_numbers: bool = True
     """With a knowledge file: a number is not said, even one a fact holds, of something the
-    caller named and no fact mentions ("The coffee shop next door opens at 10 am."). The
+    caller named and no fact mentions (a fact's opening time said of a shop next door). The
     models lend the facts' numbers to what they do not know (bench answers); false lets a
     model that echoes the caller's own words for a fact's ("on weekdays") say them."""
     contexts: int = 4

@@ -17,8 +17,8 @@ BAND_HZ = (300.0, 2100.0)
 """Where the peak may lie: answering-machine beeps are ~400-2000 Hz (1 kHz is most common)."""
 MIN_RATIO = 0.9
 """Share of a frame's energy within ``LOBE_HZ`` of its peak for the frame to be tonal: a sine
-through the μ-law line keeps > 0.99; espeak-ng vowels ("ooooo", a greeting) peaked at 0.83 in
-one frame, 0.73 at their 90th percentile (tests/test_amd_tone.py)."""
+through the μ-law line stays near all of it, sung or held vowels well below
+(tests/test_amd_tone.py holds both sides of the line)."""
 LOBE_HZ = 120.0
 """Half-width of the band counted as the peak: a Hann window's main lobe on 20 ms is ±100 Hz."""
 MAX_DRIFT_HZ = 30.0

@@ -48,8 +48,8 @@ POLL_S = 0.1
 STOP_WAIT_S = 10.0
 PREFETCH_ROWS = 2
 """Rows ahead whose greeting and voicemail message are synthesised before their turn: done
-in the loop, a row's took 5-6 s (Kokoro, two sentences, beside calls) and held up every
-call's reaping and ring timeout (tests/test_sip_campaign.py's first run)."""
+in the loop, a row's phrases took seconds of TTS and held up every call's reaping and ring
+timeout (tests/test_sip_campaign.py)."""
 """The longest the loop waits for a SIP event before looking at its calls and clock again."""
 
 
@@ -214,8 +214,8 @@ class CampaignRunner:
     def _forget(self, row: store.DueRow) -> None:
         """Drop the ended attempt's own phrases from the cache, unless another row says them.
 
-        About 130 KB a row (3 s greeting, 5 s message at 8 kHz): 10,000 rows would keep 1.3 GB.
-        A retry synthesises them again.
+        Each row's greeting and message are seconds of audio: kept, a long campaign's would grow
+        without bound. A retry synthesises them again.
         """
         others = [a.row for a in self.active.values()] + [r for r, _ in self._phrases.values()]
         keep = {text for other in others for text in self._texts(other)}

@@ -108,8 +108,9 @@ august september october november december i i'm i'll i'd i've ok okay mr mrs ms
 """Capitalised words any reply may hold: days, months, "I"."""
 NEAR = 0.65
 """A caller's word whose WordLlama vector is this close to a word of the facts is that word in
-another form ("lose" for "lost", "weekdays" for "week"): the facts know it. Far below it:
-"bookmobile" beside "book" (0.63), "passport" beside "processing"."""
+another form ("lose" for "lost", "weekdays" for "week"): the facts know it. A longer word
+that only begins with a fact's, or one that merely shares its letters, stays below it
+(tests/test_knowledge_vectors.py)."""
 
 
 _UNSURE = re.compile(r"\b(?:don't|do not|doesn't|does not) know\b|\bnot sure\b", re.I)

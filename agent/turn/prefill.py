@@ -38,7 +38,7 @@ def prefill_words(runner: TurnRunner, audio: np.ndarray | None, history: list[Me
     if not stages.llm.can_prefill or not may(False):
         return 0
     if audio is None:
-        return stages.llm.prefill(runner.prompt(history, ""), cancel) if history else 0
+        return stages.llm.prefill(runner.prompt(history, ""), cancel)
     words = stages.asr.transcribe_in_steps(audio).text.split()[:-1]
     if not words or cancel.is_set() or not may(True):
         return 0

@@ -85,16 +85,16 @@ class Checked:
         """Ask once more, the facts the words match set before them: a reply that opens unsure.
 
         With every fact in its prompt, the 1.5B still says "I don't know" to some questions a
-        fact answers, put in other words than the fact's ("Is there a fee if I miss an
-        appointment?"; bench answers). Set before the question, the same facts are read. Only
+        fact answers, put in other words than the fact's (bench answers). Set before the
+        question, the same facts are read. Only
         before anything was said, once, and where the caller named nothing the facts do not
         know (:meth:`~agent.turn.knowledge.Knowledge.unknown_words`): a question about
         something else is rightly not known, and its neighbours' facts would only mislead.
         So is a reply that opens with the last one's words, to a new question: the small
-        models copy their previous answer ("And how early should I come?" after the referral
-        one). And a first sentence the checks refused (``objected``), whatever the caller
-        named: "No, there is no fee if you miss an appointment." where a fact says what a
-        missed one costs. What the second answer says is checked as the first was. It costs
+        models copy their previous answer to a follow-up. And a first sentence the checks
+        refused (``objected``), whatever the caller named: a "there is no fee" where a fact
+        states the price in its own words. What the second answer says is checked as the
+        first was. It costs
         the caller the second prefill (the facts' tokens), on these turns alone.
         """
         k, words = self.runner.knowledge, self.result.transcript
