@@ -25,9 +25,10 @@ package of their own."""
 WORDS: dict[str, tuple[str, ...]] = {
     # "book" alone is every business's verb ("book an appointment"); the noun's plural is not.
     "library": ("library", "libraries", "librarian", "books", "borrow", "renewal", "renew",
-                "story time", "study room", "book club", "late fee", "elm street", "dvd"),
+                "story time", "study room", "book club", "late fee", "elm street", "dvd",
+                "bookmobile", "library card"),
     "dental": ("dental", "dentist", "tooth", "teeth", "hygienist", "filling", "implant",
-               "whitening", "crown", "x-ray"),
+               "whitening", "crown", "x-ray", "referral", "check-up"),
     "bikes": ("bicycle", "bike", "bikes", "cycling", "puncture", "tyre", "tire", "inner tube",
               "helmet", "saddle"),
 }

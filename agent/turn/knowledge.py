@@ -97,7 +97,7 @@ _CLAIM = re.compile(
     r"|(?P<free>[^.!?;:,]*)\b(?:is|are) free\b", re.I)
 """What a reply claims the business does (or does not), has, lets a caller book, or gives
 for nothing: "We don't have a 3D printer", "we deliver to your home", "there is no café",
-"passport photos are free". The verb is any word: "we deliver" claims as much as "we offer"."""
+"gift wrapping is free". The verb is any word: "we deliver" claims as much as "we offer"."""
 
 _NAME = re.compile(r"(?<=[a-z,;] )[A-Z][A-Za-z'’-]+|\S+@\S+\.[a-z]{2,}|\bwww\.\S+|"
                    r"\b[a-z0-9-]+\.(?:com|org|net|edu|gov)\b")
