@@ -86,12 +86,23 @@ class Call(Base):
                                            server_default="inbound")
     recording_path: Mapped[str | None] = mapped_column(String(1024))
     recording_s: Mapped[float | None] = mapped_column(Double)
+    # Revision 0009: the post-call summary and extraction (a background job after the hang-up).
+    # ``summary_state`` None: none asked; ``pending`` (kept across a restart), ``done`` or
+    # ``failed`` (why in ``summary_detail``). ``extracted`` is a JSON object as text.
+    summary_state: Mapped[str | None] = mapped_column(String(16))
+    summary: Mapped[str | None] = mapped_column(Text)
+    extracted: Mapped[str | None] = mapped_column(Text)
+    summary_detail: Mapped[str | None] = mapped_column(Text)
+    summary_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    summary_s: Mapped[float | None] = mapped_column(Double)
+    summary_attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
     turn_rows: Mapped[list[Turn]] = relationship(
         back_populates="call", order_by="Turn.index", passive_deletes=True
     )
 
-    __table_args__ = (Index("ix_calls_started_at", "started_at"),)
+    __table_args__ = (Index("ix_calls_started_at", "started_at"),
+                      Index("ix_calls_summary_state", "summary_state"))
 
 
 class Turn(Base):
