@@ -17,6 +17,7 @@ from agent.bench.answers_run import GROUPS, ModelRun, Persona, Turn, measure, pl
 from agent.bench.conversations import (
     ACTION,
     FACT,
+    FRESH,
     HELDOUT,
     TUNED,
     UNKNOWN,
@@ -127,6 +128,23 @@ def test_personas_are_found_by_folder_and_checked_against_their_profile(tmp_path
         (FIXTURES / "library.calls.toml").read_text().replace('"default"', '"nope"'))
     with pytest.raises(ConversationsError, match=r"library\.calls\.toml: profile: unknown 'nope'"):
         personas_for(config, ["library"], [TUNED], [tmp_path])
+
+
+@pytest.mark.unit
+def test_the_shipped_personas_have_three_splits_their_profiles_can_serve():
+    from dialplan import load_config
+
+    config = load_config(ROOT / "config.toml")
+    personas = personas_for(config, ["library", "dental", "bikes"], [TUNED, HELDOUT, FRESH])
+    for p in personas:
+        counts = {s: len(c.calls) for s, c in p.splits.items()}
+        assert all(n >= 14 for n in counts.values()), (p.name, counts)
+        fresh = [t for c in p.splits[FRESH].calls for t in c.turns]
+        assert {t.kind for t in fresh} == {FACT, UNKNOWN, ACTION}
+        assert sum(t.follow_up for t in fresh) >= 4, p.name
+        # No question of the fresh split repeats one of the others word for word.
+        seen = {t.say for s in (TUNED, HELDOUT) for c in p.splits[s].calls for t in c.turns}
+        assert not seen & {t.say for t in fresh}, p.name
 
 
 # ---- the judge ----------------------------------------------------------------------------

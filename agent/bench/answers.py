@@ -21,6 +21,7 @@ from rich.console import Console
 
 from agent.bench.answers_run import DEFAULT_GROUPS, GROUPS, Persona, measure
 from agent.bench.conversations import (
+    FRESH,
     HELDOUT,
     SPLITS,
     TUNED,
@@ -48,8 +49,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "default: every persona with a tuned question file)")
     p.add_argument("--profile", metavar="NAME",
                    help="instead of --persona: the persona whose question files name NAME")
-    p.add_argument("--split", choices=(TUNED, HELDOUT, "both"), default="both",
-                   help="the tuned calls, the held-out ones, or both")
+    p.add_argument("--split", choices=(TUNED, HELDOUT, FRESH, "both", "all"), default="all",
+                   help="the tuned calls, a held-out split (heldout, fresh), tuned and heldout "
+                        "(both), or all three")
     p.add_argument("--questions", metavar="DIR", type=Path,
                    help="the folder of <persona>.calls.toml and .heldout.toml (default: the "
                         "folders of the profiles' knowledge files)")
@@ -166,7 +168,8 @@ def run(args: argparse.Namespace, config: Config) -> int:
 
     err = Console(stderr=True)
     groups = [g.strip() for g in args.groups.split(",") if g.strip()]
-    splits = [TUNED, HELDOUT] if args.split == "both" else [args.split]
+    splits = {"both": [TUNED, HELDOUT], "all": [TUNED, HELDOUT, FRESH]}.get(args.split,
+                                                                          [args.split])
     try:
         unknown = [g for g in groups if g not in GROUPS]
         if unknown or not groups:

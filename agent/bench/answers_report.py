@@ -13,12 +13,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from agent.bench.conversations import ACTION, FACT, HELDOUT, UNKNOWN
+from agent.bench.conversations import ACTION, FACT, FRESH, HELDOUT, HIDDEN, UNKNOWN
 from agent.bench.header import markdown_header, markdown_table
 from agent.bench.wer.stats import bootstrap_ci, corpus_wer
 
 Z95 = 1.96
-SPLIT_NAMES = {"tuned": "tuned", HELDOUT: "held-out"}
+SPLIT_NAMES = {"tuned": "tuned", HELDOUT: "held-out", FRESH: "held-out 2"}
 
 
 def wilson(k: int, n: int) -> tuple[float, float]:
@@ -141,7 +141,7 @@ def details(runs, show_heldout: bool = False) -> list[str]:
         wrong = [t for t in r.turns if not t.right]
         faulty = [t for t in r.turns if t.right and (t.spliced or t.leaked)]
         title = f"{r.persona}, {SPLIT_NAMES[r.split]}, {r.rung}"
-        if r.split == HELDOUT and not show_heldout:
+        if r.split in HIDDEN and not show_heldout:
             parts.append(f"**{title}**: {len(wrong)} of {len(r.turns)} turns wrong, "
                          f"{len(faulty)} right with a fault (texts hidden: --show-heldout)")
             continue

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from agent.bench.clips import kept_clip
-from agent.bench.conversations import HELDOUT, Call, Conversations
+from agent.bench.conversations import HIDDEN, Call, Conversations
 from agent.bench.judge import Leaks, judge, spliced
 from agent.bench.samples import spoken
 from agent.bench.scoring import known_numbers, normalize, wer
@@ -150,6 +150,7 @@ def say(voice: str, text: str, cache: StageCache, clips: Path | None) -> tuple[n
     if engine == "espeak":
         return spoken(text, voice=name, wpm=165)
     opts = (TTSOptions(backend="hibari") if engine == "hibari"
+            else TTSOptions(backend="piper", model=name) if engine == "piper"
             else TTSOptions(backend="kokoro-onnx", voice=name))
 
     def make() -> tuple[np.ndarray, int]:
@@ -228,7 +229,7 @@ def measure(persona: Persona, groups: Sequence[str], cache: StageCache, clips: P
             a, rate = say(voice, text, cache, clips)
             audio[voice, text] = apply(CONDITIONS[REFERENCE], a, rate,
                                        seed_for("bench answers", voice + text))
-            shown = f": {text}" if split != HELDOUT or show_heldout else ""
+            shown = f": {text}" if split not in HIDDEN or show_heldout else ""
             progress(f"{persona.name} {split}: said {i + 1}/{len(todo)} ({voice}){shown}")
     heard: dict = {}  # (ASR options, voice, text) -> (transcript, seconds)
     runs, own = [], None  # own: the profile's runner, which an under-load one escalates to
@@ -252,7 +253,7 @@ def measure(persona: Persona, groups: Sequence[str], cache: StageCache, clips: P
         for split, rows in planned.items():
             run = ModelRun(persona.name, split, OWN if runner is own else UNDER, profile.name,
                            llm_label(profile.llm.model), profile.asr.model)
-            show = split != HELDOUT or show_heldout
+            show = split not in HIDDEN or show_heldout
             for n, (call, voice, group) in enumerate(rows):
                 turns = make_call(call, voice, group, runner, None if runner is own else own,
                                   audio, heard, persona.name, split, show)

@@ -38,8 +38,13 @@ KINDS = (FACT, UNKNOWN, ACTION)
 
 TUNED = "tuned"
 HELDOUT = "heldout"
-SPLITS = {TUNED: "calls", HELDOUT: "heldout"}
-"""A split and the middle of its file's name (``<persona>.calls.toml``, ``.heldout.toml``)."""
+FRESH = "fresh"
+SPLITS = {TUNED: "calls", HELDOUT: "heldout", FRESH: "fresh"}
+"""A split and the middle of its file's name (``<persona>.calls.toml``, ``.heldout.toml``,
+``.fresh.toml``). ``fresh`` is a second held-out split, written once the first had been read
+for a decision: a held-out split stays unseen only until its failures are looked at."""
+HIDDEN = (HELDOUT, FRESH)
+"""The splits whose questions and replies are not printed while tuning."""
 
 ACTIONS = ("end_call", "take_message")
 """The actions a turn may expect besides ``transfer:<entry>``."""
