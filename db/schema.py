@@ -207,6 +207,8 @@ class CallerMessage(Base):
     text: Mapped[str] = mapped_column(Text, default="")
     audio_path: Mapped[str | None] = mapped_column(String(1024))
     duration_s: Mapped[float | None] = mapped_column(Double)
+    # Revision 0010: when an operator marked it handled in the console (None: not yet).
+    handled_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
     __table_args__ = (Index("ix_messages_call_id", "call_id"),)
 

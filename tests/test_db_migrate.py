@@ -40,12 +40,12 @@ pytestmark = pytest.mark.unit
 def test_upgrade_empty_sqlite_to_head(sqlite_url, tmp_path, monkeypatch):
     # No alembic.ini anywhere near: the config is built in code.
     monkeypatch.chdir(tmp_path)
-    assert upgrade(sqlite_url) == head_revision() == "0009"
+    assert upgrade(sqlite_url) == head_revision() == "0010"
     engine = make_engine(sqlite_url)
     try:
         assert {"calls", "turns", "events", "alembic_version"} <= set(
             inspect(engine).get_table_names())
-        assert current_revision(engine) == "0009"
+        assert current_revision(engine) == "0010"
         with engine.connect() as conn:
             assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
             assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 5000
@@ -58,7 +58,7 @@ def test_upgrade_empty_sqlite_to_head(sqlite_url, tmp_path, monkeypatch):
     finally:
         engine.dispose()
     # A second upgrade is a no-op.
-    assert upgrade(sqlite_url) == "0009"
+    assert upgrade(sqlite_url) == "0010"
 
 
 def test_db_upgrade_command(sqlite_url):
@@ -131,7 +131,7 @@ def test_upgrade_0003_existing_turns_read_as_answered(sqlite_url):
     engine = make_engine(sqlite_url)
     try:
         insert_s_turn(engine)
-        assert upgrade(engine) == "0009"
+        assert upgrade(engine) == "0010"
         check_turn_answered(engine)
         with engine.connect() as conn:
             ctx = MigrationContext.configure(conn, opts={"compare_type": True})
