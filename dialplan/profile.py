@@ -7,6 +7,7 @@ them: each field's docstring is the config reference.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -137,6 +138,17 @@ class Profile:
     """Left on an answering machine (``amd``)."""
     amd_max_s: float = 4.0
     """``amd``: the longest the decision may take from the answer; undecided then = a person."""
+    summary: bool = False
+    """After the hang-up, a background job asks the LLM for a two-sentence summary of the
+    call, stored with it (``report --call``, the console) and carried by ``call.ended``."""
+    extract: dict[str, str] = field(default_factory=dict)
+    """Fields the same job reads out of the call: name -> what it means, e.g.
+    ``{ caller_name = "the caller's name", callback_number = "..." }``. Each comes back as a
+    string, or null when the call did not say it (JSON the LLM's grammar constrains)."""
+    summary_wait_s: float = 300.0
+    """How long ``call.ended`` waits for the summary and fields (they are postponed while calls
+    are up under load); past it the event goes without them, and they reach the call log
+    alone. 0 = never wait."""
     audio: AudioOptions = field(default_factory=AudioOptions)
     asr: ASROptions = field(default_factory=ASROptions)
     llm: LLMOptions = field(default_factory=LLMOptions)
@@ -146,3 +158,29 @@ class Profile:
     def __post_init__(self) -> None:
         if not 1.0 <= self.amd_max_s <= 30.0:
             raise ValueError(f"amd_max_s = {self.amd_max_s}: must be 1 to 30 seconds")
+        if not 0.0 <= self.summary_wait_s <= 86400.0:
+            raise ValueError(f"summary_wait_s = {self.summary_wait_s}: must be 0 to 86400 s")
+        check_extract(self.extract)
+
+
+EXTRACT_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
+EXTRACT_MAX_FIELDS = 12
+EXTRACT_MAX_MEANING = 200
+"""Characters of a field's meaning: it goes into the job's prompt, read by a small model."""
+
+
+def check_extract(extract: dict[str, str]) -> None:
+    """Raise ValueError naming the ``extract`` key that is not a field name and its meaning."""
+    if len(extract) > EXTRACT_MAX_FIELDS:
+        raise ValueError(f"extract: {len(extract)} fields, at most {EXTRACT_MAX_FIELDS}")
+    for name, meaning in extract.items():
+        if not EXTRACT_NAME.fullmatch(name):
+            raise ValueError(f"extract.{name}: a field name is lower-case letters, digits and _ "
+                             "(starting with a letter, at most 40)")
+        if name == "summary":
+            raise ValueError("extract.summary: the summary's own name (set summary = true)")
+        if not isinstance(meaning, str) or not meaning.strip():
+            raise ValueError(f"extract.{name}: say what the field means (a non-empty string)")
+        if len(meaning) > EXTRACT_MAX_MEANING:
+            raise ValueError(f"extract.{name}: {len(meaning)} characters, at most "
+                             f"{EXTRACT_MAX_MEANING}")
