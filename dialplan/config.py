@@ -7,7 +7,7 @@ never mid-call.
 Profiles are merged here, so each :class:`~dialplan.profile.Profile` is complete and validated
 on its own. What the file leaves to the environment (an OpenAI-compatible server's key,
 :data:`API_KEY_ENV`; ``sip.auth``'s passwords, :func:`sip_passwords`; the webhooks' secrets,
-:func:`webhook_secrets`) is read here too, the one place outside the CLI that reads it.
+:func:`webhook_secrets`; the console's token, :func:`console_token`) is read here too, the one place outside the CLI that reads it.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from dialplan.campaign import CampaignOptions
+from dialplan.console import ConsoleOptions
 from dialplan.knowledge import KnowledgeError, load_facts
 from dialplan.options import (
     ASROptions,
@@ -82,6 +83,8 @@ class Config:
     """Receivers of the call log's events (``[[webhooks]]``); none = no events queued."""
     campaigns: CampaignOptions = field(default_factory=CampaignOptions)
     """``[campaigns]``: the defaults of ``callagent campaign`` (its flags override them)."""
+    console: ConsoleOptions = field(default_factory=ConsoleOptions)
+    """``[console]``: the web console of ``serve`` and ``cluster``."""
     source: str = "<defaults>"
     """Where the config came from (for messages)."""
 
@@ -112,7 +115,7 @@ def parse_config(data: dict[str, Any], source: str = "<dict>",
                  env: Mapping[str, str] | None = None) -> Config:
     """Validate an already-loaded TOML mapping (see :func:`load_config`)."""
     allowed = {"sip", "db", "scheduler", "profiles", "dialplan", "tools", "webhooks",
-               "campaigns", *STAGE_SECTIONS, *PROFILE_TEXT_KEYS}
+               "campaigns", "console", *STAGE_SECTIONS, *PROFILE_TEXT_KEYS}
     for key in data:
         if key not in allowed:
             raise ConfigError(f"unknown key '{key}' (allowed: {', '.join(sorted(allowed))})")
@@ -120,6 +123,7 @@ def parse_config(data: dict[str, Any], source: str = "<dict>",
     db = build(DBOptions, data.get("db", {}), "db")
     scheduler = build(SchedulerOptions, data.get("scheduler", {}), "scheduler")
     campaigns = build(CampaignOptions, data.get("campaigns", {}), "campaigns")
+    console = build(ConsoleOptions, data.get("console", {}), "console")
     webhooks = _webhooks(data.get("webhooks", []))
     raw_tools = data.get("tools", {})
     _expect_table(raw_tools, "tools")
@@ -164,7 +168,8 @@ def parse_config(data: dict[str, Any], source: str = "<dict>",
                 f"dialplan.{ext}: unknown profile '{prof}' (defined: {', '.join(profiles)})"
             )
     return Config(sip=sip, db=db, scheduler=scheduler, profiles=profiles, tools=tools,
-                  dialplan=dict(plan), webhooks=webhooks, campaigns=campaigns, source=source)
+                  dialplan=dict(plan), webhooks=webhooks, campaigns=campaigns, console=console,
+                  source=source)
 
 
 def _webhooks(raw: Any) -> tuple[WebhookOptions, ...]:
@@ -268,6 +273,23 @@ def webhook_secrets(hooks: tuple[WebhookOptions, ...],
     try:
         return {h.url: read_secret(h.secret, f"webhooks[{i}].secret", env)
                 for i, h in enumerate(hooks)}
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
+def console_token(options: ConsoleOptions, env: Mapping[str, str] | None = None) -> str:
+    """The console's bearer token, read from where ``console.token`` says it is ("": none).
+
+    Called by the process that serves the console (``serve``, ``cluster``), like
+    :func:`sip_passwords`.
+
+    Raises:
+        ConfigError: the variable unset or empty, the file unreadable or empty; names the key.
+    """
+    if not options.token:
+        return ""
+    try:
+        return read_secret(options.token, "console.token", os.environ if env is None else env)
     except ValueError as e:
         raise ConfigError(str(e)) from None
 
