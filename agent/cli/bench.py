@@ -1,4 +1,9 @@
-"""``callagent bench NAME``: benchmarks that print numbers and ratios (one module each)."""
+"""``callagent bench NAME``: benchmarks that print numbers and ratios (one module each).
+
+Only the bench named on the command line is imported: a bench brings its own dependencies
+(jiwer, G.722, sipp harnesses) that no other command needs, and every start of ``serve`` or
+``call`` would pay for importing all of them.
+"""
 
 from __future__ import annotations
 
@@ -28,16 +33,34 @@ BENCHES = {
 }
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+TAKES_ARGV = True
+"""``add_parser`` is given the command line (:func:`agent.cli.main.build_parser`)."""
+
+
+def add_parser(sub: argparse._SubParsersAction, argv: list[str] | None = None) -> None:
     p = sub.add_parser("bench", help="benchmarks (numbers, not pass/fail)")
     bsub = p.add_subparsers(dest="bench", required=True)
+    wanted = _named(argv)
     for name, (module, help_text) in BENCHES.items():
         bp = bsub.add_parser(name, help=help_text)
+        if wanted is not None and name != wanted:
+            continue  # not run: its options are not needed to parse this command line
         mod = importlib.import_module(module)
         mod.add_arguments(bp)
         if getattr(mod, "USES_CONFIG", False):
             cliopts.add_common(bp, db=False)
         bp.set_defaults(func=_entry(mod))
+
+
+def _named(argv: list[str] | None) -> str | None:
+    """The bench ``argv`` runs ("" for none: ``bench --help``); None: unknown, import all."""
+    if argv is None:
+        return None
+    words = [a for a in argv if not a.startswith("-")]
+    if "bench" not in words:
+        return ""
+    after = words[words.index("bench") + 1:]
+    return after[0] if after else ""
 
 
 def _entry(mod):

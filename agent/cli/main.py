@@ -32,19 +32,24 @@ COMMANDS = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The whole command line; ``argv`` lets a command import only what it will run (bench)."""
     parser = argparse.ArgumentParser(prog="callagent", description=__doc__.splitlines()[0])
     parser.add_argument("--log-level", default=os.environ.get("CALLAGENT_LOG", "INFO"))
     sub = parser.add_subparsers(dest="command", required=True)
     for name in COMMANDS:
-        importlib.import_module(name).add_parser(sub)
+        module = importlib.import_module(name)
+        if getattr(module, "TAKES_ARGV", False):
+            module.add_parser(sub, sys.argv[1:] if argv is None else argv)
+        else:
+            module.add_parser(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``callagent`` console script."""
     runtime.prepare()  # before build_parser imports the commands (and they their backends)
-    args = build_parser().parse_args(argv)
+    args = build_parser(argv).parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # serve re-runs it as its worker
     log.setup(args.log_level)  # before a command makes the scheduler: it traces at DEBUG
     try:
