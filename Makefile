@@ -40,7 +40,7 @@ $(VENV)/.deps: $(VENV)/.apt pyproject.toml
 	    llama-cpp-python==$(LLAMA_VERSION) -w $(WHEELHOUSE).tmp && mkdir -p $(WHEELHOUSE) \
 	    && mv $(WHEELHOUSE).tmp/llama_cpp_python-*.whl $(WHEELHOUSE)/; }
 	$(PIP) install -q $(WHEELHOUSE)/llama_cpp_python-$(LLAMA_VERSION)-*.whl
-	$(PIP) install -q -e ".[test,postgres]"
+	$(PIP) install -q -e ".[test,bench,postgres]"
 	touch $@
 
 $(VENV)/.models: $(VENV)/.deps models/catalog.py models/tts/kokoro_voices.py

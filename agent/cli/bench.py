@@ -45,11 +45,25 @@ def add_parser(sub: argparse._SubParsersAction, argv: list[str] | None = None) -
         bp = bsub.add_parser(name, help=help_text)
         if wanted is not None and name != wanted:
             continue  # not run: its options are not needed to parse this command line
-        mod = importlib.import_module(module)
+        mod = _load(name, module)
         mod.add_arguments(bp)
         if getattr(mod, "USES_CONFIG", False):
             cliopts.add_common(bp, db=False)
         bp.set_defaults(func=_entry(mod))
+
+
+BENCH_EXTRA = ("jiwer", "G722")
+"""What ``pip install callagent[bench]`` adds: only the benches import it."""
+
+
+def _load(name: str, module: str):
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        if e.name in BENCH_EXTRA:
+            raise SystemExit(f"callagent bench {name}: needs {e.name}, of the bench extra: "
+                             f"pip install 'callagent[bench]' (make test installs it)") from e
+        raise
 
 
 def _named(argv: list[str] | None) -> str | None:
