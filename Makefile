@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
-APT_PACKAGES := sip-tester tshark espeak-ng sox libsndfile1 postgresql chromium kamailio
+APT_PACKAGES := sip-tester tshark espeak-ng sox libsndfile1 postgresql chromium chromium-driver kamailio
 # llama.cpp is built from source once into a wheelhouse that survives fresh venvs and clones.
 # -march=native is avoided on purpose: on this CPU its AMX int8 kernels segfault in
 # ggml_backend_amx_mul_mat, and a native wheel would not be portable anyway. AVX2+FMA is.
@@ -21,7 +21,7 @@ setup: $(VENV)/.deps $(VENV)/.models
 
 $(VENV)/.apt:
 	@if ! command -v sipp >/dev/null || ! command -v tshark >/dev/null || ! command -v espeak-ng >/dev/null \
-	   || ! command -v chromium >/dev/null || ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 \
+	   || ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null || ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 \
 	   || ! [ -x /usr/sbin/kamailio ]; then \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -q && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(APT_PACKAGES); \

@@ -24,6 +24,7 @@ PACKAGES = {
     "espeak-ng": "espeak-ng",
     "sox": "sox",
     "chromium": "chromium",
+    "chromedriver": "chromium-driver",
     "kamailio": "kamailio",
     "initdb": "postgresql",
     "runuser": "util-linux",
