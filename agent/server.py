@@ -28,6 +28,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from agent import log
+from agent.call.live import Publish
 from agent.call.recorder import CallInfo
 from agent.call.session import CallSession
 from agent.sip.events import (
@@ -63,12 +64,15 @@ class Server:
         call_log: where every session writes its records.
         stage_cache: shared model loader (a test may pass one that is already warm).
         worker: this process's worker id in a cluster (recorded on each call), or None.
+        live: where each call publishes its turns' words as they happen (the live console's
+            feed), or None.
     """
 
     def __init__(self, config: Config, call_log: CallLog, stage_cache: StageCache | None = None,
-                 worker: str | None = None):
+                 worker: str | None = None, live: Publish | None = None):
         self.config = config
         self.worker = worker
+        self.live = live
         self.host = this_host()
         self.dialplan = Dialplan.from_config(config)
         self.call_log = call_log
@@ -162,7 +166,7 @@ class Server:
                               load=self.load_policy,
                               transfer=lambda target: self.sip.transfer(keys[0], target),
                               send_dtmf=lambda digits: self.sip.send_dtmf(keys[0], digits),
-                              media_dir=self.config.db.media_dir)
+                              media_dir=self.config.db.media_dir, live=self.live)
         if before_invite is not None:
             before_invite(session.call_id)
         key = self.sip.dial(uri, session.link)
@@ -271,5 +275,5 @@ class Server:
                            load=self.load_policy,
                            transfer=lambda uri: self.sip.transfer(key, uri),
                            send_dtmf=lambda digits: self.sip.send_dtmf(key, digits),
-                           media_dir=self.config.db.media_dir)
+                           media_dir=self.config.db.media_dir, live=self.live)
 

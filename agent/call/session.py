@@ -32,6 +32,7 @@ from agent.call.idle import Quiet
 from agent.call.inbound import Inbound
 from agent.call.inputs import CallInputs
 from agent.call.jobs import CallJobs
+from agent.call.live import Publish, TurnFeed
 from agent.call.messages import (
     Disconnected,
     Dtmf,
@@ -88,6 +89,7 @@ class CallSession(CallInputs):
         transfer: sends REFER to a URI on this call's line (None: the line cannot).
         send_dtmf: sends keypad digits down the line (None: the line cannot).
         media_dir: where callers' messages are written.
+        live: publishes the turns' words as they happen, to the live console (None: no console).
     """
 
     def __init__(self, profile: Profile, stages: Stages, call_log: CallLog,
@@ -96,13 +98,15 @@ class CallSession(CallInputs):
                  under_load: tuple[Profile, Stages] | None = None,
                  load: LoadPolicy | None = None,
                  transfer: Callable[[str], None] | None = None,
-                 send_dtmf: Callable[[str], None] | None = None, media_dir: str = "recordings"):
+                 send_dtmf: Callable[[str], None] | None = None, media_dir: str = "recordings",
+                 live: Publish | None = None):
         self.call_id = uuid.uuid4().hex[:16]
         self.profile = profile
         self.info = info or CallInfo()
         self.rate = rate
         self.clock = clock
         self._rec = CallRecorder(call_log, self.call_id)
+        self.live = TurnFeed(live, self.call_id) if live is not None else None
         self._hangup = hangup
         self._phrase = phrase
         self.runner = TurnRunner(stages, profile, out_rate=rate, clock=clock.now, phrases=phrase)
@@ -237,6 +241,8 @@ class CallSession(CallInputs):
                 self.turntaking.transcribed(turn, self.clock.now())
             case TurnDone(turn):
                 self._turn_done(turn)
+        if self.live is not None and isinstance(msg, (Transcribed, ReplyAudio, TurnDone)):
+            self.live.update(msg.turn)
 
     def _media(self, codec: str) -> None:
         self.codec = codec
@@ -387,6 +393,8 @@ class CallSession(CallInputs):
 
     def _on_state(self, change: StateChanged) -> None:
         self.inbound.reset_gate()
+        if self.live is not None and change.new == "thinking":  # a turn ended: its words?
+            self.live.update(self.turntaking.turn)
         self._rec.event("state", f"{change.old}->{change.new}")
         log.event("state", self.call_id, old=change.old, new=change.new)
 

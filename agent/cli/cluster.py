@@ -23,7 +23,7 @@ import threading
 from pathlib import Path
 
 from agent.cli import options as cliopts
-from dialplan.config import sip_passwords, webhook_secrets
+from dialplan.config import console_token, sip_passwords, webhook_secrets
 
 
 def add_parser(subparsers) -> None:
@@ -60,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
     from agent.cluster.cluster import Cluster, absolute_config, plan
     from agent.cluster.edge import screen_of
     from agent.cluster.kamailio import executable
+    from agent.console.server import start_console
     from agent.webhooks import start_delivery
     from db.migrate import mask_url, upgrade
 
@@ -86,13 +87,16 @@ def run(args: argparse.Namespace) -> int:
     # Read before anything starts: a missing password fails here, not in kamailio.
     screen = screen_of(sip, sip_passwords(sip.auth))
     secrets = webhook_secrets(config.webhooks)
+    token = console_token(config.console)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
+    # One console for every worker: each sends its calls' live events to its socket.
+    console = start_console(config.console, config.db.url, token)
     cluster = Cluster(workers, (host, public), absolute_config(args.config), config.db.url,
                       db_override=args.db, metrics_port=metrics, state_dir=args.state_dir,
                       log_level=args.log_level, metrics_host=sip.metrics_host,
-                      screen=screen)
+                      screen=screen, live_socket=console.live_socket if console else None)
     log.event("cluster-config", db=mask_url(config.db.url), workers=len(workers),
               sip=",".join(f"{w.id}={w.sip_port}" for w in workers),
               rtp=",".join(f"{w.id}={w.rtp_port}" for w in workers),
@@ -107,6 +111,8 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if delivery is not None:
             delivery.close()
+        if console is not None:
+            console.close()
 
 
 def _write_kamailio(args: argparse.Namespace) -> int:

@@ -11,6 +11,9 @@ call-log writer also marks calls any dead process left open as ``lost``. With ``
 the worker's call-log writer queues their events and the supervisor delivers them
 (:mod:`agent.webhooks`).
 
+With ``[console] enabled`` the supervisor serves the web console (:mod:`agent.console`) and
+hands the worker ``--live-socket``, where its calls' live events go.
+
 ``--worker-id`` (set by ``callagent cluster``) records the id on each call and log line and
 limits that closing to this worker's calls; ``--metrics-port`` (or ``sip.metrics_port``) serves
 Prometheus ``/metrics`` (:mod:`agent.cluster.metrics`). ``--allow``, ``--invite-rate`` and
@@ -55,6 +58,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--no-auth", action="store_true",
                    help="no digest authentication here (over [sip.auth]): a cluster's workers, "
                         "whose kamailio authenticates callers")
+    p.add_argument("--live-socket", default=None, metavar="PATH",
+                   help="send the calls' live events to the console there (set by serve and "
+                        "cluster when [console] is on)")
     p.set_defaults(func=run)
 
 
@@ -83,13 +89,20 @@ def run(args: argparse.Namespace) -> int:
     writer = CallLogWriter(config.db, worker=args.worker_id, on_event=log.event,
                            webhooks=config.webhooks)
     scheduler = runtime.scheduler(config)  # every model's jobs, and the metrics' queue
-    metrics = metrics_http = None
+    metrics = metrics_http = feed = None
+    call_log = writer
     if sip.metrics_port:
         from agent.cluster.metrics import WorkerMetrics
 
         metrics = WorkerMetrics(scheduler)
-    server = Server(config, metrics.tee(writer) if metrics else writer,
-                    stage_cache=StageCache(ModelCache(scheduler)), worker=args.worker_id)
+        call_log = metrics.tee(writer)
+    if args.live_socket:
+        from agent.console.feed import LiveFeed, LiveTee
+
+        feed = LiveFeed(args.live_socket, args.worker_id)
+        call_log = LiveTee(call_log, feed)
+    server = Server(config, call_log, stage_cache=StageCache(ModelCache(scheduler)),
+                    worker=args.worker_id, live=feed.publish if feed else None)
     try:
         if metrics is not None:
             metrics.track_calls(lambda: len(server.sessions))
@@ -100,6 +113,8 @@ def run(args: argparse.Namespace) -> int:
     finally:
         server.stop()
         writer.close()
+        if feed is not None:
+            feed.close()
         if metrics_http is not None:
             metrics_http.shutdown()
     return 0
@@ -139,20 +154,27 @@ def _tag_log_lines(worker_id: str) -> None:
 
 
 def _supervise(args: argparse.Namespace) -> int:
+    from agent.console.server import start_console
     from agent.supervisor import Supervisor, worker_argv
     from agent.webhooks import start_delivery
-    from dialplan.config import webhook_secrets
+    from dialplan.config import console_token, webhook_secrets
 
     config = _config(args)  # a bad option fails here, not in a worker restarted forever
     # Here, not in the worker: a receiver that is down or slow costs the calls nothing, and a
     # worker that dies takes no delivery with it. A missing secret fails the start.
     secrets = webhook_secrets(config.webhooks)
+    token = console_token(config.console)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
+    # Here too, so the console outlives a worker that crashes, and sees the calls of the next.
+    console = start_console(config.console, config.db.url, token)
+    argv = worker_argv(args.argv) + (["--live-socket", console.live_socket] if console else [])
     delivery = start_delivery(config.webhooks, secrets, config.db.url)
     try:
-        return Supervisor(worker_argv(args.argv), config.db.url, worker=args.worker_id).run(stop)
+        return Supervisor(argv, config.db.url, worker=args.worker_id).run(stop)
     finally:
         if delivery is not None:
             delivery.close()
+        if console is not None:
+            console.close()

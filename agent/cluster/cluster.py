@@ -75,8 +75,12 @@ class WorkerSpec:
         host = f"[{host}]" if ":" in host else host
         return f"http://{host}:{self.metrics_port}/metrics"
 
-    def argv(self, config: str | None, db_url: str | None, log_level: str) -> list[str]:
-        """The worker's command line: ``callagent serve --worker`` with this worker's ports."""
+    def argv(self, config: str | None, db_url: str | None, log_level: str,
+             live_socket: str | None = None) -> list[str]:
+        """The worker's command line: ``callagent serve --worker`` with this worker's ports.
+
+        ``live_socket``: where the console takes its calls' live events (None: no console).
+        """
         cmd = [sys.executable, "-m", "agent.cli.main", "--log-level", log_level, "serve"]
         if config:
             cmd += ["--config", config]
@@ -84,6 +88,8 @@ class WorkerSpec:
             cmd += ["--db", db_url]
         if self.edge:
             cmd += ["--allow", self.edge, "--invite-rate", "0", "--no-auth"]
+        if live_socket:
+            cmd += ["--live-socket", live_socket]
         return cmd + ["--host", self.host, "--port", str(self.sip_port), "--rtp-port",
                       str(self.rtp_port), "--worker-id", self.id, "--metrics-port",
                       str(self.metrics_port), "--worker"]
@@ -160,13 +166,14 @@ class Cluster:
         screen: who may call, checked by kamailio (the config's ``sip.allow``, ``invite_rate``,
             ``[sip.auth]`` with its passwords: :func:`~agent.cluster.edge.screen_of`); None:
             anyone, at any rate.
+        live_socket: the console's socket every worker sends its live events to (None: none).
     """
 
     def __init__(self, workers: list[WorkerSpec], public: tuple[str, int],
                  config_path: str | None, db_url: str, db_override: str | None = None,
                  metrics_port: int = 0, state_dir: Path | None = None,
                  log_level: str = "INFO", metrics_host: str = "127.0.0.1",
-                 screen: EdgeScreen | None = None):
+                 screen: EdgeScreen | None = None, live_socket: str | None = None):
         self.workers = workers
         self.public = public
         self.db_url = db_url
@@ -175,7 +182,8 @@ class Cluster:
         self._own_state = state_dir is None
         self.state_dir = Path(state_dir or tempfile.mkdtemp(prefix="callagent-cluster-"))
         self.supervisors = {
-            w.id: Supervisor(w.argv(config_path, db_override, log_level), db_url, worker=w.id)
+            w.id: Supervisor(w.argv(config_path, db_override, log_level, live_socket), db_url,
+                             worker=w.id)
             for w in workers}
         self.kamailio = Kamailio(f"udp:{public[0]}:{public[1]}",
                                  [Destination(w.id, w.uri) for w in workers], self.state_dir,

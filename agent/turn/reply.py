@@ -110,6 +110,11 @@ class Reply(ToolSteps, Checked):
     def cancelled(self) -> bool:
         return self._cancel.is_set()
 
+    @property
+    def said(self) -> str:
+        """The clauses sent to TTS so far (what the caller hears, or is about to)."""
+        return " ".join(self._said)
+
     # ---- start ---------------------------------------------------------------------------
 
     def start(self, tr: Transcript) -> None:
