@@ -43,7 +43,7 @@ BASE_RULES = {
 # db, dialplan). A call (agent.call) uses the turn runner and the audio link, never the CLI.
 AGENT_LAYERS = (
     "agent.cli",
-    ("agent.bench", "agent.cluster", "agent.campaign"),
+    ("agent.bench", "agent.cluster", "agent.campaign", "agent.console"),
     ("agent.server", "agent.simulate", "agent.supervisor", "agent.webhooks"),
     "agent.call",
     ("agent.turn", "agent.sip"),
