@@ -113,10 +113,14 @@ class Subscription:
         if self.closed:
             return
         if self.queue.qsize() >= SUB_BACKLOG:
-            self.closed = True
-            self.queue.put_nowait(None)
+            self._end()
             return
         self.queue.put_nowait(ev)
+
+    def _end(self) -> None:  # on the loop
+        if not self.closed:
+            self.closed = True
+            self.queue.put_nowait(None)
 
 
 class Hub:
@@ -208,6 +212,15 @@ class Hub:
         with self._lock:
             self._subs.add(sub)
             return sub, self._snapshot()
+
+    def end_streams(self) -> None:
+        """End every browser's stream (the console is stopping: none is left cut mid-way)."""
+        with self._lock:
+            for sub in list(self._subs):
+                try:
+                    sub.loop.call_soon_threadsafe(sub._end)
+                except RuntimeError:
+                    self._subs.discard(sub)
 
     def unsubscribe(self, sub: Subscription) -> None:
         with self._lock:

@@ -6,7 +6,7 @@
 its own thread and event loop (``console-http``), on a socket bound here first, so a port that
 is taken fails the start with a message naming ``console.port`` instead of a thread dying
 quietly. The console never touches the signals (the supervisor owns them); :meth:`Console.close`
-stops it, ending the event streams within uvicorn's graceful-shutdown timeout.
+stops it, ending the browsers' event streams first (their pages reconnect to the next one).
 """
 
 from __future__ import annotations
@@ -78,6 +78,10 @@ class Console:
         return self
 
     def close(self) -> None:
+        self.hub.end_streams()  # so that uvicorn's shutdown finds no stream to cut
+        deadline = time.monotonic() + 1.0
+        while self.hub.watchers and time.monotonic() < deadline:
+            time.sleep(0.02)
         self._server.should_exit = True
         if self._thread.is_alive():
             self._thread.join(5.0)
