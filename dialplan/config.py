@@ -33,7 +33,7 @@ from dialplan.options import (
     LLMOptions,
     TTSOptions,
 )
-from dialplan.profile import BUILTIN_TOOLS, HttpTool, Profile
+from dialplan.profile import BUILTIN_TOOLS, HttpTool, McpServer, Profile
 from dialplan.secrets import read_secret
 from dialplan.sip import SIPAuthOptions, SIPOptions
 from dialplan.webhooks import WebhookOptions
@@ -75,8 +75,9 @@ class Config:
     scheduler: SchedulerOptions = field(default_factory=SchedulerOptions)
     profiles: dict[str, Profile] = field(default_factory=dict)
     """Profiles by name, each fully merged over the top-level stage sections."""
-    tools: dict[str, HttpTool] = field(default_factory=dict)
-    """Operator-defined HTTP tools by name (``[tools.NAME]``); profiles list the ones they use."""
+    tools: dict[str, HttpTool | McpServer] = field(default_factory=dict)
+    """Operator-defined HTTP tools and MCP servers by name (``[tools.NAME]``); profiles list
+    the ones they use."""
     dialplan: dict[str, str] = field(default_factory=dict)
     """Called extension (request-URI user part) -> profile name."""
     webhooks: tuple[WebhookOptions, ...] = ()
@@ -131,7 +132,7 @@ def parse_config(data: dict[str, Any], source: str = "<dict>",
     for name, table in raw_tools.items():
         if name in BUILTIN_TOOLS:
             raise ConfigError(f"tools.{name}: the name of a built-in tool")
-        tools[name] = build(HttpTool, table, f"tools.{name}")
+        tools[name] = _tool(table, f"tools.{name}")
 
     base = {k: data[k] for k in (*STAGE_SECTIONS, *PROFILE_TEXT_KEYS) if k in data}
     raw_profiles = data.get("profiles", {"default": {}})
@@ -142,12 +143,16 @@ def parse_config(data: dict[str, Any], source: str = "<dict>",
         if "facts" in over:
             raise ConfigError(f"unknown key 'profiles.{name}.facts' (facts come from the file "
                               "a profile's knowledge names)")
-        if "http_tools" in over:
-            raise ConfigError(f"unknown key 'profiles.{name}.http_tools' (HTTP tools are "
-                              "[tools.NAME] tables, listed by name in a profile's tools)")
+        for key in ("http_tools", "mcp_servers"):
+            if key in over:
+                raise ConfigError(f"unknown key 'profiles.{name}.{key}' (HTTP tools and MCP "
+                                  "servers are [tools.NAME] tables, listed by name in a "
+                                  "profile's tools)")
         prof = build(Profile, {"name": name, **merge(base, over)}, f"profiles.{name}")
         profiles[name] = dataclasses.replace(
-            prof, http_tools={t: tools[t] for t in prof.tools if t in tools},
+            prof, http_tools={t: tools[t] for t in prof.tools
+                              if isinstance(tools.get(t), HttpTool)},
+            mcp_servers={t: tools[t] for t in prof.tools if isinstance(tools.get(t), McpServer)},
             facts=_facts(prof.knowledge, source, f"profiles.{name}.knowledge"))
     if not profiles:
         raise ConfigError("profiles: at least one profile is needed")
@@ -170,6 +175,20 @@ def parse_config(data: dict[str, Any], source: str = "<dict>",
     return Config(sip=sip, db=db, scheduler=scheduler, profiles=profiles, tools=tools,
                   dialplan=dict(plan), webhooks=webhooks, campaigns=campaigns, console=console,
                   source=source)
+
+
+def _tool(table: Any, where: str) -> HttpTool | McpServer:
+    """A ``[tools.NAME]`` table: an MCP server where it has ``mcp``, else an HTTP tool."""
+    _expect_table(table, where)
+    if "mcp" not in table:
+        return build(HttpTool, table, where)
+    spec = table["mcp"]
+    if isinstance(spec, str):  # a URL; the dataclass holds a command's words or the URL alone
+        table = {**table, "mcp": [spec]}
+    elif not isinstance(spec, list):
+        raise ConfigError(f'{where}.mcp: expected a command list (["command", "arg"]) or an '
+                          f"http(s) URL, got {spec!r}")
+    return build(McpServer, table, where)
 
 
 def _webhooks(raw: Any) -> tuple[WebhookOptions, ...]:
@@ -198,7 +217,8 @@ def _facts(knowledge: str, source: str, key: str) -> tuple:
         raise ConfigError(f"{key}: {e}") from None
 
 
-def _check_actions(profile: Profile, tools: dict[str, HttpTool], where: str) -> None:
+def _check_actions(profile: Profile, tools: dict[str, HttpTool | McpServer],
+                   where: str) -> None:
     """The profile's tools exist, and its keypad names actions it can take."""
     for i, name in enumerate(profile.tools):
         if name not in BUILTIN_TOOLS and name not in tools:

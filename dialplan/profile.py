@@ -52,6 +52,45 @@ class HttpTool:
             raise ValueError("parameters: expected a JSON schema with a properties table")
 
 
+@dataclass(frozen=True)
+class McpServer:
+    """An MCP server whose tools the LLM may call (``[tools.NAME]`` with ``mcp``).
+
+    A profile that lists NAME in its ``tools`` offers every tool the server lists (or those
+    ``include`` names) under the server's own names, with its descriptions and input schemas.
+    The agent keeps one session per process, lists the tools once when the first profile that
+    uses the server loads, and reconnects when the session fails.
+    """
+
+    mcp: tuple[str, ...]
+    """The server: the command that runs it and its arguments (``["python", "server.py"]``,
+    spoken to over its stdin and stdout), or its URL (``"http://127.0.0.1:8000/mcp"``,
+    streamable HTTP; a string in the TOML)."""
+    include: tuple[str, ...] = ()
+    """Only these of its tools (empty: every tool it lists)."""
+    timeout_s: float = 3.0
+    """Seconds to wait for a tool's answer (reconnecting included); then the caller hears
+    ``tool_error``."""
+    connect_timeout_s: float = 20.0
+    """At start, how long to wait for the server to list its tools. One that does not is
+    retried in the background; calls that start after it listed them are offered its tools."""
+
+    def __post_init__(self) -> None:
+        if not self.mcp or not all(self.mcp):
+            raise ValueError(f"mcp = {list(self.mcp)}: expected a command list "
+                             '(["command", "arg"]) or an http(s) URL')
+        if self.mcp[0].startswith(("http://", "https://")) and len(self.mcp) > 1:
+            raise ValueError(f"mcp = {list(self.mcp)}: a URL is given alone, as a string")
+        for name in ("timeout_s", "connect_timeout_s"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} = {getattr(self, name)}: must be more than 0")
+
+    @property
+    def url(self) -> str:
+        """The streamable HTTP endpoint ("" for a command)."""
+        return self.mcp[0] if self.mcp[0].startswith(("http://", "https://")) else ""
+
+
 BUILTIN_TOOLS = ("end_call", "transfer", "take_message", "collect_digits", "send_digits")
 """Tools the agent implements itself; a profile lists the ones it may use in ``tools``."""
 
@@ -93,8 +132,8 @@ class Profile:
     tools: tuple[str, ...] = ()
     """What the LLM may do besides talk: built-in ``end_call``, ``transfer`` (to the
     ``directory``), ``take_message``, ``collect_digits``, ``send_digits`` (keypad tones down
-    the line: an outbound call through a menu), and the names of ``[tools.NAME]`` HTTP tools.
-    Empty = it can only talk."""
+    the line: an outbound call through a menu), and the names of ``[tools.NAME]`` tables: an
+    HTTP tool, or an MCP server (all its tools). Empty = it can only talk."""
     directory: dict[str, DirectoryEntry] = field(default_factory=dict)
     """Transfer targets by name (``front-desk = { uri = "sip:...", description = "..." }``)."""
     keypad: dict[str, str] = field(default_factory=dict)
@@ -112,13 +151,16 @@ class Profile:
     digits_prompt: str = "Please type it on your keypad, then press the hash key."
     """Said by ``collect_digits`` when the LLM gives no prompt of its own."""
     tool_error: str = "Sorry, I could not look that up just now."
-    """Said when an HTTP tool times out, fails or answers something that is not JSON."""
+    """Said when an HTTP or MCP tool times out, fails or answers something unusable."""
     dont_know: str = "Sorry, I don't know that. I can put you through to someone who does."
     """With a knowledge file: said instead of a reply that would state a number (a price, a
     time, a phone number) that neither the persona, its facts nor the caller gave, or say the
     library has (or lets the caller book) something the caller named that no fact mentions."""
     http_tools: dict[str, HttpTool] = field(default_factory=dict)
     """Not a key: the ``[tools.NAME]`` tables of the names in ``tools``, filled in at parse."""
+    mcp_servers: dict[str, McpServer] = field(default_factory=dict)
+    """Not a key: the ``[tools.NAME]`` MCP servers of the names in ``tools``, filled in at
+    parse; their tools are listed when the profile loads."""
     knowledge: str = ""
     """A knowledge file (.md or .toml, relative to the config file) of facts the agent may
     state: all of them go into the system prompt (a file too large for it: each turn's words

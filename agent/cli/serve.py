@@ -101,8 +101,9 @@ def run(args: argparse.Namespace) -> int:
 
         feed = LiveFeed(args.live_socket, args.worker_id)
         call_log = LiveTee(call_log, feed)
-    server = Server(config, call_log, stage_cache=StageCache(ModelCache(scheduler)),
-                    worker=args.worker_id, live=feed.publish if feed else None)
+    stages = StageCache(ModelCache(scheduler))
+    server = Server(config, call_log, stage_cache=stages, worker=args.worker_id,
+                    live=feed.publish if feed else None)
     try:
         if metrics is not None:
             metrics.track_calls(lambda: len(server.sessions))
@@ -112,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
         server.run(stop)
     finally:
         server.stop()
+        stages.close()  # the MCP servers' sessions (their processes end)
         writer.close()
         if feed is not None:
             feed.close()

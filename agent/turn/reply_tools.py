@@ -1,13 +1,13 @@
-"""The tool side of a turn's reply: fixed phrases, call control, HTTP tools and their rounds.
+"""The tool side of a turn's reply: fixed phrases, call control, HTTP and MCP tools' rounds.
 
 A mixin of :class:`agent.turn.reply.Reply`, kept apart so that the reply's stream of words
 and speech reads on its own. It uses the reply's state and steps (``result``, ``runner``,
 ``_ask``, ``_put``, ``_llm_end``, ``_finish``...): it is not a stage and has no state of
 its own beyond the reply's. A call the call itself carries out (end, transfer, take a
 message, collect digits) ends the reply with its phrase and is handed to the session in
-``result.action``; an HTTP tool runs once the gate is open and its answer goes back to the
-model for a second round. An action the caller's words alone ask for is taken before the model
-is asked (:mod:`agent.turn.intent`).
+``result.action``; an HTTP or MCP tool runs once the gate is open and its answer goes back to
+the model for a second round. An action the caller's words alone ask for is taken before the
+model is asked (:mod:`agent.turn.intent`).
 """
 
 from __future__ import annotations
@@ -144,9 +144,13 @@ class ToolSteps:
     def _run_tool(self) -> None:
         call, self._tool_call = self._tool_call, None
         self._tooling = self._now()
-        self._submit(call_http_tool, self.runner.tools.http[call.name], call.arguments,
-                     stage="http", priority=self.urgency.llm, cancel=self._cancel,
-                     then=lambda f: self._tool_done(call, f))
+        tools = self.runner.tools
+        if call.name in tools.mcp:
+            run, tool, stage = self.runner.stages.mcp.call, tools.mcp[call.name], "mcp"
+        else:
+            run, tool, stage = call_http_tool, tools.http[call.name], "http"
+        self._submit(run, tool, call.arguments, stage=stage, priority=self.urgency.llm,
+                     cancel=self._cancel, then=lambda f: self._tool_done(call, f))
 
     def _tool_done(self, call: ToolCall, f: Future) -> None:
         took, self._tooling = self._now() - self._tooling, None

@@ -15,6 +15,7 @@ import numpy as np
 
 from agent.turn.guard import Instructions
 from agent.turn.knowledge import knowledge_of
+from agent.turn.mcp_tool import McpHub
 from agent.turn.result import TurnResult
 from agent.turn.textsplit import speakable
 from agent.turn.timeline import TurnTimeline
@@ -42,6 +43,8 @@ class Stages:
     tts: TTS
     eot: EndOfTurn | None = None
     """End-of-turn model, if the profile uses one."""
+    mcp: McpHub | None = None
+    """The process's MCP sessions (a profile whose tools name an MCP server calls them)."""
 
 
 WARM_UP_SPEECH = (
@@ -52,18 +55,29 @@ WARM_UP_SPEECH = (
 
 
 class StageCache:
-    """Loads each distinct model once per process and hands out per-profile :class:`Stages`."""
+    """Loads each distinct model once per process and hands out per-profile :class:`Stages`.
+
+    With them, the process's MCP sessions (:class:`~agent.turn.mcp_tool.McpHub`): a profile
+    whose tools name an MCP server opens its session as it loads, once per process.
+    """
 
     def __init__(self, cache: ModelCache | None = None):
         self.models = cache or ModelCache()
+        self.mcp = McpHub()
 
     def stages(self, profile: Profile) -> Stages:
         m = self.models
         eot = profile.audio.end_of_turn
+        for name, server in profile.mcp_servers.items():
+            self.mcp.tools(name, server)  # the first profile to name it opens it, and waits
         return Stages(
             vad=m.vad(), asr=m.asr(profile.asr), llm=m.llm(profile.llm), tts=m.tts(profile.tts),
-            eot=None if eot in ("", "off") else m.eot(eot),
+            eot=None if eot in ("", "off") else m.eot(eot), mcp=self.mcp,
         )
+
+    def close(self) -> None:
+        """End the MCP sessions (their servers' processes stop); the models stay loaded."""
+        self.mcp.close()
 
 
 class TurnRunner:
@@ -88,7 +102,7 @@ class TurnRunner:
         self.now = clock
         self._shared = phrases
         self._phrases: dict[str, np.ndarray] = {}
-        self.tools = Toolbox(profile)
+        self.tools = Toolbox(profile, stages.mcp)
         self.knowledge = (knowledge_of(profile.facts, f"{profile.system_prompt} {profile.greeting}")
                           if profile.facts else None)
         """The profile's facts: what the prompt holds and what a reply's checks read."""

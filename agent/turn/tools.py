@@ -15,10 +15,13 @@ The rules beside the model (a goodbye ends the call, a request by name transfers
 from __future__ import annotations
 
 import json
+import logging
 import re
 from dataclasses import dataclass, field
 
+from agent import log
 from agent.turn.intent import asks_for_message, took_leave
+from agent.turn.mcp_tool import McpHub, McpTool
 from dialplan.profile import BUILTIN_TOOLS, HttpTool, Profile
 
 CALL_CONTROL = ("end_call", "transfer", "take_message", "collect_digits", "send_digits")
@@ -55,21 +58,45 @@ ANSWER_IN_WORDS = ("Answer the caller's questions in words, from the facts you a
                    "caller.")
 """Ends the tools block: without it the small models answered a question about a fact by
 describing a function call ("you can call the take_message function"; bench answers)."""
+ANSWER_OR_LOOK_UP = ("Answer the caller's questions in words, from the facts you are given or "
+                     "from what a function answers. Call a function to act on the call, or to "
+                     "look up what its description says it knows, and never mention the "
+                     "functions to the caller.")
+"""Ends it instead where a tool looks things up (an HTTP or MCP tool): "only to act on the
+call" kept the model from calling one."""
 
 
 class Toolbox:
     """The tools one profile offers, their prompt text, and the checks on a call.
 
     Args:
-        profile: its ``tools``, ``directory`` and ``http_tools``.
+        profile: its ``tools``, ``directory``, ``http_tools`` and ``mcp_servers``.
+        mcp: the process's MCP sessions, which list each MCP server's tools (needed when the
+            profile names one).
     """
 
-    def __init__(self, profile: Profile):
+    def __init__(self, profile: Profile, mcp: McpHub | None = None):
         self.profile = profile
-        self.names = tuple(profile.tools)
         self.http: dict[str, HttpTool] = {
-            n: profile.http_tools[n] for n in self.names
+            n: profile.http_tools[n] for n in profile.tools
             if n not in BUILTIN_TOOLS and n in profile.http_tools}
+        self.mcp: dict[str, McpTool] = {}
+        """The MCP servers' tools by name, as their servers listed them."""
+        names: list[str] = []
+        for n in profile.tools:
+            if n not in profile.mcp_servers:
+                names.append(n)
+                continue
+            if mcp is None:
+                raise ValueError(f"tools.{n} is an MCP server, and this command connects none")
+            for tool in mcp.tools(n, profile.mcp_servers[n]):
+                if tool.name in names or tool.name in profile.tools:
+                    log.event("mcp-tool-skipped", tool=n, name=tool.name, level=logging.WARNING,
+                              why="another tool of the profile has its name")
+                    continue
+                names.append(tool.name)
+                self.mcp[tool.name] = tool
+        self.names = tuple(names)
 
     def __bool__(self) -> bool:
         return bool(self.names)
@@ -79,8 +106,8 @@ class Toolbox:
         return [self._spec(n) for n in self.names]
 
     def _spec(self, name: str) -> dict:
-        if name in self.http:
-            tool = self.http[name]
+        if name in self.http or name in self.mcp:
+            tool = self.http.get(name) or self.mcp[name]
             return _fn(name, tool.description, tool.parameters)
         if name == "end_call":
             return _fn(name, "Hang up. Use it when the caller says goodbye or has nothing more "
@@ -121,7 +148,8 @@ class Toolbox:
                 f"<tools></tools> XML tags:\n<tools>{sigs}\n</tools>\n\nFor each function "
                 "call, return a json object with function name and arguments within "
                 "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, "
-                "\"arguments\": <args-json-object>}\n</tool_call>\n\n" + ANSWER_IN_WORDS)
+                "\"arguments\": <args-json-object>}\n</tool_call>\n\n"
+                + (ANSWER_OR_LOOK_UP if self.http or self.mcp else ANSWER_IN_WORDS))
 
     def problem(self, call: ToolCall, words: str = "") -> str:
         """Why ``call`` cannot be carried out ("" if it can), said back to the model.
@@ -143,8 +171,8 @@ class Toolbox:
             digits = str(call.arguments.get("digits", ""))
             if not digits or any(c not in "0123456789*#" for c in digits):
                 return f"digits {digits!r}: only 0-9, * and # can be pressed"
-        if call.name in self.http:
-            schema = self.http[call.name].parameters
+        if call.name in self.http or call.name in self.mcp:
+            schema = (self.http.get(call.name) or self.mcp[call.name]).parameters
             missing = [k for k in schema.get("required", []) if k not in call.arguments]
             if missing:
                 return f"missing arguments: {', '.join(missing)}"
