@@ -38,7 +38,7 @@ def ms(seconds: float | None) -> str:
 
 
 def when(iso: str | None) -> str:
-    """An ISO stamp as the pages show it: ``2026-12-03 10:04:05`` (UTC)."""
+    """An ISO stamp as the pages show it: date and time to the second (UTC, no zone)."""
     return "-" if not iso else iso[:19].replace("T", " ")
 
 
