@@ -384,3 +384,40 @@ def test_a_reply_that_opens_with_the_last_replys_words_is_asked_again():
     history = [Message("user", "Does a card cost anything?"), Message("assistant", last)]
     result, _ = answer(runner, history)
     assert result.reply_text.endswith("costs 2 dollars.") and len(llm.prompts) == 2
+
+
+SHOP = (Fact("We rent city bikes for 25 dollars a day.", "Corner Cycles > Rentals"),
+        Fact("A basic tune-up costs 65 dollars.", "Corner Cycles > Repairs"),
+        Fact("An estimate is free.", "Corner Cycles > Repairs"),
+        Fact("The shop's phone number is 555 0163.", "Corner Cycles > Phone"),
+        Fact("We sell chains, tires and lights.", "Corner Cycles > Parts"))
+
+
+def test_strictly_a_number_only_a_fact_about_something_else_holds_is_unfounded():
+    k = Knowledge(SHOP, "You are the phone assistant of Corner Cycles.")
+    # The rental's price said of a part no fact prices; the title every fact shares binds none.
+    assert k.unfounded("A cycles chain costs 25 dollars.", "How much is a chain?",
+                       strict=True) == {"25"}
+    assert k.unfounded("A cycles chain costs 25 dollars.", "How much is a chain?") == set()
+    # Bound by the caller's words, by the call's last turn (a follow-up), or by the sentence
+    # restating its fact.
+    assert k.unfounded("It is 25 dollars a day.", "How much to rent a city bike?",
+                       strict=True) == set()
+    assert k.unfounded("That is 25 dollars a day.", "How much is that?", strict=True,
+                       before="I'd like to rent a bike. We rent city bikes.") == set()
+    assert k.unfounded("That is 25 dollars a day.", "How much is that?", strict=True) == {"25"}
+    assert k.unfounded("We rent city bikes for 25 dollars a day.", "What are your prices?",
+                       strict=True) == set()
+    # A phone number read digit by digit, of the business asked for.
+    assert k.unfounded("It is five five five, zero one six three.", "What's your number?",
+                       strict=True) == set()
+
+
+def test_how_a_price_is_asked_is_no_unknown_subject():
+    k = Knowledge(SHOP, "You are the phone assistant of Corner Cycles.")
+    assert k.unknown_words("Do you charge for an estimate?") == set()
+    assert k.unfounded("No, we don't charge for an estimate.", "Do you charge for an estimate?",
+                       strict=True) == set()
+    assert k.unfounded("No, we don't charge for delivery.", "Do you charge for delivery?",
+                       strict=True) == {"delivery"}
+    assert k.unknown_words("Is there a fee for storage?") == {"storage"}

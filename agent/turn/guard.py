@@ -58,7 +58,8 @@ class Instructions:
 
 
 def objection(knowledge: Knowledge | None, tools: tuple[str, ...] | list[str], sentence: str,
-              heard: str, strict: bool, instructions: Instructions | None = None) -> str:
+              heard: str, strict: bool, instructions: Instructions | None = None,
+              before: str = "") -> str:
     """Why ``sentence`` must not be said ("" if it may be).
 
     Args:
@@ -68,8 +69,10 @@ def objection(knowledge: Knowledge | None, tools: tuple[str, ...] | list[str], s
         heard: the caller's words.
         strict: ``llm.strict_numbers``.
         instructions: the prompt's instruction text (None: not checked).
+        before: the call's previous exchange (a follow-up's subject).
     """
-    made_up = knowledge.unfounded(sentence, heard, strict) if knowledge is not None else set()
+    made_up = (knowledge.unfounded(sentence, heard, strict, before) if knowledge is not None
+               else set())
     if made_up:
         return ", ".join(sorted(made_up))
     if placeholder(sentence):

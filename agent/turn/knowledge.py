@@ -55,9 +55,17 @@ NO_NOTES = ("You know no facts about this. If it asks for one, say you don't kno
 
 GENERIC = frozenset("""
 usually normally typically generally actually run runs happen happens give gives
+charge charges charged fee fees cost costs price prices pay paying expensive cheap
 """.split())
-"""Words of how a question asks ("do you usually run...", "what happens if"), not of what it
-is about: never an unknown subject (:meth:`Knowledge.unknown_words`)."""
+"""Words of how a question asks ("do you usually run...", "what happens if", "do you charge
+for...", "is there a fee"), not of what it is about: never an unknown subject
+(:meth:`Knowledge.unknown_words`). A price is asked in many words; what it is the price of is
+the subject."""
+UNITS = frozenset("""
+dollar dollars cent cents day days week weeks month months year years hour hours minute
+minutes am pm time times o'clock
+""".split())
+"""Words that go with any number: no sign of which fact it came from (``Knowledge._unbound``)."""
 
 _CONTRACTED = re.compile(r"'(?:s|re|ll|d|ve|m)$")
 
@@ -173,6 +181,9 @@ def terms(text: str) -> list[str]:
     return [stem(w) for w in words if w not in STOP and len(w) > 1]
 
 
+_NOT_SUBJECT = frozenset(stem(w) for w in UNITS | GENERIC | NUMBER_WORDS)
+
+
 def known_numbers(texts) -> set[str]:
     """The numbers ``texts`` state, each also as its digits and without leading zeros.
 
@@ -198,6 +209,12 @@ class Knowledge:
                  b: float = 0.75):
         self.facts = facts
         self._known = known_numbers([persona, *(f.shown for f in facts)])
+        self._persona_numbers = known_numbers([persona])
+        self._fact_numbers = [known_numbers([f.shown]) for f in facts]
+        self._fact_terms = [self._subject(f.shown) for f in facts]
+        # A word every fact has (the file's title: the business's name) tells none apart.
+        common = set.intersection(*self._fact_terms) if len(facts) > 1 else set()
+        self._fact_terms = [t - common for t in self._fact_terms]
         self._docs = [Counter(terms(f"{f.topic} {f.text}")) for f in facts]
         self._vocabulary = set(terms(persona)).union(*self._docs)
         self._said = set(re.findall(r"[a-z0-9']+", " ".join(
@@ -266,19 +283,48 @@ class Knowledge:
             return NO_NOTES
         return NOTES.format(facts="\n".join(f.text for f in found))
 
-    def unfounded(self, clause: str, given: str, strict: bool = False) -> set[str]:
+    def unfounded(self, clause: str, given: str, strict: bool = False,
+                  before: str = "") -> set[str]:
         """What ``clause`` states that no fact or the persona holds: numbers and claimed things.
 
         ``given``: the caller's words. A number neither they nor a fact hold is made up; so is a
         claim (:data:`_CLAIM`) about a word of theirs that no fact mentions: the model knows
         nothing about it, whether it says yes or no. ``strict``: so is a number, even one a
         fact holds, stated beside such a word (the under-load 0.5B lends a fact's phone number
-        to a place the caller named: bench answers). A number is returned as its digits, a word
-        as said.
+        to a place the caller named: bench answers), and so is one no fact about what was asked
+        holds (:meth:`_unbound`; ``before``: the call's previous turn, for a follow-up). A
+        number is returned as its digits, a word as said.
         """
         stated, said = numbers(clause) - numbers(given), set(terms(given))
-        return (stated - self._known) | self._claimed(clause, said) | self._named(
-            clause, given) | (self._unknown_words(clause, said) if strict and stated else set())
+        out = (stated - self._known) | self._claimed(clause, said) | self._named(clause, given)
+        if strict and stated:
+            out |= self._unknown_words(clause, said) | self._unbound(clause, stated & self._known,
+                                                                    f"{given} {before}")
+        return out
+
+    def _unbound(self, clause: str, stated: set[str], asked: str) -> set[str]:
+        """The numbers of ``clause`` that only facts about something else hold.
+
+        A fact's number said of what no fact prices ("a new part costs" one of the rental
+        prices, "the cheapest model is" a service's price: bench answers' unknowns) is made up
+        as much as one no fact holds. A number is bound when a fact that holds it shares a word
+        with what was ``asked`` (the caller's words and the call's last turn), or two with the
+        sentence itself; the persona's own numbers always are.
+        """
+        asked_terms = self._subject(asked)
+        own = self._subject(clause)
+        out = set()
+        for n in stated - self._persona_numbers:
+            holders = [i for i, ns in enumerate(self._fact_numbers) if n in ns]
+            if not any(self._fact_terms[i] & asked_terms or len(self._fact_terms[i] & own) >= 2
+                       for i in holders):
+                out.add(n)
+        return out
+
+    @staticmethod
+    def _subject(text: str) -> set[str]:
+        """The stemmed words of ``text`` that say what it is about: no units, numbers, asking."""
+        return {t for t in terms(text) if t not in _NOT_SUBJECT and not t.isdigit()}
 
     def _named(self, clause: str, given: str) -> set[str]:
         """The names and addresses ``clause`` states that neither the facts nor the caller do.

@@ -35,7 +35,13 @@ class Checked:
     def _check(self, sentence: str) -> str:
         return objection(self.runner.knowledge, self.runner.tools.names, sentence,
                          self.result.transcript, self.runner.profile.llm.strict_numbers,
-                         self.runner.instructions)
+                         self.runner.instructions, self._last_turn())
+
+    def _last_turn(self) -> str:
+        """The call's previous exchange, caller's words and reply: what a follow-up is about."""
+        said = [str(m.content).split("\n\n[")[0]  # without a large file's notes (asked())
+                for m in self.history[-4:] if m.role in ("user", "assistant")]
+        return " ".join(said[-2:])
 
     def _said_or_objected(self, clauses: list[str], objected: Objection | None) -> bool:
         """Say the clauses that passed; True when a sentence did not (the reply ends there).
