@@ -36,6 +36,7 @@ from db.records import (
     CallStarted,
     MessageRecord,
     Record,
+    SummaryRecord,
     ToolCallRecord,
     TurnRecord,
 )
@@ -73,8 +74,10 @@ def event_type(record: Record) -> str | None:
             # event goes with the record of its outcome, which keeps the start's ``at``.
             return None
         return "transfer" if record.name == "transfer" else "tool"
+    if isinstance(record, CallEnded) and record.summarize:
+        return None  # sent with its summary (:class:`SummaryRecord`), once that is settled
     return {CallStarted: "call.started", CallEnded: "call.ended", TurnRecord: "turn",
-            MessageRecord: "message"}.get(type(record))
+            MessageRecord: "message", SummaryRecord: "call.ended"}.get(type(record))
 
 
 def event_of(s: Session, record: Record) -> Event | None:
@@ -89,23 +92,29 @@ def event_of(s: Session, record: Record) -> Event | None:
             "llm_model", "tts_voice", "worker", "host")}
         data |= {"started_at": _iso(record.started_at), "answered_at": _iso(record.answered_at)}
         return _event(kind, (cid, kind), record.answered_at or record.started_at, cid, data)
-    if isinstance(record, CallEnded):
+    if isinstance(record, CallEnded | SummaryRecord):
+        # Both from the call row the record was applied to: a summary's record carries none
+        # of the call's own fields.
         call = s.get(Call, cid)
+        ended = (call and call.ended_at) or getattr(record, "ended_at", None) or record.at
         began = call and (call.answered_at or call.started_at)
         messages = s.scalar(select(func.count()).select_from(CallerMessage)
                             .where(CallerMessage.call_id == cid))
-        data = {"end_reason": record.end_reason, "turns": record.turns,
-                "barge_ins": record.barge_ins, "messages": messages, "codec": record.codec,
-                "duration_s": round((record.ended_at - began).total_seconds(), 3)
-                if began else None,
+        data = {"end_reason": call.end_reason if call else "",
+                "turns": call.turns if call else 0,
+                "barge_ins": call.barge_ins if call else 0, "messages": messages,
+                "codec": call.codec if call else "",
+                "duration_s": round((ended - began).total_seconds(), 3) if began else None,
                 "started_at": _iso(call and call.started_at),
                 "answered_at": _iso(call and call.answered_at),
                 "caller_uri": call.caller_uri if call else "",
                 "called_extension": call.called_extension if call else "",
                 "profile": call.profile if call else "",
                 "direction": call.direction if call else "",
-                "recording_path": record.recording_path, "recording_s": record.recording_s}
-        return _event(kind, (cid, kind), record.ended_at, cid, data)
+                "recording_path": call.recording_path if call else None,
+                "recording_s": call.recording_s if call else None,
+                **summary_fields(call)}
+        return _event(kind, (cid, kind), ended, cid, data)
     if isinstance(record, TurnRecord):
         data = {"index": record.index, "transcript": record.transcript,
                 "reply": record.reply_text, "unanswered": record.unanswered,
@@ -251,6 +260,19 @@ def status_counts(engine: Engine) -> dict[str, dict[str, int]]:
         for url, status, n in conn.execute(q):
             out.setdefault(url, dict.fromkeys(STATUSES, 0))[status] = n
     return dict(sorted(out.items()))
+
+
+def summary_fields(call: Call | None) -> dict:
+    """What ``call.ended`` says of the post-call summary (all None: none was asked for).
+
+    ``summary_state``: ``done``, ``failed`` (why in ``summary_detail``) or ``pending`` (the
+    event's wait ran out first: the summary reaches the call log alone); ``extracted``: the
+    profile's fields, each a string or null.
+    """
+    state = call.summary_state if call else None
+    return {"summary_state": state, "summary": call.summary if call else None,
+            "extracted": _json_or_text(call.extracted) if call and call.extracted else None,
+            "summary_detail": call.summary_detail if call else None}
 
 
 def _event(kind: str, key: tuple, at: datetime, call_id: str, data: dict) -> Event:

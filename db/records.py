@@ -58,6 +58,9 @@ class CallEnded:
     recording_path: str | None = None
     """The call's stereo WAV (caller left, agent right), if its profile records."""
     recording_s: float | None = None
+    summarize: bool = False
+    """Its profile asks for a post-call summary: the call is marked ``pending`` for the job,
+    and its ``call.ended`` event waits for a :class:`SummaryRecord`."""
 
 
 @dataclass
@@ -149,9 +152,27 @@ class MessageRecord:
     duration_s: float | None = None
 
 
-Record = CallStarted | CallEnded | TurnRecord | EventRecord | ToolCallRecord | MessageRecord
+@dataclass
+class SummaryRecord:
+    """The post-call summary job's outcome (or ``call.ended`` let go without it)."""
+
+    call_id: str
+    at: datetime
+    state: str
+    """``done``, ``failed`` (why in ``detail``), or ``pending``: still to come, and the
+    call's ``call.ended`` event goes now without it (its wait ran out)."""
+    summary: str | None = None
+    extracted: str | None = None
+    """The fields as a JSON object (text)."""
+    detail: str = ""
+    seconds: float | None = None
+    """How long the LLM took."""
+
+
+Record = (CallStarted | CallEnded | TurnRecord | EventRecord | ToolCallRecord | MessageRecord
+          | SummaryRecord)
 RECORD_TYPES = {cls.__name__: cls for cls in (CallStarted, CallEnded, TurnRecord, EventRecord,
-                                              ToolCallRecord, MessageRecord)}
+                                              ToolCallRecord, MessageRecord, SummaryRecord)}
 
 
 def to_json_dict(record: Record) -> dict:

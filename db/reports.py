@@ -28,6 +28,7 @@ from db import actions
 from db.schema import Call, Event, Turn
 from db.stages import METRICS, STAGES, column
 from db.stats import Percentiles
+from db.summaries import SummaryRow, summary_of
 
 GroupBy = Literal["backend", "profile", "model"]
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -168,6 +169,8 @@ class CallTimeline:
     events: list[EventRow]
     tool_calls: list[actions.ToolCallRow] = field(default_factory=list)
     messages: list[actions.MessageRow] = field(default_factory=list)
+    summary: SummaryRow | None = None
+    """The post-call summary and fields (None: the profile asks for none)."""
 
 
 @dataclass
@@ -369,7 +372,8 @@ def call_timeline(engine: Engine, call_id: str) -> CallTimeline | None:
         t0 = call.answered_at or call.started_at
         return CallTimeline(call=summary, turns=turns, events=events,
                             tool_calls=actions.call_tool_calls(s, call_id, t0),
-                            messages=actions.call_messages(s, call_id, t0))
+                            messages=actions.call_messages(s, call_id, t0),
+                            summary=summary_of(call))
 
 
 def build_report(engine: Engine, since: timedelta | None = None, by: GroupBy = "backend",

@@ -20,6 +20,7 @@ from db.records import (
     EventRecord,
     MessageRecord,
     Record,
+    SummaryRecord,
     ToolCallRecord,
     TurnRecord,
 )
@@ -52,6 +53,8 @@ def apply(s: Session, record: Record) -> None:
         if record.recording_path:
             call.recording_path = record.recording_path
             call.recording_s = record.recording_s
+        if record.summarize and call.summary_state is None:  # a replay keeps the job's outcome
+            call.summary_state = "pending"
     elif isinstance(record, TurnRecord):
         at = record.at or datetime.now(UTC)
         _call_for(s, record.call_id, at)
@@ -78,6 +81,13 @@ def apply(s: Session, record: Record) -> None:
         s.add(CallerMessage(call_id=record.call_id, at=record.at, caller_uri=record.caller_uri,
                             text=record.text, audio_path=record.audio_path,
                             duration_s=record.duration_s))
+    elif isinstance(record, SummaryRecord):
+        call = _call_for(s, record.call_id, record.at)
+        if record.state != "pending":
+            call.summary_state, call.summary, call.extracted = (record.state, record.summary,
+                                                                record.extracted)
+            call.summary_detail, call.summary_at = record.detail or None, record.at
+            call.summary_s = record.seconds
     else:
         raise TypeError(f"not a call-log record: {type(record).__name__}")
     # Flush per record so a later record of the same batch finds this one's rows.

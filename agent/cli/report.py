@@ -282,6 +282,7 @@ def _print_timeline(tl) -> None:
         con.print(f"Recording: {_escape(c.recording_path)}{length}  (caller left, agent right)")
     else:
         con.print("Recording: none")
+    _print_summary(con, tl.summary)
     table = Table(title="Turns (ms)", title_justify="left")
     table.add_column("#", justify="right")
     table.add_column("speech s", justify="right")
@@ -303,6 +304,24 @@ def _print_timeline(tl) -> None:
     for offset, at, line in _moments(tl):
         where = "      -" if offset is None else f"{offset:7.1f}"
         con.print(f"  {where}  {_when(at)}  {line}")
+
+
+def _print_summary(con, summary) -> None:
+    """The post-call summary and its fields, or where its job stands."""
+    if summary is None:
+        return
+    tries = f"{summary.attempts} tr{'y' if summary.attempts == 1 else 'ies'}"
+    if summary.state == "pending":
+        con.print(f"Summary: pending (made in the background after the call; {tries})")
+        return
+    if summary.state == "failed":
+        con.print(f"Summary: failed ({tries}): {_escape(summary.detail or '?')}")
+        return
+    took = [] if summary.seconds is None else [f"{summary.seconds:.1f} s"]
+    con.print(f"[bold]Summary[/bold] ({', '.join([*took, tries])}): "
+              f"{_escape(summary.summary or '')}")
+    for name, value in (summary.fields or {}).items():
+        con.print(f"  {_escape(name)}: {'-' if value is None else _escape(str(value))}")
 
 
 def _moments(tl) -> list[tuple[float | None, object, str]]:

@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from models.llm.shape import JsonObject
 from models.metrics import LLMMetrics
 from models.scheduled import Scheduled
 from models.scheduler import Scheduler
@@ -134,6 +135,12 @@ class LLM(Scheduled, ABC):
     """Each step is a job of the process scheduler (False: the backend batches its own steps)."""
     can_prefill: bool = False
     """:meth:`prefill` evaluates (else the caller's words so far are not even transcribed)."""
+    constrains: bool = False
+    """:meth:`complete` holds its reply to the shape asked for (a grammar); else the reply is
+    free text that the caller parses as best it can."""
+    reads_in_short_steps: bool = False
+    """A background request's prompt is read a few tokens a step, so a caller's work waits at
+    most one short step for it (else the whole prompt is one job)."""
 
     def stream(self, messages: list[Message]) -> LLMStream:
         """Start generating a reply to ``messages`` (system prompt first)."""
@@ -142,6 +149,16 @@ class LLM(Scheduled, ABC):
         started = time.monotonic()
         return LLMStream(self.model_name, self._stream_impl(messages),
                          self.scheduler if self.scheduled else None, started_at=started)
+
+    def complete(self, messages: list[Message], max_tokens: int,
+                 shape: JsonObject | None = None) -> LLMStream:
+        """A one-off reply of up to ``max_tokens``, greedy, as JSON of ``shape`` if given.
+
+        Not a call's turn: no history is kept for it. Backends that can constrain sampling
+        (:attr:`constrains`) override this; the default is a turn's reply (``stream``, the
+        options' ``max_tokens`` and temperature), free text for the caller to parse.
+        """
+        return self.stream(messages)
 
     def count_tokens(self, text: str) -> int:
         """Tokens in ``text``; an estimate from its UTF-8 length unless a backend can count."""

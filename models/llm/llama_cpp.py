@@ -24,6 +24,8 @@ from dialplan.options import LLMOptions
 from models import catalog
 from models.errors import ModelMissingError
 from models.llm.base import LLM, LLMStream, Message, Piece, shared_prefix
+from models.llm.grammar import GrammarPick
+from models.llm.shape import JsonObject
 from models.priority import Priority, priority
 from models.scheduler import Scheduler
 
@@ -40,6 +42,8 @@ class _Context:
 
 class LlamaCppLLM(LLM):
     """A GGUF chat model run by llama.cpp on the CPU."""
+
+    constrains = True
 
     def __init__(self, options: LLMOptions, scheduler: Scheduler | None = None):
         self.scheduler = scheduler
@@ -98,6 +102,20 @@ class LlamaCppLLM(LLM):
     def count_tokens(self, text: str) -> int:
         return len(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
 
+    def complete(self, messages: list[Message], max_tokens: int,
+                 shape: JsonObject | None = None) -> LLMStream:
+        """A one-off greedy reply, held to ``shape``'s grammar when given (:mod:`.grammar`).
+
+        Each step a job of the scheduler at the caller's priority; the prompt is one job.
+        """
+        started = time.monotonic()
+        msgs = tuple(self.fit(messages))
+        ctx = self._lease(msgs)
+        pick = None if shape is None else GrammarPick(
+            _llama_cpp(), self._llm._model.vocab, shape.gbnf())
+        gen = _Generation(self, ctx, msgs, max_tokens=max_tokens, pick=pick)
+        return LLMStream(self.model_name, gen, self.scheduler, started_at=started)
+
     def _stream_impl(self, messages: list[Message]) -> Iterator[Piece]:
         # Taken now, not on the first step: the steps run inside scheduler slots, and waiting
         # for a context while holding a slot would stall every other call.
@@ -126,8 +144,12 @@ class LlamaCppLLM(LLM):
 class _Generation:
     """One streamed reply on a leased context; closing it (or running out) gives it back."""
 
-    def __init__(self, owner: LlamaCppLLM, ctx: _Context, msgs: tuple[Message, ...]):
+    def __init__(self, owner: LlamaCppLLM, ctx: _Context, msgs: tuple[Message, ...],
+                 max_tokens: int | None = None, pick: GrammarPick | None = None):
         self._owner = owner
+        self._max_tokens = owner.options.max_tokens if max_tokens is None else max_tokens
+        self._pick = pick
+        """A one-off JSON reply: greedy, held to its grammar."""
         self._ctx = ctx
         self._msgs = msgs
         self._text = ""
@@ -153,13 +175,21 @@ class _Generation:
             text = self._text.strip()
             reply = (Message("assistant", text),) if text else ()
             self._owner._release(self._ctx, self._msgs + reply)
+            if self._pick is not None:
+                self._pick.free()
 
     def _generate(self) -> Iterator[Piece]:
         o = self._owner.options
         llm = self._ctx.llm
+        extra: dict[str, Any] = {"temperature": o.temperature}
+        if self._pick is not None:
+            from llama_cpp import LogitsProcessorList
+
+            extra = {"logits_processor": LogitsProcessorList([self._pick.processor]),
+                     "temperature": 0.0}
         chunks = llm.create_chat_completion(
             messages=[{"role": m.role, "content": m.content} for m in self._msgs],
-            stream=True, max_tokens=o.max_tokens, temperature=o.temperature, seed=o.seed)
+            stream=True, max_tokens=self._max_tokens, seed=o.seed, **extra)
         evaluated_before = _prompt_tokens_evaluated(llm)
         first = True
         try:
@@ -180,6 +210,12 @@ class _Generation:
             close = getattr(chunks, "close", None)
             if close:
                 close()
+
+
+def _llama_cpp() -> Any:
+    import llama_cpp
+
+    return llama_cpp
 
 
 def _prompt_tokens_evaluated(llm: Any) -> int:

@@ -32,6 +32,7 @@ import httpx
 from dialplan import ConfigError
 from dialplan.options import LLMOptions
 from models.llm.base import LLM, LLMStream, Message, Piece
+from models.llm.shape import JsonObject
 from models.metrics import LLMMetrics
 from models.scheduler import Scheduler
 
@@ -53,10 +54,16 @@ class Usage:
 class OpenAILLM(LLM):
     """A chat model behind an OpenAI-compatible HTTP API, streamed.
 
+    A request's prompt runs on the server, not this CPU: it may run beside calls
+    (:attr:`reads_in_short_steps`).
+
     Raises:
         ConfigError: ``llm.base_url`` is missing or not an http(s) URL, or ``llm.timeout_s``
             is not positive.
     """
+
+    constrains = True
+    reads_in_short_steps = True
 
     def __init__(self, options: LLMOptions, scheduler: Scheduler | None = None):
         self.scheduler = scheduler
@@ -80,6 +87,20 @@ class OpenAILLM(LLM):
     def stream(self, messages: list[Message]) -> LLMStream:
         reply = self._stream_impl(messages)
         return _RemoteStream(self.model_name, reply)
+
+    def complete(self, messages: list[Message], max_tokens: int,
+                 shape: JsonObject | None = None) -> LLMStream:
+        """A one-off greedy reply; with ``shape``, its JSON schema as ``response_format``.
+
+        The OpenAI form (``json_schema``), which llama.cpp's server and vLLM hold the reply
+        to by a grammar; a server that ignores it returns free text, which the caller checks.
+        """
+        body = self.body(self.fit(messages), max_tokens=max_tokens)
+        body["temperature"] = 0.0
+        if shape is not None:
+            body["response_format"] = {"type": "json_schema", "json_schema": {
+                "name": "reply", "strict": True, "schema": shape.schema()}}
+        return _RemoteStream(self.model_name, _Reply(self, body))
 
     def _stream_impl(self, messages: list[Message]) -> _Reply:
         return _Reply(self, self.body(self.fit(messages)))

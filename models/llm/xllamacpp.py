@@ -24,7 +24,8 @@ from typing import Any
 from dialplan.options import LLMOptions
 from models import catalog
 from models.errors import ModelMissingError
-from models.llm.base import LLM, Message, Piece
+from models.llm.base import LLM, LLMStream, Message, Piece
+from models.llm.shape import JsonObject
 from models.scheduler import Scheduler
 
 JOIN_S = 2.0
@@ -36,6 +37,7 @@ class XLlamaCppLLM(LLM):
     """A GGUF chat model run by llama.cpp's server engine with one slot per call."""
 
     scheduled = False
+    constrains = True
 
     def __init__(self, options: LLMOptions, scheduler: Scheduler | None = None):
         self.scheduler = scheduler
@@ -86,14 +88,25 @@ class XLlamaCppLLM(LLM):
             break
         stream.close()
 
+    def complete(self, messages: list[Message], max_tokens: int,
+                 shape: JsonObject | None = None) -> LLMStream:
+        """A one-off greedy reply; with ``shape``, held to its JSON schema by the engine."""
+        request = self._request(messages, max_tokens, 0.0)
+        if shape is not None:
+            request["response_format"] = {"type": "json_schema", "json_schema": {
+                "name": "reply", "strict": True, "schema": shape.schema()}}
+        return LLMStream(self.model_name, _Generation(self._server, request), None)
+
     def _stream_impl(self, messages: list[Message]) -> Iterator[Piece]:
         o = self.options
-        request = {
+        return _Generation(self._server, self._request(messages, o.max_tokens, o.temperature))
+
+    def _request(self, messages: list[Message], max_tokens: int, temperature: float) -> dict:
+        return {
             "messages": [{"role": m.role, "content": m.content} for m in self.fit(messages)],
-            "max_tokens": o.max_tokens, "temperature": o.temperature, "seed": o.seed,
+            "max_tokens": max_tokens, "temperature": temperature, "seed": self.options.seed,
             "stream": True, "cache_prompt": True, "timings_per_token": True,
         }
-        return _Generation(self._server, request)
 
 
 class _Generation:

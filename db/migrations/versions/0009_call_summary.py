@@ -1,4 +1,4 @@
-"""Post-call summary and extraction: ``calls`` gains the summary, the extracted fields and the job's state.
+"""Post-call summary and extraction: the summary, the extracted fields and the job's state.
 
 Revision ID: 0009
 Revises: 0008

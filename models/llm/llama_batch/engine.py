@@ -20,16 +20,19 @@ Who rides along in a step: :mod:`models.llm.riders`. One reply on its sequence:
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 
 from dialplan.options import LLMOptions
 from models import catalog
 from models.errors import ModelMissingError
 from models.llm import tile
-from models.llm.base import LLM, Message, Piece, shared_prefix
+from models.llm.base import LLM, LLMStream, Message, Piece, shared_prefix
+from models.llm.grammar import GrammarPick
 from models.llm.llama_batch.generation import CANCEL_POLL_S, Generation, Seq
 from models.llm.llama_vocab import ChatVocab
 from models.llm.riders import TILE, members
+from models.llm.shape import JsonObject
 from models.priority import Priority, current_cancel
 from models.scheduler import Scheduler
 
@@ -57,6 +60,8 @@ class BatchedLlamaLLM(LLM):
 
     scheduled = False  # the engine takes one scheduler job per batched step itself
     can_prefill = True
+    constrains = True
+    reads_in_short_steps = True
 
     def __init__(self, options: LLMOptions, scheduler: Scheduler | None = None):
         self.scheduler = scheduler  # before the engine thread starts: its steps are its jobs
@@ -176,9 +181,27 @@ class BatchedLlamaLLM(LLM):
             self._finish(gen)
         return evaluated
 
+    def complete(self, messages: list[Message], max_tokens: int,
+                 shape: JsonObject | None = None) -> LLMStream:
+        """A one-off greedy reply, held by llama.cpp's grammar to ``shape`` when given.
+
+        On a sequence like a turn's, at the caller's priority (the post-call summary's is
+        background: its prompt is read a couple of tokens a step, between callers' work).
+        """
+        started = time.monotonic()
+        grammar = None if shape is None else GrammarPick(
+            self._lc, self._lc.llama_model_get_vocab(self._model), shape.gbnf())
+        gen = self._start(messages, cancel=current_cancel(), max_tokens=max_tokens,
+                          grammar=grammar)
+        if gen is None and grammar is not None:
+            grammar.free()  # cancelled before a sequence was free
+        return LLMStream(self.model_name, iter(()) if gen is None else gen, None,
+                         started_at=started)
+
     def _start(self, messages: list[Message], prompt: list[int] | None = None,
                wait: bool = True, prefill: bool = False,
-               cancel: threading.Event | None = None) -> Generation | None:
+               cancel: threading.Event | None = None, max_tokens: int | None = None,
+               grammar: GrammarPick | None = None) -> Generation | None:
         prompt = self.prompt_tokens(messages) if prompt is None else prompt
         with self._cond:
             while True:
@@ -196,7 +219,7 @@ class BatchedLlamaLLM(LLM):
                     return None
                 self._cond.wait(None if cancel is None else CANCEL_POLL_S)
             seq.busy = True
-            gen = Generation(self, seq, prompt, prefill, cancel)
+            gen = Generation(self, seq, prompt, prefill, cancel, max_tokens, grammar)
             seq.gen = gen
             self._active.append(gen)
             self._cond.notify_all()
@@ -224,7 +247,7 @@ class BatchedLlamaLLM(LLM):
         if gen in self._active and not gen.stepping:
             self._active.remove(gen)
             gen.seq.busy, gen.seq.gen = False, None
-            self._lc.llama_sampler_free(gen.sampler)
+            gen.free()
         self._cond.notify_all()
 
     # -- the engine
@@ -370,7 +393,7 @@ class BatchedLlamaLLM(LLM):
             for g, index in outputs:
                 if not g.done:
                     try:
-                        g.sampled(lc.llama_sampler_sample(g.sampler, self._ctx, index))
+                        g.sampled(g.pick(self._ctx, index))
                     except Exception as e:  # this reply fails, not the others
                         g.error = e
             for g in members:

@@ -15,7 +15,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+import numpy as np
+
 from models.llm.base import Piece, shared_prefix
+from models.llm.grammar import GrammarPick
 from models.priority import current_priority, rank_of
 
 if TYPE_CHECKING:
@@ -56,7 +59,8 @@ class Generation:
     """One streamed reply on a leased sequence; closing it (or running out) frees it."""
 
     def __init__(self, owner: Engine, seq: Seq, prompt: list[int],
-                 prefill_only: bool = False, cancel: threading.Event | None = None):
+                 prefill_only: bool = False, cancel: threading.Event | None = None,
+                 max_tokens: int | None = None, grammar: GrammarPick | None = None):
         lc = owner._lc
         o = owner.options
         self.owner = owner
@@ -79,9 +83,12 @@ class Generation:
         self.priority = current_priority()
         self.cancel = cancel
         """The turn's: once set, no step takes this reply and its reader stops."""
+        self.max_tokens = o.max_tokens if max_tokens is None else max_tokens
         self._utf8 = codecs.getincrementaldecoder("utf-8")("replace")
         chain = lc.llama_sampler_chain_init(lc.llama_sampler_chain_default_params())
-        if o.temperature <= 0:
+        self.grammar: GrammarPick | None = grammar
+        """A one-off JSON reply (``complete``): greedy, held to its grammar."""
+        if o.temperature <= 0 or grammar is not None:
             lc.llama_sampler_chain_add(chain, lc.llama_sampler_init_greedy())
         else:  # llama-cpp-python's chat defaults, so both backends sample alike
             lc.llama_sampler_chain_add(chain, lc.llama_sampler_init_top_k(40))
@@ -108,6 +115,21 @@ class Generation:
     def rank(self) -> tuple[int, float]:
         return rank_of(self.priority)
 
+    def pick(self, ctx: Any, index: int) -> int:
+        """Engine side: the next token from the step's logits at ``index``."""
+        lc = self.owner._lc
+        if self.grammar is None:
+            return lc.llama_sampler_sample(self.sampler, ctx, index)
+        logits = np.ctypeslib.as_array(lc.llama_get_logits_ith(ctx, index),
+                                       shape=(self.grammar.n_vocab,))
+        return self.grammar.choose(logits)
+
+    def free(self) -> None:
+        """Engine side, once the reply is off its sequence: its samplers' memory."""
+        self.owner._lc.llama_sampler_free(self.sampler)
+        if self.grammar is not None:
+            self.grammar.free()
+
     def sampled(self, token: int) -> None:
         """Engine side, ``_cond`` held: ``token`` follows the sequence."""
         self.generated += 1
@@ -121,7 +143,7 @@ class Generation:
         else:
             self.out.append(Piece(text))
         self.feed = [token]
-        if self.generated >= self.owner.options.max_tokens:
+        if self.generated >= self.max_tokens:
             self.done = True
 
     def __iter__(self) -> Iterator[Piece]:
