@@ -36,6 +36,7 @@ from dialplan.options import (
 from dialplan.profile import BUILTIN_TOOLS, HttpTool, McpServer, Profile
 from dialplan.secrets import read_secret
 from dialplan.sip import SIPAuthOptions, SIPOptions
+from dialplan.telemetry import TelemetryOptions
 from dialplan.webhooks import WebhookOptions
 
 STAGE_SECTIONS: dict[str, type] = {
@@ -86,6 +87,8 @@ class Config:
     """``[campaigns]``: the defaults of ``callagent campaign`` (its flags override them)."""
     console: ConsoleOptions = field(default_factory=ConsoleOptions)
     """``[console]``: the web console of ``serve`` and ``cluster``."""
+    telemetry: TelemetryOptions = field(default_factory=TelemetryOptions)
+    """``[telemetry]``: OpenTelemetry traces of the calls (off unless ``otlp_endpoint``)."""
     source: str = "<defaults>"
     """Where the config came from (for messages)."""
 
@@ -116,7 +119,7 @@ def parse_config(data: dict[str, Any], source: str = "<dict>",
                  env: Mapping[str, str] | None = None) -> Config:
     """Validate an already-loaded TOML mapping (see :func:`load_config`)."""
     allowed = {"sip", "db", "scheduler", "profiles", "dialplan", "tools", "webhooks",
-               "campaigns", "console", *STAGE_SECTIONS, *PROFILE_TEXT_KEYS}
+               "campaigns", "console", "telemetry", *STAGE_SECTIONS, *PROFILE_TEXT_KEYS}
     for key in data:
         if key not in allowed:
             raise ConfigError(f"unknown key '{key}' (allowed: {', '.join(sorted(allowed))})")
@@ -125,6 +128,7 @@ def parse_config(data: dict[str, Any], source: str = "<dict>",
     scheduler = build(SchedulerOptions, data.get("scheduler", {}), "scheduler")
     campaigns = build(CampaignOptions, data.get("campaigns", {}), "campaigns")
     console = build(ConsoleOptions, data.get("console", {}), "console")
+    telemetry = build(TelemetryOptions, data.get("telemetry", {}), "telemetry")
     webhooks = _webhooks(data.get("webhooks", []))
     raw_tools = data.get("tools", {})
     _expect_table(raw_tools, "tools")
@@ -174,7 +178,7 @@ def parse_config(data: dict[str, Any], source: str = "<dict>",
             )
     return Config(sip=sip, db=db, scheduler=scheduler, profiles=profiles, tools=tools,
                   dialplan=dict(plan), webhooks=webhooks, campaigns=campaigns, console=console,
-                  source=source)
+                  telemetry=telemetry, source=source)
 
 
 def _tool(table: Any, where: str) -> HttpTool | McpServer:

@@ -44,7 +44,7 @@ BASE_RULES = {
 AGENT_LAYERS = (
     "agent.cli",
     ("agent.bench", "agent.cluster", "agent.campaign", "agent.console"),
-    ("agent.server", "agent.simulate", "agent.supervisor", "agent.webhooks"),
+    ("agent.server", "agent.simulate", "agent.supervisor", "agent.webhooks", "agent.telemetry"),
     "agent.call",
     ("agent.turn", "agent.sip"),
     "agent.log",

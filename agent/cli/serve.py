@@ -9,7 +9,8 @@ which restarts it within seconds and closes the calls it left open as ``lost`` w
 ``--worker`` runs the server in this process (what the supervisor starts). On start the
 call-log writer also marks calls any dead process left open as ``lost``. With ``[[webhooks]]``
 the worker's call-log writer queues their events and the supervisor delivers them
-(:mod:`agent.webhooks`).
+(:mod:`agent.webhooks`); with ``[telemetry] otlp_endpoint`` the worker exports a trace per call
+(:mod:`agent.telemetry`).
 
 With ``[console] enabled`` the supervisor serves the web console (:mod:`agent.console`) and
 hands the worker ``--live-socket``, where its calls' live events go.
@@ -101,6 +102,11 @@ def run(args: argparse.Namespace) -> int:
 
         feed = LiveFeed(args.live_socket, args.worker_id)
         call_log = LiveTee(call_log, feed)
+    traces = None
+    if config.telemetry.otlp_endpoint:
+        from agent.telemetry import CallTraces
+
+        call_log = traces = CallTraces(config.telemetry, call_log)
     stages = StageCache(ModelCache(scheduler))
     server = Server(config, call_log, stage_cache=stages, worker=args.worker_id,
                     live=feed.publish if feed else None)
@@ -114,6 +120,8 @@ def run(args: argparse.Namespace) -> int:
     finally:
         server.stop()
         stages.close()  # the MCP servers' sessions (their processes end)
+        if traces is not None:
+            traces.close()  # the last calls' spans exported
         writer.close()
         if feed is not None:
             feed.close()
@@ -162,6 +170,10 @@ def _supervise(args: argparse.Namespace) -> int:
     from dialplan.config import console_token, webhook_secrets
 
     config = _config(args)  # a bad option fails here, not in a worker restarted forever
+    if config.telemetry.otlp_endpoint:
+        from agent.telemetry import require
+
+        require()  # and so does a missing package
     # Here, not in the worker: a receiver that is down or slow costs the calls nothing, and a
     # worker that dies takes no delivery with it. A missing secret fails the start.
     secrets = webhook_secrets(config.webhooks)
