@@ -45,6 +45,7 @@ from agent.sip.events import (
 )
 from agent.sip.gate import CallGate
 from agent.sip.useragent import SipAgent
+from agent.summary.runner import summarizer_for
 from agent.turn.load import LoadPolicy
 from agent.turn.profiles import ReadyProfiles
 from agent.turn.runner import StageCache
@@ -88,6 +89,12 @@ class Server:
         self.calls_total = 0
         self.load_policy = LoadPolicy(self.cache.models.scheduler)
         """What every call does under load, and which new calls are refused."""
+        self.summaries = summarizer_for(config.profiles, config.db.url, call_log,
+                                        lambda p: self.cache.models.llm(p.llm), self.load_policy,
+                                        worker, self.host)
+        """Post-call notes of the profiles that ask for them (None: none does)."""
+        if self.summaries is not None:  # their calls' ends are marked for it on the way
+            self.call_log = self.summaries.tee(call_log)
 
     def load(self) -> None:
         """Prepare every routed profile (models, phrases, warm-up), as ``simulate`` does.
@@ -104,6 +111,8 @@ class Server:
         """Load models, then open the SIP port."""
         if not self._loaded:
             self.load()
+        if self.summaries is not None:  # the pending notes of calls before a restart too
+            self.summaries.start()
         self.sip.start()
         mode = self.config.sip.registrar.uri or "direct"
         log.event("listening", uri=self.sip.uri, transport=self.config.sip.transport,
@@ -140,6 +149,8 @@ class Server:
             session.join(2.0)
         self.sessions.clear()
         self.sip.stop()
+        if self.summaries is not None:  # one in flight is made again at the next start
+            self.summaries.close()
         log.event("stopped", calls=self.calls_total)
 
     def dial(self, uri: str, profile: Profile, say_first: str = "",

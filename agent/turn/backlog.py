@@ -72,6 +72,11 @@ class Backlog:
         with self._lock:
             return not any(o is not owner for o in self._calls)
 
+    def calls(self) -> int:
+        """Calls up now."""
+        with self._lock:
+            return len(self._calls)
+
     def enter(self, owner: object) -> tuple[int, int]:
         """Count a turn of ``owner`` in; returns (its ticket, other calls' turns ahead of it)."""
         with self._lock:

@@ -24,6 +24,10 @@ measured by the benchmark named beside it, not assumed:
    late hears the profile's filler once. Off by default.
 7. **Admission** (:meth:`LoadPolicy.refuse`, ``sip.admit_max_wait_s``): while first-audio work
    waits too long, new calls are refused with ``sip.overload_code`` rather than answered late.
+8. **Post-call summaries wait** (:meth:`LoadPolicy.may_summarize`, :mod:`agent.summary`): one
+   starts when no call is up, or when the calls up are quiet as for rule 5, and runs at
+   background priority; while calls are up under load it waits and catches up later. Costs
+   the summaries' delay, nothing a caller hears (``bench summary``, the summary tests).
 
 Imports no SIP; reads nothing from the environment.
 """
@@ -91,6 +95,22 @@ class LoadPolicy:
         if again or self.backlog.alone(call):
             return True
         return self.measured_wait(PREFILL_LOAD_WINDOW_S) <= PREFILL_MAX_WAIT_S
+
+    def may_summarize(self, short_steps: bool, crowded: bool = False) -> bool:
+        """Whether a post-call summary may start now (rule 8).
+
+        Args:
+            short_steps: the LLM reads a background prompt a few tokens a step
+                (:attr:`~models.llm.base.LLM.reads_in_short_steps`); else it starts only
+                when no call is up, since its whole prompt would be one job a caller waits on.
+            crowded: the calls up need every LLM context (the summary would hold one).
+        """
+        if self.backlog.alone(None):
+            return True
+        if not short_steps or crowded or self.backlog.busy_others(None):
+            return False
+        return (self.scheduler.quiet_for(PREFILL_QUIET_S)
+                and self.measured_wait(PREFILL_LOAD_WINDOW_S) <= PREFILL_MAX_WAIT_S)
 
     def refuse(self, sip: SIPOptions, active_calls: int) -> float | None:
         """The measured wait that refuses a new call now, or None to answer it."""
