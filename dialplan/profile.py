@@ -178,8 +178,12 @@ class Profile:
     voicemail_message: str = ("Hello, this is an automated assistant calling. "
                               "Please call us back. Goodbye.")
     """Left on an answering machine (``amd``)."""
-    amd_max_s: float = 4.0
-    """``amd``: the longest the decision may take from the answer; undecided then = a person."""
+    amd_max_s: float = 10.0
+    """``amd``: the longest the decision may take from the answer; undecided then = a person.
+    Only a callee who talks on, neither pausing like a person nor ending like a box, reaches
+    it: a person is decided at their first pause, a box by its words or beep, which come in its
+    second sentence or later and are known a pass of the ASR after that (bench amd), or at its
+    end; a box's message waits for its beep anyway, so a late decision costs it nothing."""
     summary: bool = False
     """After the hang-up, a background job asks the LLM for a two-sentence summary of the
     call, stored with it (``report --call``, the console) and carried by ``call.ended``."""

@@ -27,9 +27,8 @@ GREETING = ("Hi, you've reached Sam. I can't take your call right now, please le
 MESSAGE = "Hello Sam, this is the library calling. Your reserved book is ready. Goodbye."
 LEAD_S, BEEP_S, TAIL_S = 0.3, 0.5, 20.0
 
-# amd_max_s 8, not the default 4: the words decided at 3.8 s of the 4 on a busy 16-core box
-# (tiny.en beside a benchmark), and a later answer means "unsure", greeted as a person; the
-# default's bound is tested on the detector alone (tests/test_amd_model.py).
+# The shipped amd_max_s (dialplan.profile.Profile.amd_max_s): the box's words, or its beep at
+# the greeting's end, decide within it.
 CONFIG = """
 [db]
 url = "sqlite:///{db}"
@@ -37,7 +36,6 @@ spool_dir = "{spool}"
 [profiles.fast]
 greeting = "Hello, this is the library."
 amd = true
-amd_max_s = 8.0
 voicemail_message = "{message}"
 llm = {{ model = "smollm2-135m", max_tokens = 30, threads = 1 }}
 asr = {{ model = "tiny.en" }}
@@ -73,9 +71,11 @@ def test_dial_to_a_voicemail_box_leaves_the_message_after_the_beep(tmp_path):
     audio, beep_end_s = voicemail_greeting(tmp_path)
     xml = scenario(ROOT / "tests/sipp/uas_voicemail.xml", tmp_path / "callee.xml", user="sam",
                    audio=audio)
+    # The box waits for the INVITE as long as dial may take to load its models on a busy
+    # machine (over 90 s beside other jobs on 2 cores).
     callee = subprocess.Popen(
         ["sipp", "-sf", str(xml), "-i", "127.0.0.1", "-mi", "127.0.0.1", "-p", str(callee_port),
-         "-mp", str(free_port()), "-m", "1", "-nostdin", "-timeout", "90s", "-timeout_error",
+         "-mp", str(free_port()), "-m", "1", "-nostdin", "-timeout", "300s", "-timeout_error",
          "-trace_logs", "-log_file", str(tmp_path / "callee.log")],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     ports = range(rtp_port, rtp_port + RTP_PORT_RANGE)
@@ -84,7 +84,7 @@ def test_dial_to_a_voicemail_box_leaves_the_message_after_the_beep(tmp_path):
             [sys.executable, "-m", "agent.cli.main", "dial", f"sip:sam@127.0.0.1:{callee_port}",
              "--config", str(config), "--profile", "fast", "--port", str(sip_port),
              "--rtp-port", str(rtp_port), "--timeout", "60"],
-            cwd=ROOT, capture_output=True, text=True, timeout=180)
+            cwd=ROOT, capture_output=True, text=True, timeout=360)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
     assert callee.wait(30) == 0  # the box got the INVITE for sam, and the agent's BYE
     with sqlite3.connect(db) as con:
@@ -104,3 +104,5 @@ def test_dial_to_a_voicemail_box_leaves_the_message_after_the_beep(tmp_path):
     # The agent's first words, the message, come after the tone and within 3 s of it; it was
     # silent while it screened (no greeting over the box's).
     assert spoken and beep_end_s < spoken[0][0] < beep_end_s + 3.0, (spoken, beep_end_s)
+    print(f"amd: {events['amd']}; {events['voicemail']}; on the wire the beep ends at "
+          f"{beep_end_s:.2f} s and the agent speaks at {spoken[0][0]:.2f} s")

@@ -3,11 +3,16 @@
 The callee's first seconds of audio decide, within ``amd_max_s`` of the answer:
 
 - a **beep** (:mod:`models.tone`: a steady tone of >= 150 ms) is a machine's;
-- **words** from the profile's ASR: general voicemail phrases ("leave a message", "after the
-  tone", "not available", "can't take your call", "voicemail") are a machine's;
+- **words** from the profile's ASR, transcribed while the greeting goes on (its words so far,
+  every :data:`WORDS_EVERY_S` of speech and at each pause): general voicemail phrases ("leave
+  a message", "after the tone", "not available", "can't take your call", "voicemail") are a
+  machine's; weaker ones ("you've reached", "get back to you") only in a long greeting without
+  a person's phrase ("speaking", "how can I help");
 - the **length** of the greeting: people say "hello?" (or their name, or their business's) and
   wait for an answer, machines talk on for several seconds. A short greeting followed by
-  :data:`HUMAN_GAP_S` of silence is a person; a long one with no machine words is *unsure*.
+  :data:`HUMAN_GAP_S` of silence is a person, so is a longer one whose words, all heard, name
+  no machine; a long one that ends with no machine words, or is still going at the bound, is
+  *unsure*.
 
 Never hang up on a person: *unsure* is handled as a person (the agent greets them). After a
 machine the agent waits for the beep, or for the greeting's end and :data:`GREETING_END_S` of
@@ -36,36 +41,55 @@ Result = Literal["human", "machine", "unsure"]
 
 MACHINE_PHRASES = (
     "leave a message", "leave me a message", "leave us a message", "leave your message",
-    "leave your name", "leave a brief message", "leave a short message", "please leave",
+    "leave your name", "leave your number", "leave a brief message", "leave a short message",
+    "leave a detailed message", "leave a voicemail", "please leave", "leave it at the",
     "after the tone", "after the beep", "at the tone", "at the beep", "after the signal",
-    "not available", "unavailable", "can't take your call", "can't take the call",
-    "can't come to the phone", "can't get to the phone", "unable to take your call",
-    "unable to answer", "not able to take your call", "voicemail", "voice mail", "mailbox",
-    "record your message", "not here right now", "away from the phone", "away from my desk",
+    "speak after", "record your message", "not available", "unavailable",
+    "nobody is available", "no one is available", "can't take your call", "take your call",
+    "can't take the call", "missed your call", "can't come to the phone",
+    "can't get to the phone", "can't answer the phone", "can't answer right now",
+    "unable to answer", "unable to take", "not able to take", "voicemail", "voice mail",
+    "mailbox", "voice messaging", "messaging system", "has been forwarded",
+    "not here right now", "not home right now", "not in right now", "away from the phone",
+    "away from my desk", "you know what to do", "the number you have dialed",
+    "the number you have dialled", "the person you are calling", "the person you have called",
+    "the subscriber you",
 )
 """Said by voicemail greetings, hardly by a person answering: one decides a machine."""
 LONG_PHRASES = ("you've reached", "you have reached", "get back to you", "as soon as possible",
-                "return your call", "thank you for calling")
+                "return your call", "call you back", "thank you for calling",
+                "thanks for calling", "sorry we missed", "sorry i missed")
 """Said by greetings, but also by people answering for a business ("you've reached the front
-desk, Sam speaking"): they decide a machine only after :data:`LONG_SPEECH_S` of speech."""
+desk, Sam speaking"): they decide a machine only in a transcript of :data:`LONG_SPEECH_S` of
+speech without a pause for an answer, and none of :data:`HUMAN_PHRASES`."""
+HUMAN_PHRASES = ("speaking", "how can i help", "how may i help", "can i help",
+                 "what can i do for you", "who's calling", "who is calling", "who is this",
+                 "who's this", "can you hear me", "hello hello")
+"""Said by a person answering: the weak phrases do not count beside them (the strong ones
+still do: a box may say "Sam speaking, leave a message")."""
 HUMAN_GAP_S = 0.8
 """Silence after a short greeting that says a person is waiting for an answer (the 800 ms of
 Asterisk's AMD ``after_greeting_silence``); machines pause less inside their greeting."""
 SHORT_SPEECH_S = 1.6
 """A greeting this short, then the gap, is a person's without waiting for its words."""
-HUMAN_MAX_SPEECH_S = 3.2
-"""Longest greeting that is still a person's when its words, all heard, name no machine."""
-LONG_SPEECH_S = 2.5
-"""Speech after which :data:`LONG_PHRASES` decide a machine too."""
+HUMAN_MAX_SPEECH_S = 4.0
+"""Longest greeting that is still a person's when its words, all heard, name no machine (a
+business's "Good afternoon, <name>, reception, this is <name>." takes about 3 s)."""
+LONG_SPEECH_S = 4.5
+"""Speech, all transcribed, after which :data:`LONG_PHRASES` decide a machine too: longer than
+a person talks before pausing for the caller (and than :data:`HUMAN_MAX_SPEECH_S`)."""
 NO_SPEECH_S = 2.0
 """Nothing said this long after the answer: unsure (a person waiting for the caller)."""
 MIN_SPEECH_S = 0.15
 """Less speech than this is a click or a breath, not a greeting."""
-WORDS_EVERY_S = 1.2
+WORDS_EVERY_S = 0.8
 """While the greeting goes on, its words so far are transcribed after this much more speech
-(and at every pause), so machine words decide before the greeting ends."""
+(and at every pause; one pass at a time), so machine words decide before the greeting ends:
+they come in its second sentence or later, and the pass takes the ASR's time after them."""
 GREETING_END_S = 1.5
 """After a machine with no beep: this much silence ends its greeting; the message starts."""
+NEW_WORDS_S = 0.25
+"""Less new speech than this since the last transcript is not transcribed again."""
 MESSAGE_WAIT_S = 30.0
 """After a machine: the message starts at the latest this long after the decision."""
 _TONE_HOLD_S = 0.1  # VAD chunks this close to a tonal frame are the beep, not speech
@@ -97,7 +121,7 @@ class Heard:
     """The speech (of ``speech_s``) that the transcript covers."""
     tone_hz: float | None = None
     """The frequency of a beep heard; None: none."""
-    max_s: float = 4.0
+    max_s: float = 10.0
     """The bound: undecided at this point is unsure."""
 
 
@@ -111,16 +135,22 @@ def normalized(text: str) -> str:
     return re.sub(r"\bcan ?not\b", "can't", text)
 
 
+def _found(phrases: tuple[str, ...], words: str) -> str | None:
+    return next((p for p in phrases if f" {p} " in words), None)
+
+
 def machine_words(text: str | None, long_greeting: bool = False) -> str | None:
-    """The first voicemail phrase in ``text`` (``long_greeting``: the weaker ones count too)."""
+    """The first voicemail phrase in ``text``.
+
+    ``long_greeting``: the weaker ones count too, unless ``text`` has a person's phrase.
+    """
     if not text:
         return None
     words = f" {normalized(text)} "
-    phrases = MACHINE_PHRASES + (LONG_PHRASES if long_greeting else ())
-    for phrase in phrases:
-        if f" {phrase} " in words:
-            return phrase
-    return None
+    phrase = _found(MACHINE_PHRASES, words)
+    if phrase is None and long_greeting and _found(HUMAN_PHRASES, words) is None:
+        phrase = _found(LONG_PHRASES, words)
+    return phrase
 
 
 def decide(h: Heard) -> Decision | None:
@@ -134,7 +164,7 @@ def decide(h: Heard) -> Decision | None:
     """
     if h.tone_hz is not None:
         return Decision("machine", h.at_s, f"beep {h.tone_hz:.0f} Hz")
-    phrase = machine_words(h.words, long_greeting=h.speech_s >= LONG_SPEECH_S)
+    phrase = machine_words(h.words, long_greeting=h.words_s >= LONG_SPEECH_S)
     if phrase is not None:
         return Decision("machine", h.at_s, f"words '{phrase}' in {h.speech_s:.1f} s of speech")
     if h.speech_s < MIN_SPEECH_S:
@@ -145,9 +175,16 @@ def decide(h: Heard) -> Decision | None:
         if h.speech_s <= SHORT_SPEECH_S:
             return Decision("human", h.at_s, f"short greeting ({h.speech_s:.1f} s), then "
                                              f"{h.silence_s:.1f} s of silence")
-        if h.speech_s <= HUMAN_MAX_SPEECH_S and h.words is not None and h.words_s >= h.speech_s:
+        # Its words all heard (but less than a transcript is asked for) name no machine.
+        heard = h.words is not None and h.words_s >= h.speech_s - NEW_WORDS_S - 1e-9
+        if heard and h.speech_s <= HUMAN_MAX_SPEECH_S:
             return Decision("human", h.at_s, f"greeting of {h.speech_s:.1f} s without machine "
                                              f"words, then {h.silence_s:.1f} s of silence")
+        if heard and h.silence_s >= GREETING_END_S:
+            # Longer than a person's, but over without a word or a beep of a machine's: the
+            # bound would say the same later (a box whose words were missed hears the greeting).
+            return Decision("unsure", h.at_s, f"greeting of {h.speech_s:.1f} s without machine "
+                                              f"words ended ({h.silence_s:.1f} s of silence)")
     if h.at_s >= h.max_s:
         return Decision("unsure", h.at_s, f"undecided at {h.max_s:.1f} s ({h.speech_s:.1f} s "
                                           "of speech, no beep or machine words)")
@@ -167,7 +204,7 @@ class Detector:
         max_s: the bound on the decision (the profile's ``amd_max_s``).
     """
 
-    def __init__(self, vad: VAD, rate: int, max_s: float = 4.0):
+    def __init__(self, vad: VAD, rate: int, max_s: float = 10.0):
         self._vad = vad.new_stream()
         self._to16k = line_resampler(rate)
         self._rate = rate
@@ -226,7 +263,7 @@ class Detector:
             return None
         new = self.speech_s - self.words_s
         paused = self.last_speech_s is not None and self.t - self.last_speech_s >= 0.25
-        if new < 0.25 or not (paused or new >= WORDS_EVERY_S):
+        if new < NEW_WORDS_S or not (paused or new >= WORDS_EVERY_S):
             return None
         self._asked_s = self.speech_s
         start = int(max(0.0, (self.first_speech_s or 0.0) - 0.3) * ASR_RATE)
