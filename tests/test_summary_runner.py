@@ -243,3 +243,29 @@ def test_a_profile_without_notes_sends_call_ended_at_once(rig):
     assert r.row()["summary_state"] is None
     (ended,) = r.call_ended()
     assert ended["summary_state"] is None and ended["extracted"] is None
+
+
+def test_report_call_shows_the_notes_or_where_they_stand(rig, capsys):
+    from agent.cli.main import main
+
+    r = rig(reply="not the notes")
+    r.call("c1")  # pending: no summarizer ran yet
+    assert main(["report", "--call", "c1", "--db", r.url]) == 0
+    assert "Summary: pending (made in the background after the call; 0 tries)" in " ".join(
+        capsys.readouterr().out.split())
+    r.summaries.start()
+    assert wait_until(lambda: r.row()["summary_state"] == "failed", timeout=10)
+    assert main(["report", "--call", "c1", "--db", r.url]) == 0
+    assert "Summary: failed (1 try): no JSON object in the reply" in " ".join(
+        capsys.readouterr().out.split())
+    r.llm.reply = json.dumps(NOTES)
+    r.call("c2")
+    assert wait_until(lambda: r.row("c2")["summary_state"] == "done", timeout=10)
+    assert main(["report", "--call", "c2", "--db", r.url, "--format", "json"]) == 0
+    shown = json.loads(capsys.readouterr().out)["summary"]
+    assert shown["state"] == "done" and shown["summary"] == NOTES["summary"]
+    assert shown["fields"] == {"caller_name": "Ana Ruiz", "reason": "a late order"}
+    assert main(["report", "--call", "c2", "--db", r.url]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "Summary (" in out and NOTES["summary"] in out
+    assert "caller_name: Ana Ruiz" in out and "reason: a late order" in out

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from agent.summary.notes import Notes, NotesError, max_tokens, parse, request, shape
@@ -39,8 +39,13 @@ class Outcome:
 
 
 def make_notes(llm: LLM, profile: Profile, turns: Sequence[tuple[str, str]],
-               cancel: threading.Event | None = None) -> Outcome:
+               cancel: threading.Event | None = None, grammar: bool = True,
+               alone: Callable[[], bool] | None = None) -> Outcome:
     """Ask ``llm`` for ``profile``'s notes on a call of ``turns``.
+
+    ``grammar`` False asks a constraining backend for free text too (``bench summary``'s
+    baseline: what the grammar is worth). ``alone()``: no call is up (see
+    :meth:`~models.llm.base.LLM.complete`).
 
     Raises:
         JobCancelled: ``cancel`` was set before the reply ended (nothing is recorded: the
@@ -52,7 +57,8 @@ def make_notes(llm: LLM, profile: Profile, turns: Sequence[tuple[str, str]],
     budget = llm.options.n_ctx - limit if llm.options is not None else None
     messages = request(profile, turns, llm.count_tokens, budget)
     started = time.monotonic()
-    stream = llm.complete(messages, limit, obj if llm.constrains else None)
+    stream = llm.complete(messages, limit, obj if llm.constrains and grammar else None,
+                          alone=alone)
     try:
         text = "".join(stream)
     finally:

@@ -184,9 +184,9 @@ class Summarizer:
     def _try(self, engine, call: PendingCall, profile: Profile, llm: LLM) -> None:
         turns = conversation(engine, call.id)
         cancel = self._cancel = threading.Event()
-        future: Future = self.load.scheduler.submit(make_notes, llm, profile, turns, cancel,
-                                                    stage="summary",
-                                                    priority=Priority.BACKGROUND, cancel=cancel)
+        future: Future = self.load.scheduler.submit(
+            make_notes, llm, profile, turns, cancel, True, lambda: self.load.backlog.alone(None),
+            stage="summary", priority=Priority.BACKGROUND, cancel=cancel)
         self._event("summary-started", call.id, profile=profile.name, turns=len(turns),
                     attempt=call.attempts + 1)
         try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -151,12 +151,15 @@ class LLM(Scheduled, ABC):
                          self.scheduler if self.scheduled else None, started_at=started)
 
     def complete(self, messages: list[Message], max_tokens: int,
-                 shape: JsonObject | None = None) -> LLMStream:
+                 shape: JsonObject | None = None,
+                 alone: Callable[[], bool] | None = None) -> LLMStream:
         """A one-off reply of up to ``max_tokens``, greedy, as JSON of ``shape`` if given.
 
         Not a call's turn: no history is kept for it. Backends that can constrain sampling
         (:attr:`constrains`) override this; the default is a turn's reply (``stream``, the
         options' ``max_tokens`` and temperature), free text for the caller to parse.
+        ``alone()`` True: nothing else will want the CPU soon (no call is up), so a background
+        request need not read its prompt in short steps (:attr:`reads_in_short_steps`).
         """
         return self.stream(messages)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -103,7 +103,8 @@ class LlamaCppLLM(LLM):
         return len(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
 
     def complete(self, messages: list[Message], max_tokens: int,
-                 shape: JsonObject | None = None) -> LLMStream:
+                 shape: JsonObject | None = None,
+                 alone: Callable[[], bool] | None = None) -> LLMStream:
         """A one-off greedy reply, held to ``shape``'s grammar when given (:mod:`.grammar`).
 
         Each step a job of the scheduler at the caller's priority; the prompt is one job.

@@ -23,7 +23,7 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -89,7 +89,8 @@ class OpenAILLM(LLM):
         return _RemoteStream(self.model_name, reply)
 
     def complete(self, messages: list[Message], max_tokens: int,
-                 shape: JsonObject | None = None) -> LLMStream:
+                 shape: JsonObject | None = None,
+                 alone: Callable[[], bool] | None = None) -> LLMStream:
         """A one-off greedy reply; with ``shape``, its JSON schema as ``response_format``.
 
         The OpenAI form (``json_schema``), which llama.cpp's server and vLLM hold the reply

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from dialplan.options import LLMOptions
@@ -89,7 +89,8 @@ class XLlamaCppLLM(LLM):
         stream.close()
 
     def complete(self, messages: list[Message], max_tokens: int,
-                 shape: JsonObject | None = None) -> LLMStream:
+                 shape: JsonObject | None = None,
+                 alone: Callable[[], bool] | None = None) -> LLMStream:
         """A one-off greedy reply; with ``shape``, held to its JSON schema by the engine."""
         request = self._request(messages, max_tokens, 0.0)
         if shape is not None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from dialplan.options import LLMOptions
 from models import catalog
@@ -182,26 +182,26 @@ class BatchedLlamaLLM(LLM):
         return evaluated
 
     def complete(self, messages: list[Message], max_tokens: int,
-                 shape: JsonObject | None = None) -> LLMStream:
-        """A one-off greedy reply, held by llama.cpp's grammar to ``shape`` when given.
+                 shape: JsonObject | None = None,
+                 alone: Callable[[], bool] | None = None) -> LLMStream:
+        """A one-off greedy reply held to ``shape``'s grammar, on a sequence like a turn's.
 
-        On a sequence like a turn's, at the caller's priority (the post-call summary's is
-        background: its prompt is read a couple of tokens a step, between callers' work).
+        At the caller's priority: in background steps, unless ``alone()``, a few tokens each.
         """
         started = time.monotonic()
         grammar = None if shape is None else GrammarPick(
             self._lc, self._lc.llama_model_get_vocab(self._model), shape.gbnf())
         gen = self._start(messages, cancel=current_cancel(), max_tokens=max_tokens,
-                          grammar=grammar)
+                          grammar=grammar, alone=alone)
         if gen is None and grammar is not None:
             grammar.free()  # cancelled before a sequence was free
-        return LLMStream(self.model_name, iter(()) if gen is None else gen, None,
-                         started_at=started)
+        return LLMStream(self.model_name, gen or iter(()), None, started_at=started)
 
     def _start(self, messages: list[Message], prompt: list[int] | None = None,
                wait: bool = True, prefill: bool = False,
                cancel: threading.Event | None = None, max_tokens: int | None = None,
-               grammar: GrammarPick | None = None) -> Generation | None:
+               grammar: GrammarPick | None = None,
+               alone: Callable[[], bool] | None = None) -> Generation | None:
         prompt = self.prompt_tokens(messages) if prompt is None else prompt
         with self._cond:
             while True:
@@ -219,7 +219,7 @@ class BatchedLlamaLLM(LLM):
                     return None
                 self._cond.wait(None if cancel is None else CANCEL_POLL_S)
             seq.busy = True
-            gen = Generation(self, seq, prompt, prefill, cancel, max_tokens, grammar)
+            gen = Generation(self, seq, prompt, prefill, cancel, max_tokens, grammar, alone)
             seq.gen = gen
             self._active.append(gen)
             self._cond.notify_all()
@@ -340,10 +340,11 @@ class BatchedLlamaLLM(LLM):
                     g.fresh = False
         batch, n, outputs = self._batch, 0, []
         # Background prefill in short steps, all sequences' together: a step is not
-        # preempted, and a caller's first-audio work may queue behind it.
+        # preempted, and a caller's first-audio work may queue behind it. Not while no
+        # caller could (a reply's ``alone``: no call is up).
         background, room, takes = BACKGROUND_CHUNK, N_BATCH, []
         for g in members:  # most urgent first: it gets the room
-            idle = g.rank()[0] >= Priority.BACKGROUND
+            idle = g.rank()[0] >= Priority.BACKGROUND and not (g.alone and g.alone())
             take = g.feed[:min(background if idle else N_BATCH, room)]
             if not take:
                 continue

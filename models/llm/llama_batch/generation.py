@@ -11,7 +11,7 @@ from __future__ import annotations
 import codecs
 import threading
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -60,7 +60,8 @@ class Generation:
 
     def __init__(self, owner: Engine, seq: Seq, prompt: list[int],
                  prefill_only: bool = False, cancel: threading.Event | None = None,
-                 max_tokens: int | None = None, grammar: GrammarPick | None = None):
+                 max_tokens: int | None = None, grammar: GrammarPick | None = None,
+                 alone: Callable[[], bool] | None = None):
         lc = owner._lc
         o = owner.options
         self.owner = owner
@@ -84,6 +85,8 @@ class Generation:
         self.cancel = cancel
         """The turn's: once set, no step takes this reply and its reader stops."""
         self.max_tokens = o.max_tokens if max_tokens is None else max_tokens
+        self.alone = alone
+        """True while no caller could wait on its steps: a background prompt in full steps."""
         self._utf8 = codecs.getincrementaldecoder("utf-8")("replace")
         chain = lc.llama_sampler_chain_init(lc.llama_sampler_chain_default_params())
         self.grammar: GrammarPick | None = grammar
