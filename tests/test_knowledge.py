@@ -6,14 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.turn.knowledge import (
-    NO_NOTES,
-    Knowledge,
-    numbers,
-    placeholder,
-    refuses,
-    stem,
-)
+from agent.turn.knowledge import NO_NOTES, Knowledge, stem
+from agent.turn.wording import numbers, placeholder, refuses
 from dialplan import ConfigError, load_config, parse_config
 from dialplan.knowledge import Fact, load_facts
 
@@ -421,3 +415,21 @@ def test_how_a_price_is_asked_is_no_unknown_subject():
     assert k.unfounded("No, we don't charge for delivery.", "Do you charge for delivery?",
                        strict=True) == {"delivery"}
     assert k.unknown_words("Is there a fee for storage?") == {"storage"}
+
+
+def test_strictly_free_said_of_what_its_fact_prices_is_unfounded():
+    k = Knowledge(SHOP + (Fact("A missed booking costs 30 dollars.", "Corner Cycles > Bookings"),),
+                  "You are the phone assistant of Corner Cycles.")
+    asked = "Is there a fee if I miss my booking?"
+    assert k.unfounded("No, there is no fee if you miss it.", asked, strict=True) == {"free"}
+    assert k.unfounded("No, there is no fee if you miss it.", asked) == set()
+    # Where the fact it is about says free, or a tie of facts holds one that does, it may.
+    assert k.unfounded("No, the estimate is free.", "Do you charge for an estimate?",
+                       strict=True) == set()
+
+
+def test_a_first_clause_leads_only_where_every_word_asked_is_a_facts_own():
+    k = Knowledge(SHOP, "You are the phone assistant of Corner Cycles.")
+    assert k.all_in_facts("How much to rent a city bike?")
+    assert not k.all_in_facts("How much are your cycles?")  # only the name holds it
+    assert not k.all_in_facts("Do you sell scooters?")

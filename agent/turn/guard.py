@@ -16,8 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from agent.turn.intent import names_a_tool
-from agent.turn.knowledge import Knowledge, placeholder, refuses
+from agent.turn.knowledge import Knowledge
 from agent.turn.textsplit import ends_sentence
+from agent.turn.wording import placeholder, refuses
 
 REFUSES = "refuses"
 """The objection to a reply that turns the caller away."""

@@ -26,6 +26,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from agent.turn.wording import FREE, MONEY, NUMBER_WORDS, UNSURE, known_numbers, numbers
 from dialplan.knowledge import Fact
 from models.embed.wordllama import embedder
 
@@ -70,33 +71,6 @@ minutes am pm time times o'clock
 _CONTRACTED = re.compile(r"'(?:s|re|ll|d|ve|m)$")
 
 
-_ONES = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
-         "fifteen sixteen seventeen eighteen nineteen").split()
-_TENS = "twenty thirty forty fifty sixty seventy eighty ninety".split()
-NUMBER_WORDS = frozenset(_ONES + _TENS + ["hundred", "thousand", "million", "half", "quarter"])
-_UNIT = re.compile(r"\bone (dollar|cent|hour|day|week|month|year|minute|pm|am|o'?clock)")
-
-
-def numbers(text: str) -> set[str]:
-    """The numbers ``text`` states, each as its digits (``"ten"`` and ``"10"`` are ``"10"``).
-
-    "one" counts only beside a unit: it is also a pronoun ("a new one").
-    """
-    t = text.lower().replace(",", "")
-    out = set(re.findall(r"\d+", t))
-    words = re.findall(r"[a-z]+", t)
-    for w in words:
-        if w in _ONES and w != "one":
-            out.add(str(_ONES.index(w)))
-        elif w in _TENS:
-            out.add(str(20 + 10 * _TENS.index(w)))
-        elif w in NUMBER_WORDS - {"one"} and w not in _ONES:
-            out.add(w)
-    if _UNIT.search(t):
-        out.add("1")
-    return out
-
-
 _CLAIM = re.compile(
     r"\bwe\s+(?:do not |don't |does not |doesn't |do |also |only |can |can't |cannot |will |"
     r"won't |usually |always |never )?(?P<what>[a-z][^.!?;:]*)"
@@ -121,47 +95,11 @@ that only begins with a fact's, or one that merely shares its letters, stays bel
 (tests/test_knowledge_vectors.py)."""
 
 
-_UNSURE = re.compile(r"\b(?:don't|do not|doesn't|does not) know\b|\bnot sure\b", re.I)
-
-
-def unsure(text: str) -> bool:
-    """Whether ``text`` says the agent does not know ("I don't know the exact time")."""
-    return bool(_UNSURE.search(text.replace("’", "'")))
-
-
 LOOK = "Facts:\n{facts}\n\nQuestion: {words}"
 """A turn asked again, the facts its words match before them
 (:meth:`~agent.turn.reply_checks.Checked._look_again`). The facts first, the question last:
 with the facts after the words, or in brackets, the 1.5B answered fewer of them, or wrote a
 tool call instead (bench answers' misses, asked again)."""
-
-_SLOT = re.compile(r"\[[^\]]*\]|\{[^}]*\}|<[^>]*>|\b[xX]{3,}\b")
-
-
-def placeholder(text: str) -> bool:
-    """Whether ``text`` holds a slot a template leaves to fill ("[insert email address]").
-
-    A small model writes one ("{name}", "555-XXXX") where it has no fact (bench answers), and
-    read out it is nonsense to a caller.
-    """
-    return bool(_SLOT.search(text))
-
-
-_REFUSES = re.compile(
-    r"\b(?:can'?t|cannot|can not|(?:am|are|is) (?:unable|not able) to) (?:assist|help)"
-    r"(?: you)?(?=\s*(?:with\b|[.,!]|$))", re.I)
-"""Read on the sentence so far, so a first clause that ends there ("We're sorry, but I can't
-assist") is not said either."""
-
-
-def refuses(text: str) -> bool:
-    """Whether ``text`` turns the caller away ("I'm sorry, but I can't assist with that.").
-
-    The under-load 0.5B says so to questions its facts answer and to ones they do not (bench
-    answers): a dead end, where ``dont_know`` offers the caller someone who knows.
-    """
-    return bool(_REFUSES.search(text))
-
 
 def stem(word: str) -> str:
     """A crude English stem: enough for "opens"/"open", "prices"/"price", "children's"."""
@@ -182,16 +120,6 @@ def terms(text: str) -> list[str]:
 
 
 _NOT_SUBJECT = frozenset(stem(w) for w in UNITS | GENERIC | NUMBER_WORDS)
-
-
-def known_numbers(texts) -> set[str]:
-    """The numbers ``texts`` state, each also as its digits and without leading zeros.
-
-    A number may be read out digit by digit ("five five five, zero one four two").
-    """
-    known = set().union(*(numbers(t) for t in texts))
-    return known | {d for n in known if n.isdigit() for d in n} | {
-        str(int(n)) for n in known if n.isdigit()}
 
 
 class Knowledge:
@@ -215,6 +143,9 @@ class Knowledge:
         # A word every fact has (the file's title: the business's name) tells none apart.
         common = set.intersection(*self._fact_terms) if len(facts) > 1 else set()
         self._fact_terms = [t - common for t in self._fact_terms]
+        own = set().union(*self._fact_terms) if facts else set()
+        self._named_only = (common | self._subject(persona)) - own
+        """Words only the persona or the title hold: the business's name, its kind."""
         self._docs = [Counter(terms(f"{f.topic} {f.text}")) for f in facts]
         self._vocabulary = set(terms(persona)).union(*self._docs)
         self._said = set(re.findall(r"[a-z0-9']+", " ".join(
@@ -297,6 +228,8 @@ class Knowledge:
         """
         stated, said = numbers(clause) - numbers(given), set(terms(given))
         out = (stated - self._known) | self._claimed(clause, said) | self._named(clause, given)
+        if strict and FREE.search(clause) and self._priced(f"{given} {before}"):
+            out.add("free")
         if strict and stated:
             out |= self._unknown_words(clause, said) | self._unbound(clause, stated & self._known,
                                                                     f"{given} {before}")
@@ -320,6 +253,19 @@ class Knowledge:
                        for i in holders):
                 out.add(n)
         return out
+
+    def _priced(self, asked: str) -> bool:
+        """Whether the facts most about ``asked`` state a price and none says it is free.
+
+        Then "there is no fee" contradicts them (the 1.5B denies a fee its fact states).
+        """
+        want = self._subject(asked)
+        shared = [len(t & want) for t in self._fact_terms]
+        best = max(shared, default=0)
+        if not best:
+            return False
+        top = [f.text for f, n in zip(self.facts, shared, strict=True) if n == best]
+        return any(MONEY.search(t) for t in top) and not any(FREE.search(t) for t in top)
 
     @staticmethod
     def _subject(text: str) -> set[str]:
@@ -347,9 +293,19 @@ class Knowledge:
         """The content words of ``words`` (a caller's) that no fact or the persona has."""
         return self._unknown_words(words, set(terms(words)))
 
+    def all_in_facts(self, words: str) -> bool:
+        """Whether every subject word of ``words`` is one of a fact's own words.
+
+        Not the persona's or the file's title (the business's name): a question about a thing
+        only the name holds ("a new chain" to a shop named for one) is about no fact.
+        """
+        return all(t not in self._named_only and (any(t in f for f in self._fact_terms)
+                                                  or self._near_a_fact(t))
+                   for t in self._subject(words))
+
     def _claimed(self, clause: str, said: set[str]) -> set[str]:
         """The caller's words (``said``, stemmed) a claim of ``clause`` is about, in no fact."""
-        if _UNSURE.search(clause):  # "I don't know whether we have a 3D printer": no claim
+        if UNSURE.search(clause):  # "I don't know whether we have a 3D printer": no claim
             return set()
         return set().union(*(self._unknown_words(m[m.lastgroup], said)
                              for m in _CLAIM.finditer(clause)))

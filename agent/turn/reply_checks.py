@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 
 from agent.turn.guard import REFUSES, Objection, objection
-from agent.turn.knowledge import LOOK, unsure
+from agent.turn.knowledge import LOOK
+from agent.turn.wording import unsure
 
 
 class Checked:
@@ -25,11 +26,12 @@ class Checked:
 
         The first clause is the caller's wait (a decode step a token: waiting for the whole
         sentence cost about a second on 2 cores, bench call). It goes early only where what
-        follows can hardly fail: the caller named nothing the facts do not know, so no claim
-        about it can follow (:meth:`~agent.turn.knowledge.Knowledge.unfounded`).
+        follows can hardly fail: every word the caller named is one of a fact's own (not only
+        the business's name), so no claim about it can follow
+        (:meth:`~agent.turn.knowledge.Knowledge.unfounded`).
         """
         k = self.runner.knowledge
-        return k is not None and not k.unknown_words(self.result.transcript) and not (
+        return k is not None and k.all_in_facts(self.result.transcript) and not (
             unsure(clause) or self._repeats(clause))
 
     def _check(self, sentence: str) -> str:
