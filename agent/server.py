@@ -28,10 +28,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from agent import log
+from agent.call.legs import ConsultLine, LegInputs
 from agent.call.live import Publish
 from agent.call.recorder import CallInfo
 from agent.call.session import CallSession
 from agent.sip.events import (
+    Bridged,
     CallDisconnected,
     CallRefused,
     DtmfReceived,
@@ -83,7 +85,9 @@ class Server:
         # Passwords are read here, before any model loads: a missing one fails at start.
         self.gate = CallGate(config.sip, sip_passwords(config.sip.auth))
         self.sip = SipAgent(config.sip, self.events, clock_rate=CLOCK_RATE, gate=self.gate)
-        self.sessions: dict[int, CallSession] = {}
+        self.sessions: dict[int, CallSession | LegInputs] = {}
+        """The calls up, by key: sessions, and the consult legs of attended transfers."""
+        self._lock = threading.Lock()  # events vs. a call's loop placing a consult leg
         self._ending: list[CallSession] = []
         self._loaded = False
         self.calls_total = 0
@@ -130,7 +134,8 @@ class Server:
         except queue.Empty:
             ev = None
         if ev is not None:
-            self._handle(ev)
+            with self._lock:
+                self._handle(ev)
         self._ending = [s for s in self._ending if not s.join(0)]
         for key, session in list(self.sessions.items()):
             if session.join(0):  # ended without a DISCONNECTED (its BYE got no answer...)
@@ -177,7 +182,8 @@ class Server:
                               load=self.load_policy,
                               transfer=lambda target: self.sip.transfer(keys[0], target),
                               send_dtmf=lambda digits: self.sip.send_dtmf(keys[0], digits),
-                              media_dir=self.config.db.media_dir, live=self.live)
+                              media_dir=self.config.db.media_dir, live=self.live,
+                              consult=self._consult_line(lambda: keys[0]))
         if before_invite is not None:
             before_invite(session.call_id)
         key = self.sip.dial(uri, session.link)
@@ -187,6 +193,24 @@ class Server:
         session.start()
         log.event("dialing", session.call_id, uri=uri, profile=profile.name)
         return session
+
+    def _consult_line(self, key: Callable[[], int]) -> ConsultLine:
+        """What the call ``key()`` may do for an attended transfer: its second call, the leg.
+
+        The leg is one of :attr:`sessions` (a :class:`LegInputs`) from its INVITE to its end,
+        so it counts against ``sip.max_calls`` as any call does; none is placed beyond it.
+        """
+        def dial(uri: str, link, inputs: LegInputs) -> int | None:
+            with self._lock:  # no event is handled between the INVITE and the leg's entry
+                if len(self.sessions) >= min(self.config.sip.max_calls, 4):
+                    return None
+                leg = self.sip.dial(uri, link)
+                self.sessions[leg] = inputs
+            log.event("consult-dialing", inputs.call_id, uri=uri)
+            return leg
+        return ConsultLine(dial=dial, hangup=self.sip.hangup,
+                           replaces=lambda leg: self.sip.transfer_replaces(key(), leg),
+                           bridge=lambda leg: self.sip.bridge(key(), leg))
 
     # ---- events ------------------------------------------------------------------------------
 
@@ -208,6 +232,9 @@ class Server:
         elif isinstance(ev, TransferStatus):
             if (s := self.sessions.get(ev.key)) is not None:
                 s.transfer_status(ev.code, ev.reason, ev.final)
+        elif isinstance(ev, Bridged):
+            if isinstance(s := self.sessions.get(ev.other), LegInputs):
+                s.bridged(ev.ok, ev.detail)
         elif isinstance(ev, RtpTimeout):
             if (s := self.sessions.get(ev.key)) is not None:
                 log.event("rtp-timeout", s.call_id, silent_s=round(ev.silent_s, 2))
@@ -286,5 +313,6 @@ class Server:
                            load=self.load_policy,
                            transfer=lambda uri: self.sip.transfer(key, uri),
                            send_dtmf=lambda digits: self.sip.send_dtmf(key, digits),
-                           media_dir=self.config.db.media_dir, live=self.live)
+                           media_dir=self.config.db.media_dir, live=self.live,
+                           consult=self._consult_line(lambda: key))
 

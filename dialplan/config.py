@@ -48,7 +48,8 @@ STAGE_SECTIONS: dict[str, type] = {
 }
 PROFILE_TEXT_KEYS = ("system_prompt", "greeting", "goodbye", "filler", "repeat", "apology",
                      "transferring", "transfer_failed", "message_prompt", "message_taken",
-                     "digits_prompt", "tool_error", "still_there", "hold_ack")
+                     "digits_prompt", "tool_error", "still_there", "hold_ack", "consult_summary",
+                     "consult_ask", "consult_declined", "consult_busy", "consult_no_answer")
 KEYPAD_KEYS = "0123456789*#"
 API_KEY_ENV = ("CALLAGENT_LLM_API_KEY", "OPENAI_API_KEY")
 """Where ``llm.api_key`` of an ``openai`` profile comes from when empty, first set wins."""
@@ -157,7 +158,8 @@ def parse_config(data: dict[str, Any], source: str = "<dict>",
             prof, http_tools={t: tools[t] for t in prof.tools
                               if isinstance(tools.get(t), HttpTool)},
             mcp_servers={t: tools[t] for t in prof.tools if isinstance(tools.get(t), McpServer)},
-            facts=_facts(prof.knowledge, source, f"profiles.{name}.knowledge"))
+            facts=_facts(prof.knowledge, source, f"profiles.{name}.knowledge"),
+            hold_audio=_hold_audio(prof.hold_audio, source, f"profiles.{name}.hold_audio"))
     if not profiles:
         raise ConfigError("profiles: at least one profile is needed")
     profiles = _with_api_keys(profiles, os.environ if env is None else env)
@@ -219,6 +221,22 @@ def _facts(knowledge: str, source: str, key: str) -> tuple:
         return load_facts(path)
     except KnowledgeError as e:
         raise ConfigError(f"{key}: {e}") from None
+
+
+def _hold_audio(path: str, source: str, key: str) -> str:
+    """The hold WAV's path (a relative one is the config file's neighbour), checked readable."""
+    if not path:
+        return ""
+    p = Path(path).expanduser()
+    if not p.is_absolute() and source != "<dict>":
+        p = Path(source).parent / p
+    try:
+        import soundfile  # the config's only audio check: a bad file fails at start
+
+        soundfile.info(str(p))
+    except Exception as e:  # noqa: BLE001 (missing, unreadable, not audio)
+        raise ConfigError(f"{key}: {p}: not a readable audio file ({e})") from None
+    return str(p)
 
 
 def _check_actions(profile: Profile, tools: dict[str, HttpTool | McpServer],

@@ -25,8 +25,12 @@ class DirectoryEntry:
     description: str = ""
     """One line on what they handle; the LLM reads it to choose the target."""
     attended: bool = False
-    """Warm transfer: the agent calls the target first and tells them who is coming (not
-    built yet: a blind transfer is made, and the call log says so)."""
+    """Warm transfer: the caller hears ``hold_audio`` while the agent calls the target, says
+    who is calling and why (one sentence, from the call so far) and asks them to accept ("yes"
+    or key 1; "no" or key 2 declines). Accepted: the two are joined (REFER with Replaces, or
+    the agent bridges their audio if the caller's phone refuses the REFER); otherwise the
+    caller hears what happened and is offered to leave a message. With no call slot free for
+    the second call (``sip.max_calls``), a blind transfer is made, and the call log says so."""
 
 
 @dataclass(frozen=True)
@@ -144,6 +148,27 @@ class Profile:
     """Said before a transfer ({name}: the directory entry, spoken)."""
     transfer_failed: str = "Sorry, {name} is not available right now. Can I help you instead?"
     """Said when a transfer fails (the target busy, not answering, or refused)."""
+    consult_summary: str = "I have a caller on the line for {name}."
+    """An attended transfer: what the target hears if no one-sentence summary of the call could
+    be written (the LLM failed or was slow; {name}: the directory entry, spoken)."""
+    consult_ask: str = ("Will you take the call? Say yes or press 1. "
+                        "Say no or press 2.")
+    """An attended transfer: said to the target after the summary."""
+    consult_declined: str = ("Sorry, {name} can't take your call right now. "
+                             "Would you like to leave a message?")
+    """Said to the caller when the target declined, hung up or did not decide in time."""
+    consult_busy: str = "Sorry, {name} is busy right now. Would you like to leave a message?"
+    """Said to the caller when the target's line was busy (486, 600)."""
+    consult_no_answer: str = ("Sorry, {name} is not answering right now. "
+                              "Would you like to leave a message?")
+    """Said to the caller when the target did not answer (or could not be called)."""
+    hold_audio: str = ""
+    """A WAV (any rate; relative to the config file) the caller hears, looped, while an attended
+    transfer calls the target. Empty = a generated soft tone."""
+    consult_ring_s: float = 20.0
+    """An attended transfer gives up on a target that has not answered after this long."""
+    consult_answer_s: float = 15.0
+    """... and on a target that has not accepted or declined this long after the question."""
     message_prompt: str = "Please leave your message now, and I will pass it on."
     """Said when the caller may leave a message (``take_message``, keypad ``message``)."""
     message_taken: str = "Thank you, I have passed your message on. Anything else?"
@@ -204,6 +229,9 @@ class Profile:
     def __post_init__(self) -> None:
         if not 1.0 <= self.amd_max_s <= 30.0:
             raise ValueError(f"amd_max_s = {self.amd_max_s}: must be 1 to 30 seconds")
+        for key in ("consult_ring_s", "consult_answer_s"):
+            if not 2.0 <= getattr(self, key) <= 120.0:
+                raise ValueError(f"{key} = {getattr(self, key)}: must be 2 to 120 seconds")
         if not 0.0 <= self.summary_wait_s <= 86400.0:
             raise ValueError(f"summary_wait_s = {self.summary_wait_s}: must be 0 to 86400 s")
         check_extract(self.extract)

@@ -9,7 +9,8 @@ the call never hangs up or transfers over its own words. Every action, and how i
 out, updated by each NOTIFY, and closed by its outcome: ``ok``, ``sip-NNN``, ``timeout`` (no
 final NOTIFY in :data:`TRANSFER_WAIT_S`), or, when the call ends first, ``caller-gone`` (a phone
 may drop the dialog once it has the REFER) or ``ended-REASON``. A failed one is said to the
-caller (and told to the model) and the call goes on.
+caller (and told to the model) and the call goes on. An ``attended`` entry's transfer is a
+:class:`~agent.call.consult.Consult`; failed, it offers a message, and a "yes" starts one.
 
 :class:`CallActions` runs on the call's loop only; the session gives it what it may do to the
 line (say a cached phrase, hang up, send REFER, start a turn from typed digits).
@@ -28,6 +29,9 @@ import numpy as np
 import soundfile as sf
 
 from agent import log
+from agent.call.announce import answer_of
+from agent.call.consult import Consult, ConsultKit, said_when_failed
+from agent.call.messages import LegEvent, LegFrame
 from agent.call.recorder import CallRecorder, ended_outcome
 from agent.call.turn import Turn
 from agent.turn.tools import ToolCall, spoken_name, target_of, tool_response
@@ -95,11 +99,13 @@ class CallActions:
         history: the call's chat history (a failed transfer is told to the model).
         media_dir: where callers' messages are written.
         caller: the caller's URI (kept with their message).
+        consult: what attended transfers need (None: a line that cannot place a second call;
+            an attended entry's transfer is then made blind).
     """
 
     def __init__(self, profile: Profile, rec: CallRecorder, line: Line,
                  history: list[Message], media_dir: str | Path = "recordings",
-                 caller: str = ""):
+                 caller: str = "", consult: ConsultKit | None = None):
         self.profile = profile
         self._rec = rec
         self._line = line
@@ -115,6 +121,12 @@ class CallActions:
         self._digit_at = 0.0
         self._collecting = False
         self._typed: str | None = None  # typed words waiting for the caller's turn
+        self._kit = consult
+        self._consult: Consult | None = None
+        """The attended transfer that has the caller (on hold, or bridged)."""
+        self._legs: dict[str, Consult] = {}  # every one started: their legs' news, their end
+        self._offer = False  # a message was offered after an attended transfer failed
+        self._offer_taken: Turn | None = None  # the turn that said yes to it
 
     @property
     def call_id(self) -> str:
@@ -123,13 +135,20 @@ class CallActions:
     @property
     def transferring(self) -> bool:
         """A REFER is out and its outcome has not come: the caller is being put through."""
-        return self._transfer is not None
+        return self._transfer is not None or self._consult is not None
+
+    @property
+    def holding(self) -> bool:
+        """An attended transfer has the caller's audio (on hold, or bridged to the target)."""
+        return self._consult is not None and self._consult.holding
 
     # ---- from turns ----------------------------------------------------------------------------
 
     def after_turn(self, turn: Turn) -> None:
         """A turn is done: its action waits for its phrase to be heard (if it was heard)."""
         r = turn.result
+        if r is not None and not r.kept:
+            self._offer = False  # answered otherwise: the offer of a message is over
         if r is None or r.action is None or turn.cancelled or not turn.gate_open or turn.error:
             return
         self.pending = _Pending(r.action, r.action.source, turn.index)
@@ -140,8 +159,11 @@ class CallActions:
         While a message is left its words and audio are kept as part of it (``message``);
         words said while a transfer runs go unanswered (``transferring``).
         """
-        if self._transfer is not None:
+        if self.transferring:
             return "transferring"
+        if self._offer and self._message is None and answer_of(text) == "yes":
+            self._offer_taken = turn  # a message once the turn is endpointed (see tick)
+            return "message-offer"
         if self._message is None:
             return ""
         if text.strip():
@@ -223,6 +245,8 @@ class CallActions:
     def _start_transfer(self, pending: _Pending, now: float) -> None:
         target = target_of(pending.call, self.profile)
         entry = self.profile.directory.get(target or "")
+        if entry is not None and entry.attended and self._attended(pending, target, entry, now):
+            return
         if entry is None or self._line.transfer is None:
             why = "unknown-target" if entry is None else "no-transfer-on-this-line"
             self._record(pending.call, pending.source, why, turn=pending.turn_index)
@@ -235,8 +259,46 @@ class CallActions:
                   attended=entry.attended)
         self._line.transfer(entry.uri)
 
+    def _attended(self, pending: _Pending, target: str, entry, now: float) -> bool:
+        """Start an attended transfer; False: it cannot be (it is made blind)."""
+        if self._kit is None:
+            return False
+        consult = Consult(self._kit, self._rec, target, entry, self._consult_ended)
+        if not consult.start(pending.call, pending.source, pending.turn_index, now):
+            self._rec.event("consult", "no call slot free for the call to the target "
+                                       "(sip.max_calls): made blind")
+            return False
+        self._consult = self._legs[consult.leg_id] = consult
+        log.event("transfer", self.call_id, target=target, uri=entry.uri, attended=True,
+                  consult=consult.leg_id)
+        return True
+
+    def leg(self, msg: LegEvent | LegFrame, now: float) -> None:
+        """A frame or SIP event of an attended transfer's call to its target."""
+        if (consult := self._legs.get(msg.leg)) is not None:
+            consult.leg_input(msg, now)
+
+    def _consult_ended(self, outcome: str) -> None:
+        """The attended transfer settled the caller's side: ``ok`` and the rest."""
+        c = self._consult
+        if outcome == "bridged":
+            return  # the consult keeps the caller's audio until a side hangs up
+        self._consult = None
+        if outcome in ("ok", "bridge-ended"):
+            return self._line.hangup("transferred" if outcome == "ok" else "callee-bye")
+        text = said_when_failed(self.profile, c.target, outcome)
+        self._history.append(Message("user", tool_response(json.dumps(
+            {"transfer": "failed", "target": c.target, "reason": outcome,
+             "offered": "take_message"}))))
+        self._history.append(Message("assistant", text))
+        self._offer = True
+        self._line.say(text)
+
     def transfer_status(self, code: int, reason: str, final: bool, now: float) -> None:
         """The REFER's progress (its response, then the NOTIFYs' sipfrag status)."""
+        if self._consult is not None:
+            self._consult.refer_status(code, reason, final, now)
+            return
         t = self._transfer
         if t is None:
             return
@@ -281,6 +343,14 @@ class CallActions:
                 and now - m.last_at >= MESSAGE_PAUSE_S):
             self._save_message()
             self._line.say(self.profile.message_taken)
+        if self._consult is not None:
+            self._consult.tick(now)
+        if (taken := self._offer_taken) is not None and (taken.endpointed or taken.cancelled):
+            self._offer_taken = None
+            if not taken.cancelled and not taken.merged and self._offer:
+                self._offer = False  # "yes" to the offer of a message: the caller leaves one
+                self.pending = _Pending(ToolCall("take_message"), "offer", taken.index)
+                self._line.say(self.profile.message_prompt)
         t = self._transfer
         if t is not None and now - t.sent_at >= TRANSFER_WAIT_S:
             self._close_transfer("timeout", f"no final NOTIFY in {TRANSFER_WAIT_S:g} s; "
@@ -296,6 +366,8 @@ class CallActions:
         if self._message is not None and self._message.parts:
             self._save_message()
         gone = ended_outcome(end_reason)
+        for consult in self._legs.values():
+            consult.finish(end_reason, now)
         if self._transfer is not None:
             self._close_transfer(gone, f"the call ended ({end_reason}) "
                                  f"{now - self._transfer.sent_at:.1f} s after the REFER, before "

@@ -16,6 +16,7 @@ from agent.call.messages import (
     Dtmf,
     Frame,
     Held,
+    LegEvent,
     LineDead,
     MediaActive,
     Message,
@@ -51,6 +52,10 @@ class CallInputs:
     def transfer_status(self, code: int, reason: str, final: bool) -> None:
         """Progress of the REFER this call sent (its response, then the NOTIFYs)."""
         self._inbox.put(TransferProgress(code, reason, final))
+
+    def leg(self, leg: str, kind: str, detail: str = "", code: int = 0) -> None:
+        """News of a consult leg of this call (an attended transfer's call to its target)."""
+        self._inbox.put(LegEvent(leg, kind, detail, code))
 
     def hold(self, held: bool) -> None:
         """The caller put the call on hold, or resumed it: no silence limit while held."""

@@ -73,6 +73,32 @@ class TransferProgress:
 
 
 @dataclass(frozen=True, slots=True)
+class LegFrame:
+    """20 ms of a consult leg's audio (an attended transfer's call to its target)."""
+
+    leg: str
+    """The leg's call id."""
+    at: float
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class LegEvent:
+    """News of the consult leg (:mod:`agent.call.consult`).
+
+    ``media`` (answered; ``detail``: the codec), ``dtmf`` (``detail``: the digit), ``gone``
+    (disconnected; ``code``: its last status, ``detail``: ``local`` or ``remote``),
+    ``bridged`` / ``bridge-failed`` (the two calls' audio joined, or why not), ``shutdown``.
+    """
+
+    leg: str
+    """The leg's call id."""
+    kind: str
+    detail: str = ""
+    code: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class Shutdown:
     """The process is stopping, or its owner ends the call: hang up and close the records."""
 
@@ -123,4 +149,5 @@ class TurnDone:
 
 
 Message = (Frame | MediaActive | Dtmf | Disconnected | LineDead | Held | Shutdown | JobDone | Tick
-           | EndOfTurnScored | Transcribed | ReplyAudio | TurnDone | TransferProgress)
+           | EndOfTurnScored | Transcribed | ReplyAudio | TurnDone | TransferProgress | LegFrame
+           | LegEvent)

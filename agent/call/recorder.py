@@ -67,6 +67,10 @@ class CallRecorder:
         log.event("call-answered", self.call_id, extension=info.extension,
                   caller=info.caller_uri, sip_call_id=info.sip_call_id, profile=profile.name)
 
+    def leg(self, call_id: str) -> CallRecorder:
+        """The records of another call this one placed (an attended transfer's consult leg)."""
+        return CallRecorder(self._log, call_id)
+
     def event(self, kind: str, detail: str) -> None:
         """An EventRecord (dtmf, barge-in, error, state...)."""
         self._log.put(EventRecord(self.call_id, datetime.now(UTC), kind, detail))

@@ -28,10 +28,12 @@ from agent import log
 from agent.call.actions import CallActions, Line
 from agent.call.amd import Screening
 from agent.call.clock import REAL_TIME, Clock
+from agent.call.consult import ConsultKit
 from agent.call.idle import Quiet
 from agent.call.inbound import Inbound
 from agent.call.inputs import CallInputs
 from agent.call.jobs import CallJobs
+from agent.call.legs import ConsultLine
 from agent.call.live import Publish, TurnFeed
 from agent.call.messages import (
     Disconnected,
@@ -40,6 +42,8 @@ from agent.call.messages import (
     Frame,
     Held,
     JobDone,
+    LegEvent,
+    LegFrame,
     LineDead,
     MediaActive,
     Message,
@@ -90,6 +94,8 @@ class CallSession(CallInputs):
         send_dtmf: sends keypad digits down the line (None: the line cannot).
         media_dir: where callers' messages are written.
         live: publishes the turns' words as they happen, to the live console (None: no console).
+        consult: places and joins an attended transfer's call to its target (None: the line
+            cannot; such transfers are made blind).
     """
 
     def __init__(self, profile: Profile, stages: Stages, call_log: CallLog,
@@ -99,7 +105,7 @@ class CallSession(CallInputs):
                  load: LoadPolicy | None = None,
                  transfer: Callable[[str], None] | None = None,
                  send_dtmf: Callable[[str], None] | None = None, media_dir: str = "recordings",
-                 live: Publish | None = None):
+                 live: Publish | None = None, consult: ConsultLine | None = None):
         self.call_id = uuid.uuid4().hex[:16]
         self.profile = profile
         self.info = info or CallInfo()
@@ -125,7 +131,9 @@ class CallSession(CallInputs):
         self.actions = CallActions(
             profile, self._rec, Line(say=self._say, hangup=self._end_by, typed=self._typed,
                                      transfer=transfer, send_dtmf=send_dtmf),
-            self.history, media_dir, caller=self.info.caller_uri)
+            self.history, media_dir, caller=self.info.caller_uri, consult=consult and ConsultKit(
+                consult, profile, stages, self.jobs, phrase, self.playout, self.history,
+                self.leg, self._inbox.put, clock.now, rate, self.call_id))
         worker = TurnWorker(self.runner, self.history, self.playout, self._inbox.put, self.jobs,
                             clock.now, self.load, under_load=under_load,
                             keep=self.actions.keep)
@@ -209,6 +217,8 @@ class CallSession(CallInputs):
                 self._rec.event("dtmf", digit)
                 log.event("dtmf", self.call_id, digit=digit, state=self.state)
                 self.actions.dtmf(digit, self.clock.now())
+            case LegFrame() | LegEvent():
+                self.actions.leg(msg, self.clock.now())
             case TransferProgress(code, reason, final):
                 self.actions.transfer_status(code, reason, final, self.clock.now())
             case Disconnected(by_local, code):
@@ -274,8 +284,8 @@ class CallSession(CallInputs):
             log.event("prime-failed", self.call_id, error=repr(f.exception()))
 
     def _on_audio(self, at: float, data: bytes) -> None:
-        if self.state in ("ringing", "ended"):
-            return
+        if self.state in ("ringing", "ended") or self.actions.holding:
+            return  # (holding: an attended transfer has the caller's audio)
         if self.state == "screening" and self.screening is not None:
             verdict = self.screening.feed(data)
             if verdict == "human":

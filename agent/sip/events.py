@@ -127,6 +127,18 @@ class TransferStatus:
 
 
 @dataclass(frozen=True)
+class Bridged:
+    """Two of the agent's calls now hear each other (:meth:`SipAgent.bridge`), or why not."""
+
+    key: int
+    """The call whose bridge was asked for (an attended transfer's caller)."""
+    other: int
+    ok: bool
+    detail: str
+    at: float
+
+
+@dataclass(frozen=True)
 class CallDisconnected:
     """The call is over; its key is no longer valid."""
 
@@ -159,4 +171,5 @@ class SipError:
 
 
 SipEvent = (IncomingCall | CallRefused | MediaActive | MediaHold | RtpTimeout | CallConnected
-            | DtmfReceived | TransferStatus | CallDisconnected | RegistrationChanged | SipError)
+            | DtmfReceived | TransferStatus | Bridged | CallDisconnected
+            | RegistrationChanged | SipError)

@@ -10,7 +10,7 @@ after ``libDestroy`` aborts the process; see /work/shared/SIP.md).
 Threads:
   * one Python thread (``sip``) creates the pjsua2 endpoint, polls it with ``libHandleEvents``
     and runs every pj API call; other threads send it commands (answer, hangup, dial,
-    transfer, DTMF) through a queue;
+    transfer, DTMF; joining two calls, :mod:`agent.sip.legs`) through a queue;
   * the ``sip`` thread screens each new INVITE with the :class:`~agent.sip.gate.CallGate` as
     pjsua picks its account, before its media exists: a refused one gets an account whose media
     opens no socket (:func:`~agent.sip.pjconfig.refusing_config`), and is answered in the
@@ -59,6 +59,7 @@ from agent.sip.events import (
     TransferStatus,
 )
 from agent.sip.gate import CallGate, Screens
+from agent.sip.legs import CallJoins
 from agent.sip.pjconfig import (  # RTP_PORT_RANGE: tests and benches import it from here
     RTP_PORT_RANGE,  # noqa: F401
     account_config,
@@ -73,7 +74,7 @@ RTP_POLL_S = 0.2
 is reported at most two polls (0.4 s) after ``rtp_timeout_s`` has passed since the last packet."""
 
 
-class SipAgent:
+class SipAgent(CallJoins):
     """A pjsua2 user agent running on its own thread; see the module docstring.
 
     Args:

@@ -239,7 +239,8 @@ def fixed_phrases(profile: Profile) -> list[str]:
     """Everything a call of ``profile`` says word for word, synthesised before any call.
 
     The greeting, the limits' goodbye, the idle prompt and the hold's acknowledgement, what its
-    actions announce (per directory entry), and the keypad's ``say:`` texts.
+    actions announce (per directory entry; an attended one's question, summary template and
+    what the caller hears when it fails), and the keypad's ``say:`` texts.
     """
     names = [spoken_name(n) for n in profile.directory]
     texts = [profile.greeting, profile.goodbye, profile.filler, profile.apology, profile.repeat]
@@ -250,6 +251,11 @@ def fixed_phrases(profile: Profile) -> list[str]:
                   profile.tool_error]
         texts += [t.format(name=n) for n in names
                   for t in (profile.transferring, profile.transfer_failed)]
+        warm = [spoken_name(n) for n, e in profile.directory.items() if e.attended]
+        texts += [profile.consult_ask] if warm else []
+        texts += [t.format(name=n) for n in warm for t in (
+            profile.consult_summary, profile.consult_declined, profile.consult_busy,
+            profile.consult_no_answer)]
     texts += [a.removeprefix("say:") for a in profile.keypad.values() if a.startswith("say:")]
     return list(dict.fromkeys(t for t in texts if t.strip()))
 
