@@ -19,6 +19,14 @@ buys Whisper no accuracy on VAD-cut line questions: the difference is within the
 (bench wer)."""
 
 
+BACKCHANNELS = ("uh", "um", "umm", "er", "erm", "ah", "ahh", "oh", "eh", "huh", "hm", "hmm", "mm",
+                "mhm", "mm-hmm", "mm-mm", "uh-huh", "uh-uh", "uhum", "aha", "yeah", "yep", "yup",
+                "yes", "okay", "ok", "right", "alright", "sure", "i see")
+"""English sounds and words a listener makes while the other speaks, not to take the floor
+(the ASR's spellings of them: "Uh-huh.", "Mm-hmm", "Hmm..."): a barge-in that says only these
+resumes the reply (``audio.barge_in_fillers``; a profile in another language sets its own)."""
+
+
 @dataclass(frozen=True)
 class AudioOptions:
     """Voice activity detection and turn-taking (``[audio]``)."""
@@ -57,6 +65,13 @@ class AudioOptions:
     """While the agent speaks, caller speech must last this long to interrupt it."""
     barge_in_echo_ratio: float = 0.5
     """While the agent speaks, caller RMS must exceed this fraction of the agent's outbound RMS."""
+    barge_in_resume: bool = True
+    """A barge-in stops the reply at once but keeps it until the caller's sound is transcribed:
+    no words (a cough, a noise, nothing the ASR is sure of) or only ``barge_in_fillers``
+    ("uh-huh") and the reply goes on from the start of the sentence it cut, said again; words
+    and it is dropped, the caller's turn answered. False: every barge-in drops the reply."""
+    barge_in_fillers: tuple[str, ...] = BACKCHANNELS
+    """Words (or phrases) that do not take the floor from the agent: see ``barge_in_resume``."""
     end_of_turn: str = "smart-turn-v3.2"
     """End-of-turn model scored at ``speculate_s`` of silence (bundled name or an ONNX path;
     "off" = VAD hangover only). When it says the caller has finished, the turn ends there

@@ -36,7 +36,8 @@ def answer(runner: TurnRunner, history: list, emit=None, gate: threading.Event |
     jobs = CallJobs(runner.stages.llm.scheduler, inbox.put)
     out: dict = {}
     utt = utterance()
-    reply = Reply(runner, timeline, history, jobs.submit, emit or (lambda pcm: None), cancel,
+    heard = (lambda pcm, clause: emit(pcm)) if emit else (lambda pcm, clause: None)
+    reply = Reply(runner, timeline, history, jobs.submit, heard, cancel,
                   on_done=lambda r, e: out.update(result=r, error=e), gated=gate is not None,
                   alone=alone, audio_in_s=utt.duration_s, escalate=escalate)
     tr = runner.stages.asr.transcribe(utt.audio)

@@ -234,7 +234,7 @@ def answer(runner: TurnRunner, tr: Transcript, audio_s: float,
     t0 = time.monotonic()
     timeline = TurnTimeline(speech_end_at=t0, endpoint_at=t0, asr_done_at=t0)
     reply = Reply(runner, timeline, [] if history is None else history, jobs.submit,
-                  lambda pcm: None, threading.Event(),
+                  lambda pcm, clause: None, threading.Event(),
                   on_done=lambda r, e: out.update(result=r, error=e), audio_in_s=audio_s,
                   escalate=escalate)
     reply.start(tr)

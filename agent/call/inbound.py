@@ -3,16 +3,19 @@
 Each frame of the line is brought to 16 kHz, fed to the VAD segmenter, and what the segmenter
 finds (speech started, paused, resumed, an utterance) goes to
 :class:`~agent.call.turntaking.TurnTaking`, stamped on the call's clock. While the agent talks,
-the :class:`~agent.call.bargein.BargeInGate` decides whether the caller is interrupting it. The
-call session owns one and hands it frames; it keeps what the call does about them (its state,
-records, the reply it stops). Runs on the session's thread only.
+the :class:`~agent.call.bargein.BargeInGate` decides whether the caller is interrupting it; a
+:class:`~agent.call.bargein.PausedReply` may hold the reply, and the caller's sound's events,
+until its words are known. The call session owns one and hands it frames; it keeps what the
+call does about them (its state, records, the reply it stops). Runs on the session's thread
+only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
-from agent.call.bargein import BargeInGate
+from agent.call.bargein import BargeInGate, PausedReply
 from agent.call.playout import Playout
 from agent.call.turntaking import RESUMED_GRACE_S, TurnTaking
 from dialplan.options import AudioOptions
@@ -39,11 +42,12 @@ class Inbound:
         playout: the reply being played (its level is the echo the gate allows for).
         on_speech: the caller began to speak (clock stamp of the frame that showed it).
         on_barge_in: the caller is talking over the agent's reply (same stamp).
+        paused: pauses the reply at a barge-in until its words are known (None: drop it).
     """
 
     def __init__(self, options: AudioOptions, vad: VAD, rate: int, turntaking: TurnTaking,
                  playout: Playout, on_speech: Callable[[float], None],
-                 on_barge_in: Callable[[float], None]):
+                 on_barge_in: Callable[[float], None], paused: PausedReply | None = None):
         self._segmenter = Segmenter(vad.new_stream(), options, model=vad.model_name)
         self._to16k = line_resampler(rate)
         self._gate = BargeInGate(options)
@@ -52,6 +56,7 @@ class Inbound:
         self._playout = playout
         self._on_speech = on_speech
         self._on_barge_in = on_barge_in
+        self._paused = paused
         self._line_s = 0.0  # seconds of inbound audio fed to the segmenter
 
     @property
@@ -75,25 +80,39 @@ class Inbound:
         """
         level = rms(data)
         events = self._segmenter.feed(self._to16k.process(pcm16_to_float(data)))
-        if talking and self._playout.busy:
+        if talking and self._playout.busy and not self._playout.paused:
             if self._gate.update(self._segmenter.last_probability, level, self._playout.level):
                 self._interrupted(at)
         self._line_s += len(data) / 2 / self._rate
+        if self._paused is not None:
+            self._paused.tick(self._line_s, self.speaking)
         tt = self._turntaking
         tt.caller_speaking(self.speaking)
         for ev in events:
             if isinstance(ev, SpeechStarted):
                 self._on_speech(at)
-                if tt.speech_started(self.stamp(ev.start_s, at)):
-                    self.stop_reply()  # it began over the caller's turn
+                self._to_turntaking(partial(self._started, self.stamp(ev.start_s, at)))
             elif isinstance(ev, SpeechPaused):
-                tt.speech_paused(ev, self.stamp(ev.end_s, at), closing)
+                self._to_turntaking(partial(tt.speech_paused, ev, self.stamp(ev.end_s, at),
+                                            closing), audio=ev.audio)
             elif isinstance(ev, SpeechResumed):
-                tt.speech_resumed()
+                self._to_turntaking(tt.speech_resumed, resumed=True)
             elif isinstance(ev, SpeechSoFar):
                 tt.speech_so_far(ev)
             elif isinstance(ev, Utterance):
-                tt.utterance(ev, self.stamp(ev.end_s, at), at, closing)
+                self._to_turntaking(partial(tt.utterance, ev, self.stamp(ev.end_s, at), at,
+                                            closing), audio=ev.audio)
+
+    def _started(self, start_at: float) -> None:
+        if self._turntaking.speech_started(start_at):
+            self.stop_reply()  # it began over the caller's turn
+
+    def _to_turntaking(self, event: Callable[[], None], audio=None, resumed=False) -> None:
+        """A segmenter event to turn-taking now, or held while a paused reply waits for words."""
+        if self._paused is not None and self._paused.active:
+            self._paused.hold(event, audio, resumed)
+        else:
+            event()
 
     def stamp(self, audio_s: float, at: float) -> float:
         """Clock stamp of a point of the inbound audio, from the arrival of the newest frame.

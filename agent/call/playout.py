@@ -4,7 +4,9 @@ The pace comes from the consumer: pjsua2's bridge clock calls :meth:`Playout.nex
 20 ms on its native thread, so audio leaves at real-time pace however fast TTS produces it.
 Between replies the line carries silence frames (never nothing: some gateways drop a call whose
 RTP stops). :meth:`Playout.clear` empties the queue at once for barge-in, so the reply stops on
-the next tick (<= 20 ms, plus the peer's jitter buffer).
+the next tick (<= 20 ms, plus the peer's jitter buffer). :meth:`Playout.pause` stops it as soon
+but keeps it, from the start of the sentence being said: :meth:`Playout.resume` says that
+sentence again and goes on (a barge-in that had no words; :mod:`agent.call.bargein`).
 
 ``next_frame`` runs on the clock thread: it pops precomputed bytes and stores floats, nothing
 else (no numpy, no logging). Everything costly (framing, level) happens in :meth:`push`, on the
@@ -53,7 +55,30 @@ class _Mark:
     on_first_frame: Callable[[float], None] | None
 
 
+@dataclass
+class _Clause:
+    """Start of one clause of a reply in the queue.
+
+    A sentence ends with a clause ending in ``.``, ``!`` or ``?``.
+    """
+
+    text: str
+
+
 _END = object()  # end of a reply in the queue
+_SENTENCE_END = (".", "!", "?")
+
+
+@dataclass(frozen=True)
+class Paused:
+    """Where a paused reply will go on from."""
+
+    sentence: str
+    """The words of the clauses it says again (the sentence cut, up to where it was cut)."""
+    replay_s: float
+    """Audio already heard that it says again."""
+    queued_s: float
+    """Audio it had not reached yet."""
 
 
 class Playout:
@@ -84,6 +109,9 @@ class Playout:
         self._frames = 0
         self._underruns = 0
         self._cleared = 0
+        self._said: list[tuple[str, list[tuple[bytes, float]]]] = []  # this reply's clauses heard
+        self._held: deque[tuple[object, float]] | None = None  # a paused reply's items
+        self._replay_n = 0  # ... of which frames heard already, to be said again
         self.last_audio_at: float | None = None
         """Monotonic stamp of the last reply frame handed out."""
 
@@ -95,10 +123,18 @@ class Playout:
             if self._open:
                 self._end_locked()
             self._open = True
-            self._q.append((_Mark(on_first_frame), 0.0))
+            self._target().append((_Mark(on_first_frame), 0.0))
 
-    def push(self, pcm: np.ndarray) -> None:
-        """Queue int16 mono audio of the open reply (any length; split into whole frames)."""
+    def _target(self) -> deque:
+        """Where the producer's audio goes: the line's queue, or a paused reply's."""
+        return self._q if self._held is None else self._held
+
+    def push(self, pcm: np.ndarray, clause: str | None = None) -> None:
+        """Queue int16 mono audio of the open reply (any length; split into whole frames).
+
+        ``clause``: the words this audio begins to say, where it begins one (a paused reply
+        goes on from its sentence's first clause); None: it goes on saying the last one.
+        """
         pcm = np.asarray(pcm, dtype=np.int16).reshape(-1)
         with self._lock:
             if not self._open:
@@ -112,7 +148,10 @@ class Playout:
         with self._lock:
             if not self._open:
                 return
-            self._q.extend(zip(data, levels.tolist(), strict=True))
+            target = self._target()
+            if clause is not None:
+                target.append((_Clause(clause), 0.0))
+            target.extend(zip(data, levels.tolist(), strict=True))
 
     def interject(self, pcm: np.ndarray) -> bool:
         """Queue a whole short phrase at once, unless a reply is being produced.
@@ -127,7 +166,7 @@ class Playout:
         items = [(_Mark(None), 0.0), *zip((f.tobytes() for f in frames), levels.tolist(),
                                           strict=True), (_END, 0.0)]
         with self._lock:
-            if self._open:
+            if self._open or self._held is not None:
                 return False
             self._q.extend(items)
         return True
@@ -139,12 +178,13 @@ class Playout:
                 self._end_locked()
 
     def _end_locked(self) -> None:
+        target = self._target()
         if len(self._partial):
             tail = np.zeros(self.frame_samples, np.int16)
             tail[: len(self._partial)] = self._partial
-            self._q.append((tail.tobytes(), float(np.sqrt(np.mean((tail / 32768.0) ** 2)))))
+            target.append((tail.tobytes(), float(np.sqrt(np.mean((tail / 32768.0) ** 2)))))
         self._partial = np.zeros(0, np.int16)
-        self._q.append((_END, 0.0))
+        target.append((_END, 0.0))
         self._open = False
 
     def clear(self) -> int:
@@ -155,7 +195,12 @@ class Playout:
         """
         with self._lock:
             dropped = sum(1 for item, _ in self._q if isinstance(item, bytes))
+            if self._held is not None:  # (its replay was heard: not dropped)
+                dropped += sum(1 for item, _ in self._held if isinstance(item, bytes))
+                dropped -= self._replay_n
+                self._held = None
             self._q.clear()
+            self._said = []
             self._partial = np.zeros(0, np.int16)
             self._open = False
             self._playing = False
@@ -163,6 +208,49 @@ class Playout:
             self._last_reply_frame_at = None
             self._cleared += dropped
         return dropped
+
+    def pause(self) -> Paused | None:
+        """Stop the reply on the next tick but keep it, from the start of the sentence cut.
+
+        What the producer adds meanwhile is kept behind it. None: no reply is playing (nothing
+        to pause), or it is paused already.
+        """
+        with self._lock:
+            if self._held is not None or not self._playing:
+                return None
+            first = len(self._said) - 1
+            while first > 0 and not self._said[first - 1][0].rstrip().endswith(_SENTENCE_END):
+                first -= 1
+            clauses = self._said[max(first, 0):]
+            replay: list[tuple[object, float]] = [(_Mark(self._first_frame), 0.0)]
+            self._first_frame = None
+            for text, frames in clauses:
+                replay += [(_Clause(text), 0.0), *frames]
+            heard = sum(len(frames) for _, frames in clauses)
+            queued = sum(1 for item, _ in self._q if isinstance(item, bytes))
+            self._held = deque(replay)
+            self._held.extend(self._q)
+            self._replay_n = heard
+            self._q.clear()
+            self._said = []
+            self._playing = False
+            self._last_reply_frame_at = None
+        sentence = " ".join(text for text, _ in clauses).strip()
+        return Paused(sentence, heard * FRAME_MS / 1000, queued * FRAME_MS / 1000)
+
+    def resume(self) -> bool:
+        """Go on with the paused reply: its sentence again, then the rest. False: none."""
+        with self._lock:
+            if self._held is None:
+                return False
+            self._q.extend(self._held)
+            self._held = None
+        return True
+
+    @property
+    def paused(self) -> bool:
+        """A reply is paused (:meth:`pause`), waiting for :meth:`resume` or :meth:`clear`."""
+        return self._held is not None
 
     # ---- consumer side (pjmedia clock thread) ------------------------------------------------
 
@@ -182,15 +270,23 @@ class Playout:
                     self._frames += 1
                     self._recent.append(level)
                     self.last_audio_at = now
+                    if self._said:
+                        self._said[-1][1].append((item, level))
                     return item
                 if isinstance(item, _Mark):
                     self._playing = True
                     self._last_reply_frame_at = None
                     self._first_frame = item.on_first_frame
+                    self._said = [("", [])]  # audio before its first clause (a phrase's)
+                elif isinstance(item, _Clause):
+                    if self._said and self._said[-1][0].rstrip().endswith(_SENTENCE_END):
+                        self._said = []  # only the sentence being said is kept
+                    self._said.append((item.text, []))
                 elif item is _END:
                     self._playing = False
                     self._first_frame = None
                     self._last_reply_frame_at = None
+                    self._said = []
             if self._playing:
                 self._underruns += 1  # the reply continues but its audio is not here yet
             self._recent.append(0.0)
@@ -202,7 +298,7 @@ class Playout:
     def busy(self) -> bool:
         """A reply is open, queued or still being handed out."""
         with self._lock:
-            return self._open or self._playing or bool(self._q)
+            return self._open or self._playing or bool(self._q) or self._held is not None
 
     @property
     def level(self) -> float:

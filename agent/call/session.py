@@ -27,6 +27,7 @@ import numpy as np
 from agent import log
 from agent.call.actions import CallActions, Line
 from agent.call.amd import Screening
+from agent.call.bargein import PausedReply
 from agent.call.clock import REAL_TIME, Clock
 from agent.call.consult import ConsultKit
 from agent.call.idle import Quiet
@@ -138,8 +139,12 @@ class CallSession(CallInputs):
                             clock.now, self.load, under_load=under_load,
                             keep=self.actions.keep)
         self.turntaking = TurnTaking(self.call_id, profile.audio, worker, self._rec, self._call)
+        self.paused = PausedReply(self.call_id, profile.audio, profile.asr.min_avg_logprob,
+                                  self.playout, stages.asr.transcribe, self.jobs.submit,
+                                  commit=self._interrupt, record=self._rec.event)
         self.inbound = Inbound(profile.audio, stages.vad, rate, self.turntaking, self.playout,
-                               on_speech=self._caller_spoke, on_barge_in=self._barge_in)
+                               on_speech=self._caller_spoke, on_barge_in=self._barge_in,
+                               paused=self.paused)
         self.barge_ins = 0
         self.codec = ""
         self.end_reason = ""
@@ -365,11 +370,17 @@ class CallSession(CallInputs):
         self._request_hangup()
 
     def _barge_in(self, at: float) -> None:
+        """The caller talks over the agent: the reply stops, kept until its words are known."""
+        log.event("barge-in", self.call_id, state=self.state,
+                  detect_ms=round((self.clock.now() - at) * 1000, 1))
+        if not self.paused.pause(at):
+            self._interrupt(at)
+
+    def _interrupt(self, at: float) -> None:
+        """The barge-in stands: the reply is dropped, the caller has the floor."""
         dropped = self.inbound.stop_reply()
         self.barge_ins += 1
         self.turntaking.interrupt()
-        log.event("barge-in", self.call_id, state=self.state, dropped_ms=dropped * 20,
-                  detect_ms=round((self.clock.now() - at) * 1000, 1))
         self._rec.event("barge-in", f"{self.state} dropped_ms={dropped * 20}")
         self._set_state("listening")
 

@@ -219,11 +219,13 @@ class TurnWorker:
             return
         self.post(Transcribed(turn))
         turn.reply = Reply(runner, turn.timeline, self.history, self.jobs.submit,
-                           emit=lambda pcm: self._emit(turn, pcm), cancel=turn.cancel,
+                           emit=lambda pcm, clause: self._emit(turn, pcm, clause),
+                           cancel=turn.cancel,
                            on_done=lambda result, error: self._replied(turn, result, error),
                            gated=not turn.gate_open, alone=lambda: self.backlog.alone(self),
                            audio_in_s=turn.utterance.duration_s, now=self.now,
-                           escalate=self.runner if runner is not self.runner else None)
+                           escalate=self.runner if runner is not self.runner else None,
+                           paused=lambda: self.playout.paused)
         turn.reply.start(transcript)
 
     def _replied(self, turn: Turn, result: TurnResult, error: BaseException | None) -> None:
@@ -309,10 +311,10 @@ class TurnWorker:
             pcm = f.result()
             turn.result.reply_text = self.runner.profile.apology
             turn.result.audio_out_s = len(pcm) / self.runner.out_rate
-            self._emit(turn, pcm)
+            self._emit(turn, pcm, turn.result.reply_text)
         self._done(turn)  # TTS is what failed, or the apology is queued: nothing more
 
-    def _emit(self, turn: Turn, pcm: np.ndarray) -> None:
+    def _emit(self, turn: Turn, pcm: np.ndarray, clause: str | None = None) -> None:
         if turn.cancelled:
             return
         if not turn.audible:
@@ -321,4 +323,4 @@ class TurnWorker:
             timeline = turn.timeline
             self.playout.start_reply(lambda t: setattr(timeline, "first_frame_out_at", t))
             self.post(ReplyAudio(turn))
-        self.playout.push(pcm)
+        self.playout.push(pcm, clause)

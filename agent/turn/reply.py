@@ -57,7 +57,8 @@ class Reply(ToolSteps, Checked):
         history: the call's chat history; this turn's exchange is appended once its gate
             opened (at the end of the reply).
         submit: runs model work in the scheduler and its continuation on the loop.
-        emit: receives int16 audio at the line's rate, once the gate is open.
+        emit: receives int16 audio at the line's rate, once the gate is open, and the words of
+            the clause it begins (None: it goes on with the last one).
         cancel: the turn's cancel event (queued jobs of a cancelled turn never run).
         on_done: ``on_done(result, error)`` once nothing is in flight and the reply is over.
         gated: the turn is speculative: its audio waits for :meth:`open_gate`.
@@ -65,14 +66,15 @@ class Reply(ToolSteps, Checked):
         audio_in_s: length of the caller's utterance.
         escalate: the profile's own runner, where ``runner`` is its under-load one: what the
             cheaper model turns away, before a word of it is said, is asked of this one.
+        paused: whether the reply is paused on the line (its work is not urgent meanwhile).
     """
 
     def __init__(self, runner: TurnRunner, timeline: TurnTimeline, history: list[Message],
-                 submit: Submit, emit: Callable[[np.ndarray], None], cancel,
+                 submit: Submit, emit: Callable[[np.ndarray, str | None], None], cancel,
                  on_done: Callable[[TurnResult, BaseException | None], None],
                  gated: bool = False, alone: Callable[[], bool] = lambda: True,
                  audio_in_s: float = 0.0, now: Callable[[], float] = time.monotonic,
-                 escalate: TurnRunner | None = None):
+                 escalate: TurnRunner | None = None, paused: Callable[[], bool] = lambda: False):
         self._use(runner)
         self._escalate = escalate
         self.t = timeline
@@ -86,7 +88,7 @@ class Reply(ToolSteps, Checked):
         self.result = TurnResult(audio_in_s=audio_in_s)
         self.gate_open = not gated
         """Its audio may be heard (once open, it stays open: the reply joins the history)."""
-        self.urgency = Urgency(timeline, self.result, lambda: self.gate_open, now)
+        self.urgency = Urgency(timeline, self.result, lambda: self.gate_open, now, paused)
         self._stream: LLMStream | None = None
         self._first_llm = None  # the first round's metrics (time to first token)
         self._splitter: ClauseSplitter | None = None
@@ -97,7 +99,8 @@ class Reply(ToolSteps, Checked):
         self._plain = False  # asked again without the tools: it answered neither way
         self._fallback = False  # the apology, for a reply that would otherwise be silent
         self._chunks: deque[str] = deque()
-        self._held: list[np.ndarray] = []
+        self._held: list[tuple[np.ndarray, str | None]] = []  # (audio, its clause's words)
+        self._clause: str | None = None  # the words of the clause being synthesised
         self._stepping = False
         self._speaking = False
         self._llm_done = False
@@ -273,7 +276,7 @@ class Reply(ToolSteps, Checked):
         if self._speaking or not self._chunks or self.cancelled or self._held:
             return
         self._speaking = True
-        text = self._chunks.popleft()
+        text = self._clause = self._chunks.popleft()
         self._submit(self._timed(partial(self.runner.stages.tts.synthesize,
                                          first=self._waited_for(text))),
                      text,
@@ -301,18 +304,18 @@ class Reply(ToolSteps, Checked):
             self.t.tts_first_audio_at = at
         self.result.tts.append(speech.metrics)
         if not self.cancelled:
-            self._out(float_to_pcm16(self._resampler.process(speech.audio)))
+            self._out(float_to_pcm16(self._resampler.process(speech.audio)), self._clause)
             self._speak_next()
         self._finish()
 
-    def _out(self, pcm: np.ndarray) -> None:
+    def _out(self, pcm: np.ndarray, clause: str | None = None) -> None:
         if not len(pcm) or self.cancelled:
             return
         if not self.gate_open:
-            self._held.append(pcm)
+            self._held.append((pcm, clause))
             return
         self.result.audio_out_s += len(pcm) / self.runner.out_rate
-        self._emit(pcm)
+        self._emit(pcm, clause)
 
     def open_gate(self) -> None:
         """The turn is endpointed and sounds finished: its audio may be heard."""
@@ -321,8 +324,8 @@ class Reply(ToolSteps, Checked):
         self.gate_open = True
         self.t.settle()
         held, self._held = self._held, []
-        for pcm in held:
-            self._out(pcm)
+        for pcm, clause in held:
+            self._out(pcm, clause)
         self._speak_next()
         if self._tool_call is not None and not self.cancelled:
             self._run_tool()

@@ -101,6 +101,7 @@ class ToolSteps:
             self.t.first_chunk_text_at = self._now()
         self._said.append(text)
         self._speaking = True
+        self._clause = text
         self._submit(self._timed(self.runner.speak), text, stage="tts",
                      priority=priority or self.urgency.tts, cancel=self._cancel,
                      then=self._announced)
@@ -113,7 +114,7 @@ class ToolSteps:
         pcm, at = out
         if self.t.tts_first_audio_at is None and len(pcm):
             self.t.tts_first_audio_at = at
-        self._out(pcm)
+        self._out(pcm, self._clause)
         self._finish()
 
     def _tool(self, call: ToolCall) -> None:

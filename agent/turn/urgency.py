@@ -26,8 +26,12 @@ class Urgency:
     """One turn's priorities, read again each time a job of it is queued (callables)."""
 
     def __init__(self, timeline: TurnTimeline, result: TurnResult,
-                 gate_open: Callable[[], bool], now: Callable[[], float]):
+                 gate_open: Callable[[], bool], now: Callable[[], float],
+                 paused: Callable[[], bool] = lambda: False):
         self.t, self.result, self.gate_open, self.now = timeline, result, gate_open, now
+        self.paused = paused
+        """The reply is paused on the line (a barge-in being heard): it needs no audio now,
+        and the ASR of the caller's sound must not wait behind it."""
 
     def _at(self, level: int) -> tuple[int, float]:
         # Earliest deadline first within a level: the caller who stopped speaking first.
@@ -46,7 +50,8 @@ class Urgency:
         return self.short(HURRY_S)
 
     def _later(self) -> tuple[int, float]:
-        return self._at(Priority.FIRST_AUDIO if self.short() else Priority.PLAYOUT)
+        urgent = self.short() and not self.paused()
+        return self._at(Priority.FIRST_AUDIO if urgent else Priority.PLAYOUT)
 
     def llm(self) -> tuple[int, float]:
         if not self.gate_open():
