@@ -2,8 +2,9 @@
 
 Run as a process: ``python tests/mcp_server.py`` speaks MCP over stdin/stdout,
 ``python tests/mcp_server.py http PORT`` streamable HTTP on 127.0.0.1:PORT at ``/mcp``.
-Its tools: :func:`soup_of_the_day` answers what nothing but this server knows (the spoken
-call's question); the others make it slow, fail, exit, or say which process answered.
+Its tools: :func:`museum_hours` answers what nothing but this server knows (the spoken call's
+question); :func:`table_free` takes arguments; the others make it slow, fail, exit, or say which
+process answered.
 """
 
 from __future__ import annotations
@@ -15,16 +16,16 @@ import sys
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
-SOUP = "roasted pumpkin and ginger"
-"""What the kitchen serves today: the answer a caller can only get from this server."""
+OPENS, CLOSES = "7:45", "19:15"
+"""The museum's hours: an answer a caller can only get from this server (no model guesses it)."""
 
-server = MCPServer("test-kitchen", log_level="WARNING")
+server = MCPServer("test-city", log_level="WARNING")
 
 
 @server.tool()
-def soup_of_the_day() -> dict:
-    """Today's soup at the restaurant: what the kitchen is serving today."""
-    return {"soup": SOUP, "price": "6 euros"}
+def museum_hours(day: str) -> dict:
+    """When the city museum opens and closes on a day of the week."""
+    return {"day": day, "opens": OPENS, "closes": CLOSES}
 
 
 @server.tool()
@@ -43,7 +44,7 @@ async def slow(seconds: float) -> str:
 @server.tool()
 def broken() -> str:
     """Always fails."""
-    raise ToolError("the kitchen system is down")
+    raise ToolError("the booking system is down")
 
 
 @server.tool()

@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -30,15 +31,17 @@ from agent.turn.tools import ANSWER_OR_LOOK_UP, tool_response
 from dialplan.config import ConfigError, parse_config
 from dialplan.profile import McpServer
 from models.llm.base import Message
-from tests.mcp_server import SOUP
+from tests.mcp_server import CLOSES, OPENS
 from tests.waiting import wait_until
 
 SERVER = str(Path(__file__).with_name("mcp_server.py"))
 STDIO = McpServer(mcp=(sys.executable, SERVER), timeout_s=8.0)
 """The test server over stdio; 8 s: a reconnection starts a Python process (1-2 s here)."""
-SOUP_ANSWER = json.dumps({"soup": SOUP, "price": "6 euros"})
-CALL = '<tool_call>\n{"name": "soup_of_the_day", "arguments": {}}\n</tool_call>'
-SPOKEN = f"Today's soup is {SOUP}."
+HOURS = json.dumps({"day": "Saturday", "opens": OPENS, "closes": CLOSES})
+CALL = ('<tool_call>\n{"name": "museum_hours", "arguments": {"day": "Saturday"}}\n'
+        "</tool_call>")
+SATURDAY = {"day": "Saturday"}
+SPOKEN = f"On Saturday the museum opens at {OPENS}."
 
 
 @pytest.fixture
@@ -48,7 +51,7 @@ def hub():
     h.close()
 
 
-def tools_of(hub: McpHub, server: McpServer = STDIO, name: str = "kitchen") -> dict[str, McpTool]:
+def tools_of(hub: McpHub, server: McpServer = STDIO, name: str = "city") -> dict[str, McpTool]:
     return {t.name: t for t in hub.tools(name, server)}
 
 
@@ -68,29 +71,29 @@ def outcome(hub: McpHub, tool: McpTool, arguments: dict) -> tuple[str, str, floa
 @pytest.mark.unit
 def test_a_tools_table_with_mcp_is_a_server_as_a_command_or_a_url():
     config = parse_config({
-        "tools": {"kitchen": {"mcp": ["python", "kitchen.py"], "timeout_s": 2},
-                  "remote": {"mcp": "http://127.0.0.1:8000/mcp", "include": ["soup_of_the_day"]},
+        "tools": {"city": {"mcp": ["python", "city.py"], "timeout_s": 2},
+                  "remote": {"mcp": "http://127.0.0.1:8000/mcp", "include": ["museum_hours"]},
                   "hours": {"description": "Opening hours.", "url": "http://127.0.0.1:9/h"}},
-        "profiles": {"default": {"tools": ["end_call", "kitchen", "remote", "hours"]}}})
+        "profiles": {"default": {"tools": ["end_call", "city", "remote", "hours"]}}})
     p = config.profiles["default"]
-    assert p.mcp_servers == {"kitchen": McpServer(("python", "kitchen.py"), timeout_s=2.0),
+    assert p.mcp_servers == {"city": McpServer(("python", "city.py"), timeout_s=2.0),
                              "remote": McpServer(("http://127.0.0.1:8000/mcp",),
-                                                 include=("soup_of_the_day",))}
+                                                 include=("museum_hours",))}
     assert list(p.http_tools) == ["hours"]
-    assert p.mcp_servers["kitchen"].url == "" and p.mcp_servers["remote"].url.endswith("/mcp")
+    assert p.mcp_servers["city"].url == "" and p.mcp_servers["remote"].url.endswith("/mcp")
 
 
 @pytest.mark.unit
 @pytest.mark.parametrize(("table", "message"), [
-    ({"mcp": 3}, "tools.kitchen.mcp: expected a command list"),
-    ({"mcp": []}, "tools.kitchen.mcp = []: expected a command list"),
+    ({"mcp": 3}, "tools.city.mcp: expected a command list"),
+    ({"mcp": []}, "tools.city.mcp = []: expected a command list"),
     ({"mcp": ["http://a/mcp", "x"]}, "a URL is given alone"),
-    ({"mcp": ["python"], "timeout_s": 0}, "tools.kitchen.timeout_s = 0.0: must be more than 0"),
-    ({"mcp": ["python"], "url": "http://a"}, "unknown key 'tools.kitchen.url'"),
+    ({"mcp": ["python"], "timeout_s": 0}, "tools.city.timeout_s = 0.0: must be more than 0"),
+    ({"mcp": ["python"], "url": "http://a"}, "unknown key 'tools.city.url'"),
 ])
 def test_a_bad_mcp_table_fails_at_load_naming_its_key(table, message):
     with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("(", r"\(")):
-        parse_config({"tools": {"kitchen": table}})
+        parse_config({"tools": {"city": table}})
 
 
 @pytest.mark.unit
@@ -111,37 +114,37 @@ def test_the_schema_loses_its_titles_but_keeps_a_property_named_title():
 @pytest.mark.server
 def test_the_servers_tools_are_listed_once_with_their_schemas(hub):
     tools = tools_of(hub)
-    assert set(tools) == {"soup_of_the_day", "table_free", "slow", "broken", "crash",
+    assert set(tools) == {"museum_hours", "table_free", "slow", "broken", "crash",
                           "process_id"}
     table = tools["table_free"]
-    assert table.server == "kitchen" and table.timeout_s == STDIO.timeout_s
+    assert table.server == "city" and table.timeout_s == STDIO.timeout_s
     assert table.description == "Whether a table is free at a time today, for a number of people."
     assert table.parameters == {"type": "object", "properties": {
         "time": {"type": "string"}, "people": {"default": 2, "type": "integer"}},
         "required": ["time"]}
-    assert hub.tools("kitchen", STDIO) is hub.tools("kitchen", STDIO)  # listed once
+    assert hub.tools("city", STDIO) is hub.tools("city", STDIO)  # listed once
 
 
 @pytest.mark.server
 def test_include_offers_only_the_tools_it_names(hub):
-    only = McpServer(mcp=STDIO.mcp, include=("soup_of_the_day", "no_such_tool"))
-    assert list(tools_of(hub, only)) == ["soup_of_the_day"]
+    only = McpServer(mcp=STDIO.mcp, include=("museum_hours", "no_such_tool"))
+    assert list(tools_of(hub, only)) == ["museum_hours"]
 
 
 @pytest.mark.server
 def test_calls_answer_with_the_tools_text_and_fail_with_the_call_logs_outcomes(hub):
     tools = tools_of(hub)
-    assert outcome(hub, tools["soup_of_the_day"], {})[:2] == ("ok", SOUP_ANSWER)
+    assert outcome(hub, tools["museum_hours"], SATURDAY)[:2] == ("ok", HOURS)
     assert outcome(hub, tools["table_free"], {"time": "8 pm", "people": 4})[:2] == (
         "ok", "A table for 4 is free at 8 pm.")
     out, text, _ = outcome(hub, tools["broken"], {})
-    assert out == "tool-error" and "the kitchen system is down" in text
+    assert out == "tool-error" and "the booking system is down" in text
     out, text, _ = outcome(hub, tools["table_free"], {"people": "many"})  # no time, not a number
     assert out == "tool-error" and "time" in text
-    gone = McpTool("kitchen", "no_such_tool", "", timeout_s=2.0)
+    gone = McpTool("city", "no_such_tool", "", timeout_s=2.0)
     assert outcome(hub, gone, {})[0] == "tool-error"
     # The session is still good after each of those.
-    assert outcome(hub, tools["soup_of_the_day"], {})[0] == "ok"
+    assert outcome(hub, tools["museum_hours"], SATURDAY)[0] == "ok"
 
 
 @pytest.mark.server
@@ -151,7 +154,7 @@ def test_a_slow_tool_times_out_at_its_timeout_and_the_session_goes_on(hub):
     out, text, took = outcome(hub, tools["slow"], {"seconds": 5})
     assert (out, text) == ("timeout", "no answer in 0.5 s")
     assert 0.45 < took < 1.0
-    assert outcome(hub, tools["soup_of_the_day"], {})[:2] == ("ok", SOUP_ANSWER)
+    assert outcome(hub, tools["museum_hours"], SATURDAY)[:2] == ("ok", HOURS)
 
 
 @pytest.mark.server
@@ -171,8 +174,8 @@ def test_a_server_killed_while_idle_is_reopened_before_the_next_call(hub):
     _, pid, _ = outcome(hub, tools["process_id"], {})
     os.kill(int(pid), signal.SIGKILL)
     time.sleep(0.5)  # the session sees its pipe close
-    out, text, _ = outcome(hub, tools["soup_of_the_day"], {})
-    assert (out, text) == ("ok", SOUP_ANSWER)  # not failed: nothing had been sent
+    out, text, _ = outcome(hub, tools["museum_hours"], SATURDAY)
+    assert (out, text) == ("ok", HOURS)  # not failed: nothing had been sent
     assert outcome(hub, tools["process_id"], {})[1] != pid
 
 
@@ -204,15 +207,15 @@ def test_an_http_server_that_starts_late_is_listed_in_the_background_and_called(
     try:
         assert wait_until(lambda: hub.tools("remote", server), timeout=30)
         tools = tools_of(hub, server, "remote")
-        assert outcome(hub, tools["soup_of_the_day"], {})[:2] == ("ok", SOUP_ANSWER)
+        assert outcome(hub, tools["museum_hours"], SATURDAY)[:2] == ("ok", HOURS)
         out, _, took = outcome(hub, tools["slow"], {"seconds": 10})
         assert out == "timeout" and took < 4.5
         proc.kill()
         proc.wait()
-        out, _, took = outcome(hub, tools["soup_of_the_day"], {})
+        out, _, took = outcome(hub, tools["museum_hours"], SATURDAY)
         assert out == "unreachable" and took < 4.5
         proc = http_server(port)
-        assert wait_until(lambda: outcome(hub, tools["soup_of_the_day"], {})[0] == "ok",
+        assert wait_until(lambda: outcome(hub, tools["museum_hours"], SATURDAY)[0] == "ok",
                           timeout=30)
     finally:
         proc.kill()
@@ -225,32 +228,44 @@ def test_an_http_server_that_starts_late_is_listed_in_the_background_and_called(
 @pytest.mark.server
 def test_a_reply_calls_the_mcp_tool_off_its_loop_and_speaks_from_its_answer(hub):
     config = parse_config({
-        "tools": {"kitchen": {"mcp": list(STDIO.mcp), "include": ["soup_of_the_day"]}},
-        "profiles": {"default": {"tools": ["end_call", "kitchen"]}}})
+        "tools": {"city": {"mcp": list(STDIO.mcp), "include": ["museum_hours"]}},
+        "profiles": {"default": {"tools": ["end_call", "city"]}}})
     llm, tts = ScriptedLLM([CALL, SPOKEN]), FakeTTS(s_per_char=0.001)
     stages = fake_stages(llm=llm, tts=tts)
     stages.mcp = hub
     runner = TurnRunner(stages, config.profiles["default"])
-    assert runner.tools.names == ("end_call", "soup_of_the_day")
-    assert '"name": "soup_of_the_day", "description": "Today\'s soup' in runner.system_prompt
+    assert runner.tools.names == ("end_call", "museum_hours")
+    ran_on: list[str] = []
+    call_tool = hub.call
+
+    def call_recorded(tool, arguments):
+        ran_on.append(threading.current_thread().name)
+        return call_tool(tool, arguments)
+
+    hub.call = call_recorded
+    assert ('{"type": "function", "function": {"name": "museum_hours", "description": "When the '
+            'city museum opens and closes on a day of the week.", "parameters": {"type": '
+            '"object", "properties": {"day": {"type": "string"}}, "required": ["day"]}}}'
+            ) in runner.system_prompt
     assert runner.system_prompt.endswith(ANSWER_OR_LOOK_UP)
     history: list[Message] = []
     result, _ = answer(runner, history)
     second = llm.prompts[1]
     assert second[-2] == Message("assistant", CALL)
-    assert second[-1] == Message("user", tool_response(SOUP_ANSWER))
+    assert second[-1] == Message("user", tool_response(HOURS))
     assert " ".join(tts.texts) == SPOKEN and result.reply_text == SPOKEN
     [use] = result.tools
-    assert (use.name, use.arguments, use.outcome) == ("soup_of_the_day", "{}", "ok")
-    assert use.detail == SOUP_ANSWER and use.latency_s > 0
+    assert (use.name, use.arguments, use.outcome) == ("museum_hours", '{"day": "Saturday"}', "ok")
+    assert use.detail == HOURS and use.latency_s > 0
+    assert len(ran_on) == 1 and ran_on[0].startswith("model-")  # a worker, not the loop
 
 
 @pytest.mark.server
 def test_a_failed_mcp_tool_says_the_tool_error_phrase(hub):
     config = parse_config({
-        "tools": {"kitchen": {"mcp": list(STDIO.mcp), "include": ["broken"]}},
-        "profiles": {"default": {"tools": ["kitchen"]}}})
-    llm, tts = ScriptedLLM([CALL.replace("soup_of_the_day", "broken"), SPOKEN]), FakeTTS()
+        "tools": {"city": {"mcp": list(STDIO.mcp), "include": ["broken"]}},
+        "profiles": {"default": {"tools": ["city"]}}})
+    llm, tts = ScriptedLLM([CALL.replace("museum_hours", "broken"), SPOKEN]), FakeTTS()
     stages = fake_stages(llm=llm, tts=tts)
     stages.mcp = hub
     runner = TurnRunner(stages, config.profiles["default"])
@@ -263,7 +278,7 @@ def test_a_failed_mcp_tool_says_the_tool_error_phrase(hub):
 
 @pytest.mark.unit
 def test_a_profile_naming_an_mcp_server_needs_the_hub():
-    config = parse_config({"tools": {"kitchen": {"mcp": ["python", "k.py"]}},
-                           "profiles": {"default": {"tools": ["kitchen"]}}})
-    with pytest.raises(ValueError, match="tools.kitchen is an MCP server"):
+    config = parse_config({"tools": {"city": {"mcp": ["python", "k.py"]}},
+                           "profiles": {"default": {"tools": ["city"]}}})
+    with pytest.raises(ValueError, match="tools.city is an MCP server"):
         TurnRunner(fake_stages(), config.profiles["default"])
