@@ -1,9 +1,9 @@
 """``callagent bench summary``: post-call notes on scripted calls whose facts are known.
 
-Each call of :mod:`agent.bench.summary_calls` goes through the post-call job's own code
-(:func:`agent.summary.job.make_notes`, at background priority as after a real call) with the
-profile's LLM (the default one: ``config.toml``'s), asked for a summary and the fields
-``caller_name``, ``reason`` and ``callback_number``. Printed as markdown: per call what came
+Each call of :mod:`agent.bench.summary_calls` (12, and 4 held out) goes through the post-call
+job's own code (:func:`agent.summary.job.make_notes`, at background priority as after a real
+call) with the profile's LLM (the default one: ``config.toml``'s), asked for a summary and the
+fields ``caller_name``, ``reason`` and ``callback_number``. Printed as markdown: per call what came
 back and whether each field is right, then per field how many of the calls had it right, the
 calls with every field right (the issue's acceptance: 8 of 10), the summaries' checks (two
 sentences, the reason in them, the caller's name where they gave one) and the time per
@@ -27,7 +27,7 @@ import statistics
 from rich.console import Console
 
 from agent.bench.header import markdown_header, markdown_table, progress_printer
-from agent.bench.summary_calls import CALLS, EXTRACT, ScriptedCall
+from agent.bench.summary_calls import CALLS, EXTRACT, HELD_OUT, ScriptedCall
 from agent.summary.job import Outcome, make_notes
 from dialplan import Config
 from dialplan.profile import Profile
@@ -46,7 +46,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", default="default", help="whose LLM takes the notes")
     p.add_argument("--model", default="", help="over the profile's llm.model")
     p.add_argument("--backend", default="", help="over the profile's llm.backend")
-    p.add_argument("--calls", type=int, default=len(CALLS), help="the first N scripted calls")
+    p.add_argument("--calls", type=int, default=len(CALLS) + len(HELD_OUT),
+                   help="the first N scripted calls (the held-out ones last)")
     p.add_argument("--no-baseline", action="store_true", help="skip the run without grammar")
     p.add_argument("--json", action="store_true", help="print the raw outcomes as JSON too")
 
@@ -192,7 +193,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
     llm = ModelCache(Scheduler()).llm(options)
     warm = llm.complete([Message("user", "Say OK.")], 2)  # buffers committed before timing
     "".join(warm)
-    calls = CALLS[:max(1, args.calls)]
+    calls = (CALLS + HELD_OUT)[:max(1, args.calls)]
     results = {"grammar": run_calls(llm, calls, True, progress)}
     if not args.no_baseline:
         results["no grammar (baseline)"] = run_calls(llm, calls, False, progress)
@@ -204,8 +205,12 @@ def run(args: argparse.Namespace, config: Config) -> int:
         lines += [f"**{name}**", "", call_table(rs), ""]
     lines += ["**Totals**", "", totals_table(runs), ""]
     g = runs["grammar"]
+    held = [r for r in results["grammar"] if r.call in HELD_OUT]
     lines.append(f"Every field right in {g['all_right']} of {g['calls']} calls (acceptance: "
                  f"8 of 10); {g['p50_s']:.1f} s per summary (p50).")
+    if held:
+        lines.append(f"Of them the held-out calls (written after the first run's changes): "
+                     f"every field right in {sum(r.all_right for r in held)} of {len(held)}.")
     if "no grammar (baseline)" in runs:
         b = runs["no grammar (baseline)"]
         lines.append(f"Without the grammar: {b['valid']}/{b['calls']} replies were the JSON "

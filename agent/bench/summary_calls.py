@@ -65,7 +65,7 @@ CALLS: tuple[ScriptedCall, ...] = (
           "just wanted to make sure the owner gets it.", "That's very kind. I'll pass it on to "
           "the manager."),
          ("That's all, no need to call me back.", "Thank you for calling. Goodbye.")),
-        "Siobhan Kelly", ("wallet", "found", "handed in", "lost"), None),
+        "Siobhan Kelly", ("wallet", "found", "handed in", "lost", "message"), None),
     ScriptedCall(
         "corrected-number", "Hello, this is the service desk. How can I help?",
         (("Hi, I'm Tom. My washing machine repair was booked for today and nobody came.",
@@ -133,7 +133,41 @@ CALLS: tuple[ScriptedCall, ...] = (
         "Robert Fischer", ("refund", "return", "jacket"), "5550123"),
 )
 """Twelve calls: eight names and seven callback numbers to find, and four names and five
-numbers not to invent."""
+numbers not to invent. The first run of the bench was read, and the job's grammar and prompt
+changed after it: these calls are no longer unseen (see :data:`HELD_OUT`)."""
+
+HELD_OUT: tuple[ScriptedCall, ...] = (
+    ScriptedCall(
+        "heating", "Hello, how can I help you?",
+        (("Hello, it's Karen Mitchell here. Our heating stopped working this morning. Could "
+          "an engineer come out?", "I'm sorry, Karen. I'll ask the team to arrange a visit. "
+          "What number should they call?"),
+         ("555-0176, please.", "Thank you. The team will call you on 555-0176.")),
+        "Karen Mitchell", ("heating", "boiler", "engineer", "not working", "stopped"),
+        "5550176"),
+    ScriptedCall(
+        "invoice-copy", "Hello, you're through to the accounts assistant. How can I help?",
+        (("Hi, could you send me a copy of last month's invoice? I seem to have lost it.",
+          "Of course. I'll ask the accounts team to send it. Would you like a call back?"),
+         ("No, email is fine, they have my address. Thanks.", "You're welcome. Goodbye.")),
+        None, ("invoice", "copy"), None),
+    ScriptedCall(
+        "table-surname", "Hello, how can I help you?",
+        (("Hi, I'd like to reserve a table for six on Friday evening.", "I can pass that on. "
+          "What name is it under?"),
+         ("Under the name Olsen.", "Thank you. Would you like the team to call you to "
+          "confirm?"),
+         ("No, I'll call back myself tomorrow.", "Alright. Goodbye.")),
+        "Olsen", ("table", "reserv", "book"), None),
+    ScriptedCall(
+        "two-numbers", "Hello, how can I help you?",
+        (("Hi, this is Hugo Santos. I'm waiting on the quote for my new kitchen. My work "
+          "number is 555-0150, but please call me back on my mobile, 555-0177.", "Thank you, "
+          "Hugo. I'll ask the team to call you on 555-0177 about your quote."),
+         ("Great, thanks.", "Goodbye.")),
+        "Hugo Santos", ("quote", "kitchen"), "5550177"),
+)
+"""Four calls written after that change and before the next run: unseen by any choice."""
 
 EXTRACT = {
     "caller_name": "the caller's name",

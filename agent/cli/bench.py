@@ -28,7 +28,7 @@ BENCHES = {
                                    "INVITEs, beside the quiet figure"),
     "amd": ("agent.bench.amd", "answering-machine detection on spoken greetings through the "
                                "line: machines found, people hung up on, decision time"),
-    "summary": ("agent.bench.summary", "post-call notes on 12 scripted calls: each field "
+    "summary": ("agent.bench.summary", "post-call notes on 16 scripted calls: each field "
                                        "right, summary checks, time per summary, no-grammar "
                                        "baseline"),
     "soak": ("agent.bench.soak", "N unruly sipp calls against a supervised serve: crashes, "

@@ -29,9 +29,10 @@ NONE_WORDS = frozenset({"", "null", "none", "n/a", "na", "unknown", "not given",
 """Values a model writes for "the call did not say": all read as null."""
 
 SYSTEM = ("You take notes on finished phone calls for the staff who follow them up. You read "
-          "the transcript of one call between a caller and an automated phone agent and "
-          "reply with one JSON object. Write only what the transcript says; where it does "
-          "not say something, write null.")
+          "the transcript of one call between a caller and an automated phone agent (the "
+          "Agent lines are the agent, the Caller lines the caller) and reply with one JSON "
+          "object. Write only what the transcript says; write null where it does not say "
+          "something at all.")
 SUMMARY_MEANING = ("two short sentences: who called and what they wanted, then what the "
                    "agent did or promised")
 

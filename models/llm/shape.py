@@ -3,7 +3,10 @@
 :meth:`models.llm.base.LLM.complete` takes one. A llama.cpp backend samples under its GBNF
 grammar (:meth:`JsonObject.gbnf`), so the reply is that object and nothing else: its keys in
 order, each value a string of at most ``max_chars`` characters (or ``null`` where the field
-may be missing), no newline or control character in any. A server backend sends the same
+may be missing), no newline or control character in any. Around and between its members the
+grammar allows what chat models write by habit, a markdown code fence and a few spaces and
+newlines of indentation: held to one line, a small model strays from what it would say (it
+wrote ``"null"`` for a reason it gave in free text, bench summary). A server backend sends the same
 shape as a JSON schema (:meth:`JsonObject.schema`), which llama.cpp's server and vLLM turn into
 the same kind of grammar. llama-cpp-python's own schema converter is not used for the
 grammar: it ignores ``maxLength``, and a string the model never closes would run to the end
@@ -61,7 +64,9 @@ class JsonObject:
     def gbnf(self) -> str:
         """The llama.cpp grammar of exactly this object (rule ``root``)."""
         members = ' "," ws '.join(f'"\\"{f.name}\\"" ws ":" ws {_rule(f)}' for f in self.fields)
-        lines = [f'root ::= "{{" ws {members} ws "}}"', "ws ::= [ ]?",
+        lines = [f'root ::= fence? "{{" ws {members} ws "}}" fence-end?',
+                 r'fence ::= "```" "json"? "\n"', r'fence-end ::= "\n```"',
+                 r"ws ::= [ \t\n]{0,16}",
                  r'char ::= [^"\\\x00-\x1f] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})']
         for f in self.fields:
             text = f'"\\"" char{{1,{f.max_chars}}} "\\""'
