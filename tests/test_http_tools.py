@@ -188,3 +188,25 @@ def test_a_turn_cancelled_before_its_gate_opens_never_calls_the_tool(server):
     assert server.requests == [] and result.tools == []
     assert len(llm.prompts) == 1 and tts.texts == []
     assert history == []
+
+
+def test_a_tools_answer_may_be_said_beside_a_profiles_facts(server, tmp_path):
+    """The checks take the tool's answer as given: its numbers are no invention."""
+    facts = tmp_path / "facts.md"
+    facts.write_text("# Shop\n## Hours\n- We open at 9 am.\n")
+    server.mode = "ok"
+    ANSWER["copies"] = 17
+    try:
+        config = parse_config({
+            "tools": {"book_status": {"description": "Whether a book is on the shelf.",
+                                      "url": server.url, "parameters": SCHEMA,
+                                      "timeout_s": TIMEOUT_S}},
+            "profiles": {"default": {"tools": ["book_status"], "knowledge": str(facts)}},
+        })
+        spoken = "We have 17 copies, all out until Friday."
+        llm, tts = ScriptedLLM([CALL, spoken]), FakeTTS(s_per_char=0.001)
+        runner = TurnRunner(fake_stages(llm=llm, tts=tts), config.profiles["default"])
+        result, _ = answer(runner, [])
+    finally:
+        del ANSWER["copies"]
+    assert result.reply_text == spoken and not result.unfounded

@@ -60,7 +60,7 @@ class Instructions:
 
 def objection(knowledge: Knowledge | None, tools: tuple[str, ...] | list[str], sentence: str,
               heard: str, strict: bool, instructions: Instructions | None = None,
-              before: str = "") -> str:
+              before: str = "", told: str = "") -> str:
     """Why ``sentence`` must not be said ("" if it may be).
 
     Args:
@@ -71,9 +71,10 @@ def objection(knowledge: Knowledge | None, tools: tuple[str, ...] | list[str], s
         strict: ``llm.strict_numbers``.
         instructions: the prompt's instruction text (None: not checked).
         before: the call's previous exchange (a follow-up's subject).
+        told: what the turn's tools answered (known, as the facts are).
     """
-    made_up = (knowledge.unfounded(sentence, heard, strict, before) if knowledge is not None
-               else set())
+    made_up = (knowledge.unfounded(sentence, heard, strict, before, told)
+               if knowledge is not None else set())
     if made_up:
         return ", ".join(sorted(made_up))
     if placeholder(sentence):

@@ -215,7 +215,7 @@ class Knowledge:
         return NOTES.format(facts="\n".join(f.text for f in found))
 
     def unfounded(self, clause: str, given: str, strict: bool = False,
-                  before: str = "") -> set[str]:
+                  before: str = "", told: str = "") -> set[str]:
         """What ``clause`` states that no fact or the persona holds: numbers and claimed things.
 
         ``given``: the caller's words. A number neither they nor a fact hold is made up; so is a
@@ -224,10 +224,13 @@ class Knowledge:
         fact holds, stated beside such a word (the under-load 0.5B lends a fact's phone number
         to a place the caller named: bench answers), and so is one no fact about what was asked
         holds (:meth:`_unbound`; ``before``: the call's previous turn, for a follow-up). A
-        number is returned as its digits, a word as said.
+        number is returned as its digits, a word as said. ``told``: what a tool answered this
+        turn, known as a fact is.
         """
-        stated, said = numbers(clause) - numbers(given), set(terms(given))
-        out = (stated - self._known) | self._claimed(clause, said) | self._named(clause, given)
+        stated = numbers(clause) - numbers(given) - known_numbers([told])
+        said = set(terms(given)) - set(terms(told))
+        out = (stated - self._known) | self._claimed(clause, said) | self._named(
+            clause, f"{given} {told}")
         if strict and FREE.search(clause) and self._priced(f"{given} {before}"):
             out.add("free")
         if strict and stated:

@@ -35,9 +35,12 @@ class Checked:
             unsure(clause) or self._repeats(clause))
 
     def _check(self, sentence: str) -> str:
+        # A tool's answer this turn is known as a fact is: its numbers, names and things may
+        # be said.
+        told = " ".join(str(m.content) for m in self._rounds[1::2])
         return objection(self.runner.knowledge, self.runner.tools.names, sentence,
                          self.result.transcript, self.runner.profile.llm.strict_numbers,
-                         self.runner.instructions, self._last_turn())
+                         self.runner.instructions, self._last_turn(), told)
 
     def _last_turn(self) -> str:
         """The call's previous exchange, caller's words and reply: what a follow-up is about."""
