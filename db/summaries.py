@@ -71,6 +71,15 @@ def claim(engine: Engine, call: PendingCall) -> bool:
         return conn.execute(q).rowcount == 1
 
 
+def unclaim(engine: Engine, call: PendingCall) -> None:
+    """Take back the try :func:`claim` counted: it was cancelled, not failed."""
+    q = (update(Call).where(Call.id == call.id, Call.summary_state == "pending",
+                            Call.summary_attempts == call.attempts + 1)
+         .values(summary_attempts=call.attempts))
+    with engine.begin() as conn:
+        conn.execute(q)
+
+
 def conversation(engine: Engine, call_id: str) -> list[tuple[str, str]]:
     """The call's turns in order: (what the caller said, what the agent replied)."""
     q = (select(Turn.transcript, Turn.reply_text).where(Turn.call_id == call_id)
