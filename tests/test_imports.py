@@ -45,7 +45,7 @@ AGENT_LAYERS = (
     "agent.cli",
     ("agent.bench", "agent.cluster", "agent.campaign", "agent.console"),
     ("agent.server", "agent.simulate", "agent.supervisor", "agent.webhooks", "agent.telemetry"),
-    "agent.call",
+    ("agent.call", "agent.summary"),
     ("agent.turn", "agent.sip"),
     "agent.log",
 )
