@@ -7,7 +7,8 @@ never mid-call.
 Profiles are merged here, so each :class:`~dialplan.profile.Profile` is complete and validated
 on its own. What the file leaves to the environment (an OpenAI-compatible server's key,
 :data:`API_KEY_ENV`; ``sip.auth``'s passwords, :func:`sip_passwords`; the webhooks' secrets,
-:func:`webhook_secrets`; the console's token, :func:`console_token`) is read here too, the one place outside the CLI that reads it.
+:func:`webhook_secrets`; the console's token, :func:`console_token`) is read here too, the one
+place outside the CLI that reads it.
 """
 
 from __future__ import annotations
