@@ -433,3 +433,16 @@ def test_a_first_clause_leads_only_where_every_word_asked_is_a_facts_own():
     assert k.all_in_facts("How much to rent a city bike?")
     assert not k.all_in_facts("How much are your cycles?")  # only the name holds it
     assert not k.all_in_facts("Do you sell scooters?")
+
+
+def test_an_answer_to_how_much_is_checked_whole_before_any_of_it_is_said():
+    """No first clause goes early to a question of an amount: its number may be refused."""
+    from agent.turn.wording import asks_amount
+
+    assert asks_amount("What does it cost?") and asks_amount("Is there a fee if I miss it?")
+    assert not asks_amount("Where is the library?")
+    result, said = say_with_facts("The parking, for a whole day, costs 37 dollars.",
+                                  "How much is the parking for a day?")
+    dont_know = load_config(ROOT / "config.toml").profiles["default"].dont_know
+    assert result.reply_text == dont_know == said[-1]  # not "The parking, Sorry, ..."
+    assert result.unfounded.startswith("The parking, for a whole day, costs 37 dollars.")

@@ -12,7 +12,7 @@ import re
 
 from agent.turn.guard import REFUSES, Objection, objection
 from agent.turn.knowledge import LOOK
-from agent.turn.wording import unsure
+from agent.turn.wording import asks_amount, unsure
 
 
 class Checked:
@@ -28,10 +28,11 @@ class Checked:
         sentence cost about a second on 2 cores, bench call). It goes early only where what
         follows can hardly fail: every word the caller named is one of a fact's own (not only
         the business's name), so no claim about it can follow
-        (:meth:`~agent.turn.knowledge.Knowledge.unfounded`).
+        (:meth:`~agent.turn.knowledge.Knowledge.unfounded`), and it asks for no amount, whose
+        number the checks may refuse (:func:`~agent.turn.wording.asks_amount`).
         """
-        k = self.runner.knowledge
-        return k is not None and k.all_in_facts(self.result.transcript) and not (
+        k, words = self.runner.knowledge, self.result.transcript
+        return k is not None and k.all_in_facts(words) and not asks_amount(words) and not (
             unsure(clause) or self._repeats(clause))
 
     def _check(self, sentence: str) -> str:

@@ -86,3 +86,16 @@ def refuses(text: str) -> bool:
     answers): a dead end, where ``dont_know`` offers the caller someone who knows.
     """
     return bool(_REFUSES.search(text))
+
+
+ASKS_AMOUNT = re.compile(r"\bhow (?:much|many|long|late|early|soon|far|old)\b|\bwhat time\b|"
+                         r"\b(?:cost|costs|price|prices|fee|fees|charge|charges|deposit|pay)\b",
+                         re.I)
+"""A question whose answer is a number or a price: its every sentence is checked whole before
+any of it is said (a first clause said early, "The rental costs", was followed by a refused
+number, and the caller heard it spliced with ``dont_know``: bench answers)."""
+
+
+def asks_amount(words: str) -> bool:
+    """Whether ``words`` ask how much, how many, how long, what time, or what it costs."""
+    return bool(ASKS_AMOUNT.search(words))
