@@ -2,8 +2,8 @@
 
 Issue 59: every start of ``serve`` or ``call`` imported all ten benches (and jiwer, G.722 and
 the sipp harnesses with them). Read from a fresh interpreter's ``sys.modules`` once the help is
-printed (``-X importtime`` would list the same, but a backend loaded at import points the
-process's stderr elsewhere, and the listing stops there).
+printed: ``-X importtime``'s listing on stderr stopped partway through the commands' imports
+here, and would have missed them.
 """
 
 from __future__ import annotations

@@ -73,8 +73,8 @@ Asterisk's AMD ``after_greeting_silence``); machines pause less inside their gre
 SHORT_SPEECH_S = 1.6
 """A greeting this short, then the gap, is a person's without waiting for its words."""
 HUMAN_MAX_SPEECH_S = 4.0
-"""Longest greeting that is still a person's when its words, all heard, name no machine (a
-business's "Good afternoon, <name>, reception, this is <name>." takes about 3 s)."""
+"""Longest greeting that is still a person's when its words, all heard, name no machine: a
+business answering with its name, a department's and the speaker's is a person too."""
 LONG_SPEECH_S = 4.5
 """Speech, all transcribed, after which :data:`LONG_PHRASES` decide a machine too: longer than
 a person talks before pausing for the caller (and than :data:`HUMAN_MAX_SPEECH_S`)."""
