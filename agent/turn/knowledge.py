@@ -26,7 +26,15 @@ from functools import lru_cache
 
 import numpy as np
 
-from agent.turn.wording import FREE, MONEY, NUMBER_WORDS, UNSURE, known_numbers, numbers
+from agent.turn.wording import (
+    FREE,
+    MONEY,
+    NUMBER_WORDS,
+    PRICE_WORDS,
+    UNSURE,
+    known_numbers,
+    numbers,
+)
 from dialplan.knowledge import Fact
 from models.embed.wordllama import embedder
 
@@ -54,9 +62,9 @@ NOTES = "Facts you know:\n{facts}\nAnything not in these facts, you don't know."
 NO_NOTES = ("You know no facts about this. If it asks for one, say you don't know and offer to "
             "transfer the caller; never guess a number, price, time or date.")
 
-GENERIC = frozenset("""
+GENERIC = PRICE_WORDS | frozenset("""
 usually normally typically generally actually run runs happen happens give gives
-charge charges charged fee fees cost costs price prices pay paying expensive cheap
+charged paying expensive cheap
 """.split())
 """Words of how a question asks ("do you usually run...", "what happens if", "do you charge
 for...", "is there a fee"), not of what it is about: never an unknown subject
@@ -139,12 +147,13 @@ class Knowledge:
         self._known = known_numbers([persona, *(f.shown for f in facts)])
         self._persona_numbers = known_numbers([persona])
         self._fact_numbers = [known_numbers([f.shown]) for f in facts]
-        self._fact_terms = [self._subject(f.shown) for f in facts]
+        subjects = [self._subject(f.shown) for f in facts]
         # A word every fact has (the file's title: the business's name) tells none apart.
-        common = set.intersection(*self._fact_terms) if len(facts) > 1 else set()
-        self._fact_terms = [t - common for t in self._fact_terms]
-        own = set().union(*self._fact_terms) if facts else set()
-        self._named_only = (common | self._subject(persona)) - own
+        common = set.intersection(*subjects) if len(facts) > 1 else set()
+        self._fact_terms = [t - common for t in subjects]
+        self._own = set().union(*self._fact_terms)
+        """Every fact's own subject words (not the title's)."""
+        self._named_only = (common | self._subject(persona)) - self._own
         """Words only the persona or the title hold: the business's name, its kind."""
         self._docs = [Counter(terms(f"{f.topic} {f.text}")) for f in facts]
         self._vocabulary = set(terms(persona)).union(*self._docs)
@@ -231,39 +240,41 @@ class Knowledge:
         said = set(terms(given)) - set(terms(told))
         out = (stated - self._known) | self._claimed(clause, said) | self._named(
             clause, f"{given} {told}")
-        if strict and FREE.search(clause) and self._priced(f"{given} {before}"):
+        if not strict:
+            return out
+        asked = self._subject(f"{given} {before}")
+        if FREE.search(clause) and self._priced(asked):
             out.add("free")
-        if strict and stated:
+        if stated:
             out |= self._unknown_words(clause, said) | self._unbound(clause, stated & self._known,
-                                                                    f"{given} {before}")
+                                                                    asked)
         return out
 
-    def _unbound(self, clause: str, stated: set[str], asked: str) -> set[str]:
+    def _unbound(self, clause: str, stated: set[str], asked: set[str]) -> set[str]:
         """The numbers of ``clause`` that only facts about something else hold.
 
-        A fact's number said of what no fact prices ("a new part costs" one of the rental
-        prices, "the cheapest model is" a service's price: bench answers' unknowns) is made up
+        A fact's number said of what no fact prices ("a new part costs" another service's
+        price, "the cheapest model is" a service's price: bench answers' unknowns) is made up
         as much as one no fact holds. A number is bound when a fact that holds it shares a word
-        with what was ``asked`` (the caller's words and the call's last turn), or two with the
-        sentence itself; the persona's own numbers always are.
+        with what was ``asked`` (the subject words of the caller's and of the call's last turn),
+        or two with the sentence itself; the persona's own numbers always are.
         """
-        asked_terms = self._subject(asked)
         own = self._subject(clause)
         out = set()
         for n in stated - self._persona_numbers:
             holders = [i for i, ns in enumerate(self._fact_numbers) if n in ns]
-            if not any(self._fact_terms[i] & asked_terms or len(self._fact_terms[i] & own) >= 2
+            if not any(self._fact_terms[i] & asked or len(self._fact_terms[i] & own) >= 2
                        for i in holders):
                 out.add(n)
         return out
 
-    def _priced(self, asked: str) -> bool:
+    def _priced(self, asked: set[str]) -> bool:
         """Whether the facts most about ``asked`` state a price and none says it is free.
 
-        Then "there is no fee" contradicts them (the 1.5B denies a fee its fact states).
+        ``asked``: subject words (:meth:`_subject`). Then "there is no fee" contradicts them
+        (the 1.5B denies a fee its fact states).
         """
-        want = self._subject(asked)
-        shared = [len(t & want) for t in self._fact_terms]
+        shared = [len(t & asked) for t in self._fact_terms]
         best = max(shared, default=0)
         if not best:
             return False
@@ -302,8 +313,7 @@ class Knowledge:
         Not the persona's or the file's title (the business's name): a question about a thing
         only the name holds ("a new chain" to a shop named for one) is about no fact.
         """
-        return all(t not in self._named_only and (any(t in f for f in self._fact_terms)
-                                                  or self._near_a_fact(t))
+        return all(t not in self._named_only and (t in self._own or self._near_a_fact(t))
                    for t in self._subject(words))
 
     def _claimed(self, clause: str, said: set[str]) -> set[str]:

@@ -88,11 +88,12 @@ def refuses(text: str) -> bool:
     return bool(_REFUSES.search(text))
 
 
+PRICE_WORDS = frozenset("charge charges fee fees cost costs price prices pay".split())
+"""The words a price is asked in: how a question asks, not what it is about."""
 ASKS_AMOUNT = re.compile(r"\bhow (?:much|many|long|late|early|soon|far|old)\b|\bwhat time\b|"
-                         r"\b(?:cost|costs|price|prices|fee|fees|charge|charges|deposit|pay)\b",
-                         re.I)
+                         rf"\b(?:{'|'.join(sorted(PRICE_WORDS | {'deposit'}))})\b", re.I)
 """A question whose answer is a number or a price: its every sentence is checked whole before
-any of it is said (a first clause said early, "The rental costs", was followed by a refused
+any of it is said (a first clause said early, "The <thing> costs", was followed by a refused
 number, and the caller heard it spliced with ``dont_know``: bench answers)."""
 
 
