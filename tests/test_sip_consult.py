@@ -54,6 +54,9 @@ tools = ["transfer", "take_message"]
 keypad = {{ "0" = "transfer:front-desk" }}
 consult_ring_s = 8
 consult_answer_s = 15
+# The caller of a failed transfer waits up to 30 s for a REFER, then stays on: silent all that
+# time, and the call must go on until it hangs up (max_silence_s would end it first).
+limits = {{ max_silence_s = 120 }}
 [profiles.warm.directory.front-desk]
 uri = "{FRONT_DESK}"
 attended = true
