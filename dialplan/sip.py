@@ -105,7 +105,13 @@ class SIPOptions:
     rtp_port: int = 40000
     """First RTP port."""
     max_calls: int = 4
-    """Concurrent calls; the pjsua2 wheel caps this at 4 per process."""
+    """Concurrent calls of this machine: every process with this config (``serve``'s worker,
+    ``campaign``, ``dial``) takes a slot of ``slots_dir`` per call, so inbound and outbound
+    calls share it. The pjsua2 wheel also caps each process at 4."""
+    slots_dir: str = ""
+    """Directory of the ``max_calls`` lock files (one per call slot, held with ``flock`` for a
+    call's life; the kernel frees a dead process's). Empty = ``slots`` in ``db.spool_dir``.
+    Processes share the cap when they share this directory."""
     codecs: list[str] = field(default_factory=lambda: ["PCMU", "PCMA", "G722"])
     """Codec preference, first = most preferred."""
     srtp: Literal["off", "optional", "mandatory"] = "off"
@@ -150,6 +156,8 @@ class SIPOptions:
             raise ValueError('tls.certificate: needed by transport = "tls"')
         if self.invite_rate < 0:
             raise ValueError(f"invite_rate = {self.invite_rate}: must be 0 (off) or more")
+        if self.max_calls < 1:
+            raise ValueError(f"max_calls = {self.max_calls}: must be at least 1")
         if self.invite_burst < 1:
             raise ValueError(f"invite_burst = {self.invite_burst}: must be at least 1")
         for net in self.allow:
