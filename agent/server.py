@@ -3,10 +3,13 @@
 One :class:`Server` per process. INVITEs the SIP gate refuses (``sip.invite_rate`` 503,
 ``sip.allow`` 403, ``sip.auth`` 401/403; :mod:`agent.sip.gate`) never become calls: they are only
 logged here. Its thread (the caller of :meth:`Server.run`) consumes SIP
-events and routes each call: unknown extension -> 404, more than ``sip.max_calls`` calls -> 486
-(pjsua2's wheel also refuses a 5th call itself), otherwise a
+events and routes each call: unknown extension -> 404, no free call slot -> 486 (``sip.max_calls``
+is the machine's, shared with the ``campaign`` and ``dial`` processes of the same config:
+:mod:`agent.sip.slots`; pjsua2's wheel also refuses a 5th call of a process itself), otherwise a
 :class:`~agent.call.session.CallSession`: one loop on its own thread, its model work run by
-the process scheduler's workers.
+the process scheduler's workers. Every call, inbound, outbound or a consult leg, holds its slot
+from the INVITE (sent or accepted) until it leaves :attr:`Server.sessions`, and a process that
+dies loses its slots with it.
 Models are loaded once, before the SIP port opens, and shared by every call; fixed phrases
 (greetings, goodbyes) are synthesised at start so a call never waits for them.
 
@@ -46,6 +49,7 @@ from agent.sip.events import (
     TransferStatus,
 )
 from agent.sip.gate import CallGate
+from agent.sip.slots import NoFreeSlot, Slot, SlotSet, slots_of
 from agent.sip.useragent import SipAgent
 from agent.summary.runner import summarizer_for
 from agent.turn.load import LoadPolicy
@@ -69,10 +73,13 @@ class Server:
         worker: this process's worker id in a cluster (recorded on each call), or None.
         live: where each call publishes its turns' words as they happen (the live console's
             feed), or None.
+        slots: the machine's call slots (default: the config's, :func:`~agent.sip.slots.
+            slots_of`; a cluster's worker has a set of its own).
     """
 
     def __init__(self, config: Config, call_log: CallLog, stage_cache: StageCache | None = None,
-                 worker: str | None = None, live: Publish | None = None):
+                 worker: str | None = None, live: Publish | None = None,
+                 slots: SlotSet | None = None):
         self.config = config
         self.worker = worker
         self.live = live
@@ -87,6 +94,8 @@ class Server:
         self.sip = SipAgent(config.sip, self.events, clock_rate=CLOCK_RATE, gate=self.gate)
         self.sessions: dict[int, CallSession | LegInputs] = {}
         """The calls up, by key: sessions, and the consult legs of attended transfers."""
+        self.slots = slots or slots_of(config, worker)
+        self._held: dict[int, Slot] = {}  # each call's slot, by the key of :attr:`sessions`
         self._lock = threading.Lock()  # events vs. a call's loop placing a consult leg
         self._ending: list[CallSession] = []
         self._loaded = False
@@ -139,7 +148,7 @@ class Server:
         self._ending = [s for s in self._ending if not s.join(0)]
         for key, session in list(self.sessions.items()):
             if session.join(0):  # ended without a DISCONNECTED (its BYE got no answer...)
-                del self.sessions[key]
+                self._drop(key)
                 log.event("session-reaped", session.call_id, reason=session.end_reason)
 
     def stop(self, timeout: float = 8.0) -> None:
@@ -152,21 +161,38 @@ class Server:
         for session in list(self.sessions.values()):  # no BYE answer: end them anyway
             session.disconnected(by_local=True)
             session.join(2.0)
-        self.sessions.clear()
+        for key in list(self.sessions):
+            self._drop(key)
         self.sip.stop()
         if self.summaries is not None:  # one in flight is made again at the next start
             self.summaries.close()
         log.event("stopped", calls=self.calls_total)
 
     def dial(self, uri: str, profile: Profile, say_first: str = "",
-             before_invite: Callable[[str], None] | None = None) -> CallSession:
+             before_invite: Callable[[str], None] | None = None,
+             slot: Slot | None = None) -> CallSession:
         """Place a call to ``uri`` answered by ``profile``'s agent (direction ``outbound``).
 
         ``say_first`` replaces the profile's greeting: what the agent says once the callee
         answers. The session runs as an answered call's does; its events arrive through
         :meth:`step` like any call's. ``before_invite(call_id)`` runs before the INVITE is
         queued (a campaign stores the id first); if it raises, nothing is dialled.
+        ``slot``: the call slot the caller already took (a campaign waits for one); the call
+        holds it from here (released if this raises). Without one, a free one is taken.
+
+        Raises:
+            NoFreeSlot: no slot given and every slot of the machine is held.
         """
+        if slot is None and (slot := self.slots.take(uri)) is None:
+            raise NoFreeSlot(f"no free call slot: {self.slots.describe()} are all in use")
+        try:
+            return self._dial(uri, profile, say_first, before_invite, slot)
+        except BaseException:
+            slot.release()
+            raise
+
+    def _dial(self, uri: str, profile: Profile, say_first: str,
+              before_invite: Callable[[str], None] | None, slot: Slot) -> CallSession:
         if say_first:
             profile = dataclasses.replace(profile, greeting=say_first)
             self.profiles.runner(profile).speak(say_first)  # synthesised before dialling
@@ -189,6 +215,7 @@ class Server:
         key = self.sip.dial(uri, session.link)
         keys.append(key)
         self.sessions[key] = session
+        self._held[key] = slot
         self.calls_total += 1
         session.start()
         log.event("dialing", session.call_id, uri=uri, profile=profile.name)
@@ -198,14 +225,22 @@ class Server:
         """What the call ``key()`` may do for an attended transfer: its second call, the leg.
 
         The leg is one of :attr:`sessions` (a :class:`LegInputs`) from its INVITE to its end,
-        so it counts against ``sip.max_calls`` as any call does; none is placed beyond it.
+        with a call slot of its own, so it counts against ``sip.max_calls`` as any call does;
+        none is placed beyond it.
         """
         def dial(uri: str, link, inputs: LegInputs) -> int | None:
             with self._lock:  # no event is handled between the INVITE and the leg's entry
                 if len(self.sessions) >= min(self.config.sip.max_calls, 4):
                     return None
-                leg = self.sip.dial(uri, link)
+                if (slot := self.slots.take(uri)) is None:
+                    return None
+                try:
+                    leg = self.sip.dial(uri, link)
+                except BaseException:
+                    slot.release()
+                    raise
                 self.sessions[leg] = inputs
+                self._held[leg] = slot
             log.event("consult-dialing", inputs.call_id, uri=uri)
             return leg
         return ConsultLine(dial=dial, hangup=self.sip.hangup,
@@ -240,7 +275,7 @@ class Server:
                 log.event("rtp-timeout", s.call_id, silent_s=round(ev.silent_s, 2))
                 s.line_dead("rtp-timeout")
         elif isinstance(ev, CallDisconnected):
-            s = self.sessions.pop(ev.key, None)
+            s = self._drop(ev.key)
             if s is not None:
                 s.disconnected(ev.by_local, ev.status_code)
                 self._ending.append(s)
@@ -275,21 +310,33 @@ class Server:
             return
         if self._overloaded(ev):
             return
-        if len(self.sessions) >= self.config.sip.max_calls:
+        slot = None
+        if len(self.sessions) < self.config.sip.max_calls:
+            slot = self.slots.take(ev.sip_call_id)
+        if slot is None:  # this process's calls, or with the others' the machine's, are many
             log.event("call-rejected", ev.sip_call_id, code=486, extension=ev.extension,
-                      caller=ev.remote_uri, active=len(self.sessions))
+                      caller=ev.remote_uri, active=self.config.sip.max_calls,
+                      here=len(self.sessions))
             self.sip.reject(ev.key, 486)
             return
         try:
             session = self._session(ev, profile)
         except Exception as e:  # e.g. a profile's model failed to load: refuse, keep serving
+            slot.release()
             log.event("call-rejected", ev.sip_call_id, code=500, error=repr(e), level=40)
             self.sip.reject(ev.key, 500)
             return
         self.sessions[ev.key] = session
+        self._held[ev.key] = slot
         self.calls_total += 1
         self.sip.answer(ev.key, 200, session.link, rtp_timeout_s=profile.limits.rtp_timeout_s)
         session.start()
+
+    def _drop(self, key: int) -> CallSession | LegInputs | None:
+        """The call ``key`` is over: out of :attr:`sessions`, its slot free for the next."""
+        if (slot := self._held.pop(key, None)) is not None:
+            slot.release()
+        return self.sessions.pop(key, None)
 
     def _overloaded(self, ev: IncomingCall) -> bool:
         """Refuse the call (503) if callers' work already waits too long for the CPU."""

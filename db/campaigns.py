@@ -197,21 +197,6 @@ def finish_campaign(engine: Engine, name: str, now: datetime) -> None:
         conn.execute(update(Campaign).where(Campaign.name == name).values(finished_at=now))
 
 
-def open_calls(engine: Engine, since: datetime, besides: str) -> set[str]:
-    """Ids of the call log's open calls that are not campaign ``besides``'s: other processes'.
-
-    Calls started before ``since`` are left out, so a call a dead process left open (not yet
-    closed ``lost``) stops counting after a call's longest possible life; so are the calls of
-    the campaign's own attempts, whose open rows a killed run of it may have left.
-    """
-    own = (select(CampaignAttempt.call_id)
-           .join(CampaignRow, CampaignAttempt.row_id == CampaignRow.id)
-           .where(CampaignRow.campaign == besides, CampaignAttempt.call_id.is_not(None)))
-    with engine.connect() as conn:
-        return set(conn.execute(select(Call.id).where(
-            Call.ended_at.is_(None), Call.started_at >= since, Call.id.not_in(own))).scalars())
-
-
 def campaign_status(engine: Engine, name: str | None = None,
                     next_rows: int = 5) -> list[CampaignStatus]:
     """Progress of one campaign, or of every one (newest first)."""

@@ -2,8 +2,8 @@
 
 The stand-in's calls follow a script per number (busy, ring, answer, voicemail); the clock
 moves only when the scheduler waits for SIP events. Covers concurrency, the ring timeout,
-retries, the call cap shared with other processes' open calls, and the resume rule after a
-kill at every stage of an attempt.
+retries, the machine's call slots shared with another process's calls (real lock files), and
+the resume rule after a kill at every stage of an attempt.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import logging
+import tempfile
 import threading
 from collections import Counter
 from datetime import UTC, datetime, timedelta
@@ -22,6 +24,7 @@ from sqlalchemy import insert
 from agent.campaign.outcome import call_outcome, resumed
 from agent.campaign.runner import CampaignRunner
 from agent.cli import campaign as cmd
+from agent.sip.slots import SlotSet
 from db import campaigns as store
 from db.migrate import make_engine, upgrade
 from db.schema import Call
@@ -76,8 +79,10 @@ class FakeSession:
 
 class FakeServer:
     def __init__(self, clock: Clock, invites: Counter, max_calls: int = 4,
-                 kill_after: int | None = None, kill_in: str = ""):
+                 kill_after: int | None = None, kill_in: str = "", slots: SlotSet | None = None):
         self.config = SimpleNamespace(sip=SimpleNamespace(max_calls=max_calls))
+        self.slots = slots or SlotSet(tempfile.mkdtemp(prefix="slots-"), max_calls)
+        self.held: dict[str, object] = {}  # call id -> its slot, freed when the call ends
         self.spoken: list[str] = []  # phrases synthesised ahead (a list: thread-safe appends)
         self.forgotten: list[str] = []
         speaker = SimpleNamespace(speak=self.spoken.append, forget=self.forgotten.append)
@@ -87,7 +92,8 @@ class FakeServer:
         self.peak = 0
         self._ids = itertools.count(len(invites) + sum(invites.values()) * 100)
 
-    def dial(self, uri, profile, say_first, before_invite):
+    def dial(self, uri, profile, say_first, before_invite, slot):
+        assert slot.held  # the runner took it before dialling
         call_id = f"c{next(self._ids)}"
         if self.kill_in == "before-call-id" and self._due_kill():
             raise Killed
@@ -98,6 +104,7 @@ class FakeServer:
         s = FakeSession(call_id, uri.split(":")[1].split("-")[0], self.clock.t)
         s.greeting = say_first
         self.sessions.append(s)
+        self.held[call_id] = slot
         return s
 
     def _due_kill(self) -> bool:
@@ -109,6 +116,8 @@ class FakeServer:
         self.clock.t += timeout
         for s in self.sessions:
             s.advance(self.clock.t)
+            if s.ended and s.call_id in self.held:  # as Server._drop does
+                self.held.pop(s.call_id).release()
         self.peak = max(self.peak, sum(not s.ended for s in self.sessions))
 
 
@@ -163,28 +172,39 @@ def test_outcomes_concurrency_ring_timeout_and_retries(engine):
     assert busy[1].at - (busy[0].at + 0.2) == pytest.approx(30, abs=0.2)
 
 
-def test_other_processes_open_calls_hold_the_cap(engine):
+def test_another_processes_calls_hold_the_machines_slots_and_the_campaign_waits(
+        engine, tmp_path, caplog):
     clock, invites = Clock(), Counter()
-    store.open_campaign(engine, "c1", "x.csv", "h", "out", rows("answer", "answer"), clock.wall())
-    with engine.begin() as conn:  # serve's two callers on the same call log, still talking
-        for cid in ("in1", "in2"):
-            conn.execute(insert(Call).values(id=cid, started_at=clock.wall(), caller_uri="x"))
-    server = FakeServer(clock, invites, max_calls=3)
+    store.open_campaign(engine, "c1", "x.csv", "h", "out", rows("answer", "answer", "answer"),
+                        clock.wall())
+    # serve's two callers, still talking: slots of the same directory, taken elsewhere.
+    serve = SlotSet(tmp_path / "slots", 3)
+    callers = [serve.take("in1"), serve.take("in2")]
+    server = FakeServer(clock, invites, max_calls=3, slots=SlotSet(tmp_path / "slots", 3))
     r = runner(engine, server, clock, CampaignOptions(concurrency=2))
-    stop_at = 20.0
     step = server.step
 
-    def step_and_end_one(timeout):  # one inbound call ends 20 s in
+    def step_and_end_them(timeout):  # the callers hang up 3 s in
         step(timeout)
-        if clock.t >= stop_at:
-            with engine.begin() as conn:
-                conn.execute(Call.__table__.update().where(Call.id == "in1").values(
-                    ended_at=clock.wall()))
-    server.step = step_and_end_one
-    assert r.run().finished
+        if clock.t >= 3.0 and callers:
+            callers.pop().release()
+            callers.pop().release()
+    server.step = step_and_end_them
+    with caplog.at_level(logging.INFO, logger="callagent"):
+        assert r.run().finished
     starts = [s.at for s in server.sessions]
-    assert server.peak == 1  # 2 inbound + 1: the cap of 3, never 2 of the campaign's
-    assert starts[0] < 1.0 and starts[1] > 6.0  # the second only after the first ended
+    assert server.peak == 2  # the campaign's concurrency, once the callers had gone
+    # One slot was left: the first call at once, the second once the callers' slots were
+    # free (3 s), the third when the first call ended (6 s: concurrency 2).
+    assert starts[0] < 1.0 and 3.0 <= starts[1] < 3.0 + 1.0 and 6.0 <= starts[2] < 7.0
+    waits = [m for m in caplog.messages if "event=campaign-waiting" in m]
+    assert len(waits) == 1 and "reason=no-free-slot" in waits[0]  # one line per wait
+    assert any("waited_s=3.0" in m for m in caplog.messages if "event=campaign-dial" in m)
+    # Waiting is not an attempt: one attempt per row, each answered.
+    assert [(a[1], a[3]) for a in store.attempts_of(engine, "c1")] == [(1, "answered")] * 3
+    # Every slot is free again: all three can be taken, a fourth cannot.
+    again = [serve.take() for _ in range(4)]
+    assert [s is not None for s in again] == [True, True, True, False]
 
 
 @pytest.mark.parametrize("where", ["before-call-id", "before-invite", "mid-call"])
@@ -292,22 +312,6 @@ def test_flags_override_the_campaigns_table_and_are_checked():
     args = parser.parse_args(["campaign", "x.csv", "--window", "9-5"])
     with pytest.raises(ConfigError, match="campaign flags: window = '9-5'"):
         cmd.options_of(args, config)
-
-
-def test_open_calls_are_other_processes_not_a_killed_run_of_this_campaign(engine):
-    clock = Clock()
-    store.open_campaign(engine, "c1", "x.csv", "h", "out", rows("answer"), clock.wall())
-    (row,) = store.due_rows(engine, "c1")
-    attempt, _ = store.begin_attempt(engine, row.id, clock.wall())
-    store.attach_call(engine, attempt, "c-own")
-    with engine.begin() as conn:
-        for cid, at in (("c-own", 0), ("in-now", 0), ("in-stale", -4000), ("in-ended", 0)):
-            conn.execute(insert(Call).values(
-                id=cid, started_at=clock.wall() + timedelta(seconds=at), caller_uri="x",
-                ended_at=clock.wall() if cid == "in-ended" else None))
-    since = clock.wall() - timedelta(seconds=660)
-    assert store.open_calls(engine, since, "c1") == {"in-now"}
-    assert store.open_calls(engine, since, "other") == {"in-now", "c-own"}
 
 
 def test_a_forgotten_phrase_leaves_the_cache_and_the_profiles_own_stay():

@@ -11,12 +11,13 @@ Order of writes, so a kill at any point is safe (see :mod:`agent.campaign.outcom
 is ``dialing`` and its attempt stored; the call id is stored (``before_invite``); the INVITE is
 queued; the outcome is stored once the call is over.
 
-The call cap: a campaign runs in a process of its own (its own SIP port, like ``dial``), so
-``serve`` does not see its calls. The campaign holds at most ``min(concurrency,
-sip.max_calls)`` calls, and before each call counts the call log's open calls of other
-processes (a ``serve`` or ``cluster`` on the same log) against ``sip.max_calls`` too: it yields
-to inbound calls. ``serve`` does not count the campaign's, so its own ``max_calls`` is what
-is left for callers (documented in config.toml).
+The call cap: a campaign runs in a process of its own (its own SIP port, like ``dial``), but
+its calls take the machine's ``sip.max_calls`` slots, the same set ``serve`` takes a slot of
+for each caller (:mod:`agent.sip.slots`). The campaign holds at most ``min(concurrency,
+sip.max_calls)`` calls; before each call it takes a free slot, and while there is none (the
+callers of a ``serve`` hold them) it waits, logging ``campaign-waiting`` once per wait: a wait
+is neither an attempt nor a failure. ``serve`` refuses callers (486) while the campaign's calls
+and its own fill the set.
 
 Imports the server, never pjsua2.
 """
@@ -38,6 +39,7 @@ from agent.call.session import CallSession
 from agent.campaign.outcome import RING_TIMEOUT, call_outcome, resumed
 from agent.campaign.pacing import Pacer
 from agent.server import Server
+from agent.sip.slots import Slot
 from db import campaigns as store
 from dialplan import Profile
 from dialplan.campaign import CampaignOptions, CampaignRow, fill
@@ -46,6 +48,8 @@ PER_PROCESS_CALLS = 4
 """pjsua2's compiled-in cap on one process's calls (docs: SIP.md)."""
 POLL_S = 0.1
 STOP_WAIT_S = 10.0
+SLOT_POLL_S = 0.5
+"""How often a campaign with no free call slot tries again (a slot frees when a call ends)."""
 PREFETCH_ROWS = 2
 """Rows ahead whose greeting and voicemail message are synthesised before their turn: done
 in the loop, a row's phrases took seconds of TTS and held up every call's reaping and ring
@@ -128,6 +132,7 @@ class CampaignRunner:
         self._stop_by: float | None = None
         self._voice = ThreadPoolExecutor(1, thread_name_prefix="campaign-tts")
         self._phrases: dict[int, tuple[store.DueRow, Future]] = {}  # synthesised ahead, by id
+        self._waiting_since: float | None = None  # monotonic: no free slot since then
 
     def resume(self) -> list[tuple[int, str]]:
         """Settle the rows a killed run left ``dialing`` (the rule in :mod:`.outcome`)."""
@@ -186,13 +191,25 @@ class CampaignRunner:
         self._prefetch([pick.row, *(r for r in rows if r is not pick.row)])
         if not self._phrases[pick.row.id][1].done():
             return True  # its greeting is being synthesised: dial once it is there
-        if self._others_open(now) + len(self.active) >= self.max_calls:
-            self._look_at = now + timedelta(seconds=1)  # inbound calls hold the cap: yield
+        slot = self.server.slots.take(pick.row.uri)
+        if slot is None:  # the machine's calls (serve's callers with ours) hold every slot
+            self._wait_for_slot(pick.row)
+            self._look_at = now + timedelta(seconds=SLOT_POLL_S)
             return True
+        waited = self._waiting_since
+        self._waiting_since = None
         del self._phrases[pick.row.id]
-        self._dial(pick.row, now)
+        self._dial(pick.row, now, slot, None if waited is None else self.monotonic() - waited)
         self._look_at = None
         return True
+
+    def _wait_for_slot(self, row: store.DueRow) -> None:
+        """Note the start of a wait for a call slot (one log line per wait)."""
+        if self._waiting_since is not None:
+            return
+        self._waiting_since = self.monotonic()
+        log.event("campaign-waiting", campaign=self.name, line=row.line, reason="no-free-slot",
+                  max_calls=self.max_calls, ours=len(self.active))
 
     def _prefetch(self, rows: Sequence[store.DueRow]) -> None:
         """Synthesise the phrases of the next rows on a thread of its own, off this loop.
@@ -230,14 +247,13 @@ class CampaignRunner:
         return {said.greeting, said.voicemail_message} - {self.profile.greeting,
                                                           self.profile.voicemail_message}
 
-    def _others_open(self, now: datetime) -> int:
-        """Open calls in the call log that are not this campaign's (another process's)."""
-        longest = self.profile.limits.max_call_s + 60.0
-        open_ids = store.open_calls(self.engine, now - timedelta(seconds=longest), self.name)
-        return len(open_ids - set(self.active))
-
-    def _dial(self, row: store.DueRow, now: datetime) -> None:
-        attempt_id, number = store.begin_attempt(self.engine, row.id, now)
+    def _dial(self, row: store.DueRow, now: datetime, slot: Slot, waited_s: float | None) -> None:
+        """Call ``row`` in ``slot`` (the call holds it; released if nothing is dialled)."""
+        try:
+            attempt_id, number = store.begin_attempt(self.engine, row.id, now)
+        except BaseException:
+            slot.release()
+            raise
         attached: list[str] = []
 
         def before_invite(call_id: str) -> None:
@@ -247,7 +263,7 @@ class CampaignRunner:
         self.pacer.started(now)
         try:
             profile = row_profile(self.profile, row)
-            session = self.server.dial(row.uri, profile, profile.greeting, before_invite)
+            session = self.server.dial(row.uri, profile, profile.greeting, before_invite, slot)
         except Exception as e:  # a row's call must not end the campaign
             # No call id stored: nothing was dialled; with one, the INVITE was never queued.
             log.event("campaign-error", attached[0] if attached else "-", campaign=self.name,
@@ -258,7 +274,8 @@ class CampaignRunner:
                                                self.monotonic())
         self.summary.calls += 1
         log.event("campaign-dial", session.call_id, campaign=self.name, line=row.line,
-                  uri=row.uri, attempt=number)
+                  uri=row.uri, attempt=number,
+                  **({} if waited_s is None else {"waited_s": round(waited_s, 2)}))
 
     def _cancel_ringing(self) -> None:
         now = self.monotonic()

@@ -10,7 +10,8 @@ optional ``tz`` column, and any others as variables of the profile's greeting an
 message (``{name}``). Flags override ``[campaigns]`` in config.toml. The campaign's state is in
 the call log: running the same command again (after a crash, a kill, Ctrl-C) continues it and
 calls no number twice (:mod:`agent.campaign.outcome`). Like ``dial`` it opens a SIP port of its
-own (``[sip].port + 3``). Exits 0 once every row is done, 1 if stopped before.
+own (``[sip].port + 3``); its calls take the machine's ``sip.max_calls`` slots beside ``serve``'s
+callers, and it waits while none is free. Exits 0 once every row is done, 1 if stopped before.
 """
 
 from __future__ import annotations

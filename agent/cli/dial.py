@@ -5,8 +5,10 @@
 Loads one profile's models, opens a SIP port of its own (so a ``serve`` on the configured
 port can go on answering), calls ``URI`` and runs the same session a caller gets: turns,
 tools, keypad, recording, the call log (direction ``outbound``). ``--say-first`` is what the
-agent says once the callee answers (default: the profile's greeting). Exits 0 once the call
-has ended after being answered, 1 if it was never answered.
+agent says once the callee answers (default: the profile's greeting). The call takes one of
+the machine's ``sip.max_calls`` slots, shared with ``serve``'s callers and campaigns
+(:mod:`agent.sip.slots`). Exits 0 once the call has ended after being answered, 1 if it was
+never answered, 3 if every slot was in use (nothing dialled).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import signal
+import sys
 import threading
 import time
 
@@ -21,6 +24,9 @@ from agent import log
 from agent.cli import options as cliopts
 from agent.cli import runtime
 from dialplan import Config, ConfigError
+
+NO_FREE_SLOT = 3
+"""Exit code: every call slot of the machine was held, so nothing was dialled."""
 
 
 def add_parser(subparsers) -> None:
@@ -64,6 +70,7 @@ def outbound(config: Config, port: int | None, rtp_port: int | None, slot: int):
         signal.signal(sig, lambda *_: stop.set())
     # Its events wait in the outbox for the delivery of a `serve` or `cluster` on this call log.
     writer = CallLogWriter(config.db, on_event=log.event, webhooks=config.webhooks)
+    # Its calls take the machine's slots (the config's, as serve's worker does).
     server = Server(config, writer, stage_cache=StageCache(ModelCache(runtime.scheduler(config))))
     return server, writer, stop
 
@@ -75,13 +82,21 @@ def run(args: argparse.Namespace) -> int:
                           f"(defined: {', '.join(config.profiles)})")
     if not args.uri.startswith(("sip:", "sips:")):
         raise ConfigError(f"uri: {args.uri!r} is not a SIP URI (sip:user@host[:port])")
+    from agent.sip.slots import NoFreeSlot
+
     profile = config.profiles[args.profile]
     server, writer, stop = outbound(config, args.port, args.rtp_port, slot=2)
     answered = False
     try:
         server.profiles.prepare(profile)
         server.sip.start()
-        session = server.dial(args.uri, profile, args.say_first)
+        try:
+            session = server.dial(args.uri, profile, args.say_first)
+        except NoFreeSlot as e:
+            log.event("dial-refused", uri=args.uri, reason="no-free-slot",
+                      max_calls=server.slots.size, level=30)
+            print(f"not dialled: {e}; try again when a call has ended", file=sys.stderr)
+            return NO_FREE_SLOT
         deadline = time.monotonic() + args.timeout
         while not session.join(0) and not stop.is_set():
             server.step(0.1)
