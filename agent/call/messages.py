@@ -1,8 +1,9 @@
 """What reaches a call's loop: one typed message per kind, on one queue.
 
-The SIP side (or a simulated line) sends line events, the pjmedia clock thread sends frames,
-the scheduler's workers send completed model work (:class:`JobDone`), and the loop posts its
-own turn milestones after the message that caused them. The loop handles them one at a time,
+The SIP side (or a simulated line) sends line events, the pjmedia clock thread sends frames
+(and the stamp of a reply's first frame out), the scheduler's workers send completed model work
+(:class:`JobDone`), and the loop posts its own turn milestones after the message that caused
+them. The loop handles them one at a time,
 in order, so call and turn state need no locks. Plain frozen dataclasses, told apart with
 ``match``.
 """
@@ -139,6 +140,14 @@ class ReplyAudio:
     """A turn queued its first reply audio."""
 
     turn: Turn
+
+
+@dataclass(frozen=True, slots=True)
+class FirstFrameOut:
+    """The line's clock thread handed out a turn's first reply frame at ``at``."""
+
+    turn: Turn
+    at: float
 
 
 @dataclass(frozen=True, slots=True)

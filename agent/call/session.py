@@ -40,6 +40,7 @@ from agent.call.messages import (
     Disconnected,
     Dtmf,
     EndOfTurnScored,
+    FirstFrameOut,
     Frame,
     Held,
     JobDone,
@@ -250,6 +251,8 @@ class CallSession(CallInputs):
                 pass  # the checks after every message
             case ReplyAudio(turn):
                 self.turntaking.reply_audio(turn)
+            case FirstFrameOut(turn, at):
+                turn.timeline.first_frame_out_at = at
             case EndOfTurnScored(turn):
                 self.turntaking.end_scored(turn, self.clock.now())
             case Transcribed(turn):

@@ -19,7 +19,14 @@ import numpy as np
 
 from agent import log
 from agent.call.jobs import CallJobs
-from agent.call.messages import EndOfTurnScored, Message, ReplyAudio, Transcribed, TurnDone
+from agent.call.messages import (
+    EndOfTurnScored,
+    FirstFrameOut,
+    Message,
+    ReplyAudio,
+    Transcribed,
+    TurnDone,
+)
 from agent.call.playout import Playout
 from agent.call.turn import Turn
 from agent.turn.load import LoadPolicy
@@ -160,7 +167,7 @@ class TurnWorker:
         runner = self._runner(turn)
         if turn.typed is not None:  # keypad digits: the words are known, nothing to hear
             typed: Future = Future()
-            typed.set_result(Transcript(turn.typed, None))
+            typed.set_result((Transcript(turn.typed, None), None))  # (no ASR: no stamp)
             self._transcribed(turn, runner, typed)
             return
         eot = runner.stages.eot
@@ -180,7 +187,7 @@ class TurnWorker:
         # Speculative until the endpoint; the caller's critical path from then on (the
         # scheduler re-reads this while the job waits for a slot). A pass still queued when
         # the caller goes on (or hangs up) never runs.
-        self.jobs.submit(runner.transcribe, turn.utterance, turn.timeline, stage="asr",
+        self.jobs.submit(runner.transcribe, turn.utterance, stage="asr",
                          priority=lambda: (Priority.FIRST_AUDIO if turn.endpointed
                                            else Priority.SPECULATIVE,
                                            turn.timeline.speech_end_at or 0.0),
@@ -200,7 +207,7 @@ class TurnWorker:
 
     def _transcribed(self, turn: Turn, runner: TurnRunner, f: Future) -> None:
         try:
-            transcript = f.result()
+            transcript, done_at = f.result()
         except JobCancelled:
             turn.result = TurnResult(transcript="", audio_in_s=turn.utterance.duration_s,
                                      cancelled=True)
@@ -209,6 +216,8 @@ class TurnWorker:
         except Exception as e:
             self._failed(turn, e)
             return
+        if done_at is not None:
+            turn.timeline.asr_done_at = done_at
         turn.transcript = transcript.text
         kept = self.keep(turn, transcript.text, self.now()) if self.keep is not None else ""
         if kept:
@@ -320,7 +329,7 @@ class TurnWorker:
         if not turn.audible:
             turn.audible = True
             self.backlog.leave(turn.ticket)  # heard: turns starting now no longer wait for it
-            timeline = turn.timeline
-            self.playout.start_reply(lambda t: setattr(timeline, "first_frame_out_at", t))
+            # The clock thread stamps the first frame and posts it: the loop writes it down.
+            self.playout.start_reply(lambda at: self.post(FirstFrameOut(turn, at)))
             self.post(ReplyAudio(turn))
         self.playout.push(pcm, clause)

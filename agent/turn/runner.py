@@ -213,11 +213,14 @@ class TurnRunner:
             return words
         return f"{words}\n\n[{self.knowledge.notes(words)}]"
 
-    def transcribe(self, utterance: Utterance | SpeechPaused, timeline: TurnTimeline) -> Transcript:
-        """ASR of the caller's speech; stamps ``asr_done_at``."""
+    def transcribe(self, utterance: Utterance | SpeechPaused) -> tuple[Transcript, float]:
+        """ASR of the caller's speech, and the clock when it was done (``asr_done_at``).
+
+        The stamp is taken where the job ran and handed back as a value: only the call's loop
+        writes the turn's timeline.
+        """
         tr = self.stages.asr.transcribe(utterance.audio)
-        timeline.asr_done_at = self.now()
-        return tr
+        return tr, self.now()
 
 
 PREFIX_SHARE = 0.5
