@@ -446,3 +446,29 @@ def test_an_answer_to_how_much_is_checked_whole_before_any_of_it_is_said():
     dont_know = load_config(ROOT / "config.toml").profiles["default"].dont_know
     assert result.reply_text == dont_know == said[-1]  # not "The parking, Sorry, ..."
     assert result.unfounded.startswith("The parking, for a whole day, costs 37 dollars.")
+
+
+def test_the_under_load_model_says_no_first_clause_before_its_sentence_passed():
+    """Its refused first sentence gets the second pass, not a clause spliced with dont_know."""
+    from agent.turn.runner import TurnRunner
+    from dialplan.plan import under_load
+    from tests.fakes import FakeASR, FakeLLM, FakeTTS, fake_stages
+    from tests.replies import answer
+
+    cfg = load_config(ROOT / "config.toml")
+    main = cfg.profiles["default"]
+    words = "What are your hours on Saturday?"  # every word a fact's own, no amount asked
+    wrong = "We are open, on Saturday, from 10 am to 9 pm."  # the 9 no fact holds
+    own = TurnRunner(fake_stages(asr=FakeASR([words]), llm=FakeLLM(reply=wrong), tts=FakeTTS()),
+                     main)
+    cheap_llm = FakeLLM(reply=wrong)
+    cheap = TurnRunner(fake_stages(asr=FakeASR([words]), llm=cheap_llm, tts=FakeTTS()),
+                       under_load(main, cfg.profiles["lite"]))
+    result, _ = answer(cheap, [], escalate=own)
+    assert result.unfounded.startswith(f"{wrong} (9")
+    assert len(cheap_llm.prompts) == 2  # asked again, the facts before the words
+    assert result.reply_text == main.dont_know  # not "We are open, Sorry, I don't know..."
+    # The profile's own model's first clauses still go early (the caller's wait): here, with
+    # the rest refused, what bench answers counts as spliced.
+    result, _ = answer(own, [])
+    assert result.reply_text == f"We are open, on Saturday, {main.dont_know}"

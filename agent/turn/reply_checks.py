@@ -29,11 +29,14 @@ class Checked:
         follows can hardly fail: every word the caller named is one of a fact's own (not only
         the business's name), so no claim about it can follow
         (:meth:`~agent.turn.knowledge.Knowledge.unfounded`), and it asks for no amount, whose
-        number the checks may refuse (:func:`~agent.turn.wording.asks_amount`).
+        number the checks may refuse (:func:`~agent.turn.wording.asks_amount`). Never from the
+        under-load model (a turn that may be escalated): its sentences are refused far more
+        often than the profile's own model's, and a clause said forecloses what a refused
+        first sentence gets instead, the second pass (bench answers' spliced replies).
         """
         k, words = self.runner.knowledge, self.result.transcript
-        return k is not None and k.all_in_facts(words) and not asks_amount(words) and not (
-            unsure(clause) or self._repeats(clause))
+        return k is not None and self._escalate is None and k.all_in_facts(words) and not (
+            asks_amount(words) or unsure(clause) or self._repeats(clause))
 
     def _check(self, sentence: str) -> str:
         # A tool's answer this turn is known as a fact is: its numbers, names and things may
