@@ -22,6 +22,7 @@ import time
 
 import pytest
 from sipp.harness import ROOT, parse_fields, start_agent
+from test_sip_campaign import start_callee
 
 from agent.bench.agentproc import free_port
 from agent.bench.wire import scenario, sipp, sipp_argv
@@ -61,12 +62,8 @@ def events(log, name: str) -> list[dict[str, str]]:
 def test_a_campaigns_calls_and_serves_callers_share_max_calls(tmp_path):
     agent = start_agent(tmp_path, PROFILES, '"101" = "in"', max_calls=2)
     config = tmp_path / "config.toml"
-    callee_xml = scenario(ROOT / "tests/sipp/uas_campaign_answer.xml", tmp_path / "callee.xml",
-                          audio=silence(tmp_path / "callee.ulaw", 30))
-    callee_port = free_port()
-    callee = subprocess.Popen(["sipp", "-sf", str(callee_xml), "-i", "127.0.0.1", "-mi",
-                               "127.0.0.1", "-p", str(callee_port), "-mp", str(free_port()),
-                               "-nostdin"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    callee, callee_port = start_callee("answer", str(silence(tmp_path / "callee.ulaw", 30)),
+                                       tmp_path)
     csv = tmp_path / "list.csv"
     csv.write_text("number,name\n" + "".join(f"sip:person{i}@127.0.0.1:{callee_port},P{i}\n"
                                              for i in range(2)))
@@ -138,3 +135,41 @@ def test_a_campaigns_calls_and_serves_callers_share_max_calls(tmp_path):
     print(f"caller killed -> campaign's second dial {t_second - t_kill:.2f} s "
           f"(waited {second['waited_s']} s in all, {t_kill - t_wait:.1f} s watched); "
           f"486 answered in {refused_s:.2f} s; campaign done {t_done - t_second:.1f} s after")
+
+
+@pytest.mark.needs("sipp")
+def test_dial_with_every_slot_held_fails_and_dials_no_one(tmp_path):
+    from agent.sip.slots import SlotSet
+
+    config = tmp_path / "config.toml"
+    config.write_text(f"""
+[sip]
+port = {free_port()}
+max_calls = 2
+[db]
+url = "sqlite:///{tmp_path / 'calls.db'}"
+spool_dir = "{tmp_path / 'spool'}"
+[profiles.out]
+{SMALL}
+""")
+    serve = SlotSet(tmp_path / "spool" / "slots", 2)  # two calls of another process, up
+    held = [serve.take("in1"), serve.take("in2")]
+    sipp_callee, port = start_callee("answer", str(silence(tmp_path / "callee.ulaw", 3)),
+                                     tmp_path)
+    try:
+        sip_port = free_port()
+        res = subprocess.run([sys.executable, "-m", "agent.cli.main", "dial",
+                              f"sip:person@127.0.0.1:{port}", "--config", str(config),
+                              "--profile", "out", "--port", str(sip_port), "--rtp-port",
+                              str(30000 + sip_port % 200 * 100)],
+                             cwd=ROOT, capture_output=True, text=True, timeout=300)
+    finally:
+        sipp_callee.send_signal(signal.SIGINT)
+        sipp_callee.wait(10)
+    assert res.returncode == 3, res.stdout + res.stderr[-3000:]
+    assert ("not dialled: no free call slot: sip.max_calls = 2 (slots in "
+            f"{tmp_path / 'spool' / 'slots'}) are all in use") in res.stderr
+    assert "event=dial-refused" in res.stderr and "reason=no-free-slot" in res.stderr
+    msgs = tmp_path / "answer.msg"  # every message the callee got (-trace_msg)
+    assert "INVITE" not in (msgs.read_text() if msgs.exists() else "")  # nothing was dialled
+    assert all(s.held for s in held)
