@@ -10,7 +10,7 @@ that were queued anyway (unlike the window of :class:`~models.asr.voxtral_batche
 A group's job has the most urgent of its members' priorities, evaluated whenever the slot is
 handed out. A request joins only a group of its own priority level (and key, if one is given),
 so a speculative pass does not slow a caller's first-audio pass by riding with it. A member
-whose cancel event is set before the batch runs is left out of it
+whose cancel is set before the batch runs is left out of it
 (:class:`~models.priority.JobCancelled` in its own thread); the group's job is cancelled only
 when every member is.
 """
@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from models.priority import (
+    Cancellable,
     JobCancelled,
     PriorityLike,
     cancel_on,
@@ -42,7 +43,7 @@ R = TypeVar("R")
 class _Request(Generic[T]):
     item: T
     priority: PriorityLike
-    cancel: threading.Event | None
+    cancel: Cancellable | None
     done: threading.Event = field(default_factory=threading.Event)
     result: Any = None
     error: BaseException | None = None
@@ -53,16 +54,57 @@ class _Request(Generic[T]):
 
 
 class _Group:
-    """Requests sharing one scheduler job; its priority and cancel event for the scheduler."""
+    """Requests sharing one scheduler job; its priority and its cancel for the scheduler.
 
-    def __init__(self, first: _Request):
-        self.members = [first]
+    As a cancel (:class:`~models.priority.Cancellable`) it is set while every member's is, and
+    it wakes the scheduler's wait when the last of them is set (each member's cancel is
+    watched while the group's job lasts, a member that joins later's too).
+    """
+
+    def __init__(self, members: list[_Request]):
+        self.members: list[_Request] = []
+        self._lock = threading.Lock()
+        self._wakes: list[Callable[[], None]] = []  # the scheduler's, while its job waits
+        self._unwatch: list[Callable[[], None]] = []
+        for r in members:
+            self.add(r)
+
+    def add(self, req: _Request) -> None:
+        self.members.append(req)
+        if req.cancel is not None:
+            self._unwatch.append(req.cancel.watch(self._member_cancelled))
 
     def rank(self) -> tuple[int, float]:
         return min(rank_of(r.priority) for r in list(self.members))
 
-    def is_set(self) -> bool:  # the scheduler's cancel event: every member gave up
+    def is_set(self) -> bool:  # the scheduler's cancel: every member gave up
         return all(r.cancelled for r in list(self.members))
+
+    def watch(self, wake: Callable[[], None]) -> Callable[[], None]:
+        with self._lock:
+            self._wakes.append(wake)
+        if self.is_set():
+            wake()
+        return lambda: self._drop(wake)
+
+    def _drop(self, wake: Callable[[], None]) -> None:
+        with self._lock:
+            if wake in self._wakes:
+                self._wakes.remove(wake)
+
+    def _member_cancelled(self) -> None:
+        # On the setter's thread. A member joining meanwhile may make the wake-up early: the
+        # scheduler looks at is_set again as it wakes.
+        if self.is_set():
+            with self._lock:
+                wakes = list(self._wakes)
+            for wake in wakes:
+                wake()
+
+    def end(self) -> None:
+        """The group's job is over: its members' cancels no longer wake anyone for it."""
+        for unwatch in self._unwatch:
+            unwatch()
 
 
 class Coalescer(Generic[T, R]):
@@ -97,7 +139,7 @@ class Coalescer(Generic[T, R]):
         """Run ``item`` in the next batch of its priority level; its own result.
 
         Raises:
-            JobCancelled: this context's cancel event was set before the batch ran.
+            JobCancelled: this context's cancel was set before the batch ran.
             Exception: whatever the batch function raised for the batch.
         """
         if self._scheduler.in_job():
@@ -108,10 +150,10 @@ class Coalescer(Generic[T, R]):
         with self._lock:
             group = self._open.get(where)
             if group is not None and len(group.members) < self._max:
-                group.members.append(req)
+                group.add(req)
                 group = None  # its leader runs it
             else:
-                group = self._open[where] = _Group(req)
+                group = self._open[where] = _Group([req])
         if group is not None:
             self._lead(group, where)
         req.done.wait()
@@ -123,8 +165,8 @@ class Coalescer(Generic[T, R]):
         """Take the slot for ``group`` and run it (on the thread of its first request)."""
         retry: list[_Request] = []
         # The group can give up only if its first member can; if not, the scheduler need not
-        # poll a cancel event (every 10 ms while the group waits) that never fires.
-        cancel = cancel_on(group) if group.members[0].cancel is not None else nullcontext()  # type: ignore[arg-type]
+        # watch a cancel that never fires.
+        cancel = cancel_on(group) if group.members[0].cancel is not None else nullcontext()
         try:
             with priority(group.rank), cancel, self._scheduler.job(self._stage,
                                                                    narrow=self._narrow):
@@ -153,13 +195,12 @@ class Coalescer(Generic[T, R]):
             for r in group.members:
                 r.error = r.error or e
         finally:
+            group.end()
             for r in group.members:
                 if r not in retry:
                     r.done.set()
         if retry:
-            again = _Group(retry[0])
-            again.members = retry
-            self._lead(again, None)
+            self._lead(_Group(retry), None)
 
     def _close(self, group: _Group, where: tuple[int, object] | None) -> list[_Request]:
         """No more members for ``group``; the ones still wanting a result."""

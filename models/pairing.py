@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 
-from models.priority import Priority, PriorityLike, rank_of
+from models.priority import Cancellable, Priority, PriorityLike, rank_of
 
 PAIR_LEVEL = Priority.SPECULATIVE
 """Jobs at this level or more urgent may run side by side on a core each: what callers wait
@@ -26,7 +26,7 @@ class Waiter:
                  "patient", "priority", "seq", "stage")
 
     def __init__(self, priority: PriorityLike, seq: int, stage: str,
-                 cancel: threading.Event | None, narrow: bool = False, patient: bool = False):
+                 cancel: Cancellable | None, narrow: bool = False, patient: bool = False):
         self.priority = priority
         self.seq = seq
         self.stage = stage

@@ -1,10 +1,12 @@
-"""What a model job is to the scheduler: its priority and its cancel event, set by the caller.
+"""What a model job is to the scheduler: its priority and its cancel, set by the caller.
 
 The turn runner knows what the caller is waiting for; the models do not. So the agent sets a
-priority (and an event that drops the job while it still waits) on its thread's context, and
-every model job started in that context carries them to :mod:`models.scheduler`. A priority
-may be a callable, evaluated each time a slot is handed out (a speculative ASR pass that
-becomes the real one moves up). Imports nothing from the project.
+priority (and a :class:`Cancel` that drops the job while it still waits) on its thread's
+context, and every model job started in that context carries them to :mod:`models.scheduler`.
+A priority may be a callable, evaluated each time a slot is handed out (a speculative ASR pass
+that becomes the real one moves up). A cancel tells whoever waits on its behalf (the
+scheduler's queue, an LLM engine's reader) the moment it is set: nothing waits on a timeout to
+look again. Imports nothing from the project.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import IntEnum
+from typing import Protocol
 
 
 class Priority(IntEnum):
@@ -26,12 +29,71 @@ class Priority(IntEnum):
     BACKGROUND = 4
 
 
+class Cancellable(Protocol):
+    """What a model wait needs of a cancel: whether it is set, and a wake-up when it is."""
+
+    def is_set(self) -> bool: ...
+
+    def watch(self, wake: Callable[[], None]) -> Callable[[], None]:
+        """Call ``wake`` once when set (at once if it is already); returns the unwatch."""
+        ...
+
+
+class Cancel(threading.Event):
+    """A turn's (or a job's) cancel: an event, set once, that wakes its watchers when set.
+
+    A model wait done for a cancellable job (a scheduler slot, an engine's next token) hands
+    :meth:`watch` a wake-up that notifies what it waits on, and so ends the moment :meth:`set`
+    is called, from whatever thread calls it. The wake-ups run on the setter's thread, after
+    the event is set and outside the cancel's own lock: a wake-up only notifies (it takes the
+    waiter's lock briefly, never one the setter could hold while it waits). Never cleared.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._watch_lock = threading.Lock()
+        self._wakes: dict[object, Callable[[], None]] = {}
+
+    def set(self) -> None:
+        with self._watch_lock:
+            if self.is_set():
+                return
+            super().set()
+            wakes, self._wakes = list(self._wakes.values()), {}
+        for wake in wakes:
+            wake()
+
+    def clear(self) -> None:
+        raise TypeError("a Cancel is never cleared: the next job gets a new one")
+
+    def watch(self, wake: Callable[[], None]) -> Callable[[], None]:
+        """Call ``wake`` once when this is set (at once, here, if it is already).
+
+        Returns the unwatch: call it when the wait is over (calling it late is harmless).
+        """
+        with self._watch_lock:
+            if not self.is_set():
+                key = object()  # this registration's own (one wake-up may watch twice)
+                self._wakes[key] = wake
+                return lambda: self._unwatch(key)
+        wake()
+        return _nothing
+
+    def _unwatch(self, key: object) -> None:
+        with self._watch_lock:
+            self._wakes.pop(key, None)
+
+
+def _nothing() -> None:
+    pass
+
+
 Rank = int | tuple[int, float]
 """A priority level, or (level, deadline): within a level the earliest deadline goes first."""
 PriorityLike = Rank | Callable[[], Rank]
 _current: contextvars.ContextVar[PriorityLike] = contextvars.ContextVar(
     "callagent_priority", default=Priority.FIRST_AUDIO)
-_cancel: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar(
+_cancel: contextvars.ContextVar[Cancellable | None] = contextvars.ContextVar(
     "callagent_cancel", default=None)
 
 
@@ -43,7 +105,7 @@ def rank_of(p: PriorityLike) -> tuple[int, float]:
 
 
 class JobCancelled(Exception):
-    """The job's cancel event was set while it waited for a slot: its work never ran."""
+    """The job's cancel was set while it waited for a slot: its work never ran."""
 
 
 @contextmanager
@@ -57,16 +119,31 @@ def priority(value: PriorityLike) -> Iterator[None]:
 
 
 @contextmanager
-def cancel_on(event: threading.Event) -> Iterator[None]:
-    """Model jobs started in this context never run if ``event`` is set while they wait.
+def cancel_on(cancel: Cancellable) -> Iterator[None]:
+    """Model jobs started in this context never run if ``cancel`` is set while they wait.
 
     They raise :class:`JobCancelled` instead.
     """
-    token = _cancel.set(event)
+    token = _cancel.set(cancel)
     try:
         yield
     finally:
         _cancel.reset(token)
+
+
+@contextmanager
+def watching(cancel: Cancellable | None, wake: Callable[[], None]) -> Iterator[None]:
+    """While the block runs, ``cancel`` being set calls ``wake`` (at once if it is already).
+
+    For a wait on something else (a condition) that must also end when the cancel is set:
+    ``wake`` notifies it. Nothing when ``cancel`` is None.
+    """
+    unwatch = None if cancel is None else cancel.watch(wake)
+    try:
+        yield
+    finally:
+        if unwatch is not None:
+            unwatch()
 
 
 def current_priority() -> PriorityLike:
@@ -74,6 +151,6 @@ def current_priority() -> PriorityLike:
     return _current.get()
 
 
-def current_cancel() -> threading.Event | None:
-    """The event this context's model work is cancelled by (:func:`cancel_on`), if any."""
+def current_cancel() -> Cancellable | None:
+    """What this context's model work is cancelled by (:func:`cancel_on`), if any."""
     return _cancel.get()

@@ -21,9 +21,10 @@ slot in priority order, so the work a caller is waiting to hear goes first:
 The priority of a job is read from the context the caller set (:mod:`models.priority`), and
 may be a callable evaluated each time the slot is handed out, so a speculative ASR pass that
 becomes the real one moves up.
-A job may also name an event (``cancel_on``): if it is set while the job still waits, the
-job never runs and raises :class:`JobCancelled` (a speculative ASR pass queued behind other
-calls' work, whose caller went on talking, costs nothing).
+A job may also name a cancel (``cancel_on``): if it is set while the job still waits, the
+job leaves the queue at once (the cancel wakes it: nothing polls), never runs and raises
+:class:`JobCancelled` (a speculative ASR pass queued behind other calls' work, whose caller
+went on talking, costs nothing).
 Within a level, a ``(level, deadline)`` priority orders jobs earliest deadline first: the turn
 whose caller stopped speaking first finishes its first audio before the next turn's ASR starts
 (bench call, 4 at once: FIFO within the level made a first clause wait behind three other
@@ -55,16 +56,17 @@ from dataclasses import dataclass
 
 from models.pairing import PAIR_LEVEL, Waiter, best_partner
 from models.priority import (
+    Cancellable,
     JobCancelled,
     Priority,
     PriorityLike,
     current_cancel,
     current_priority,
     rank_of,
+    watching,
 )
 from models.workpool import WorkPool
 
-_POLL_S = 0.01  # how soon a waiting job notices its cancel event
 HANDOFF_S = 0.03
 """How long after a turn's urgent job ends the slot waits for the turn's next one before a
 less urgent job may take it (bench call, 4 at once: the turn's next job is queued well
@@ -151,7 +153,7 @@ class Scheduler:
         return self._pool.workers
 
     def submit(self, fn: Callable, *args, stage: str, priority: PriorityLike | None = None,
-               cancel: threading.Event | None = None) -> Future:
+               cancel: Cancellable | None = None) -> Future:
         """Run ``fn(*args)`` on a worker thread, its model jobs at ``priority``; its future.
 
         The most urgent submitted work is started first when every worker is busy. If
@@ -189,8 +191,8 @@ class Scheduler:
                 alone, whose end it would otherwise wait for with that core idle.
 
         Raises:
-            JobCancelled: the context's cancel event (:func:`cancel_on`) was set before the
-                job got a slot.
+            JobCancelled: the context's cancel (:func:`cancel_on`) was set before the job
+                got a slot.
         """
         if getattr(self._local, "depth", 0):
             self._local.depth += 1
@@ -282,17 +284,27 @@ class Scheduler:
             self._local.note = text
 
     def _wait(self, waiter: Waiter) -> None:
-        """Until ``waiter`` is granted a slot, or cancelled (then it leaves the queue)."""
-        if waiter.cancel is None:
+        """Until ``waiter`` is granted a slot, or cancelled (then it leaves the queue).
+
+        Its event is set by the grant, and by its cancel the moment that is set (a wake-up it
+        watches with): nothing polls.
+        """
+        cancel = waiter.cancel
+        if cancel is None:
             waiter.event.wait()
             return
-        while not waiter.event.wait(_POLL_S):
-            if waiter.cancel.is_set():
+        with watching(cancel, waiter.event.set):
+            while True:
+                waiter.event.wait()
                 with self._lock:
-                    if waiter in self._waiting:  # else granted meanwhile: it runs
+                    if waiter not in self._waiting:  # granted (or cancelled as it was handed)
+                        return
+                    waiter.event.clear()  # before the look: a cancel set after it wakes again
+                    if cancel.is_set():
                         self._waiting.remove(waiter)
                         waiter.cancelled = True
                         return
+                    # else woken early by a group a member of which is still wanted (coalesce)
 
     def _grant_locked(self) -> None:
         while self._waiting:

@@ -13,14 +13,21 @@ import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 
-from models.priority import JobCancelled, PriorityLike, cancel_on, priority, rank_of
+from models.priority import (
+    Cancellable,
+    JobCancelled,
+    PriorityLike,
+    cancel_on,
+    priority,
+    rank_of,
+)
 
 
 class _Task:
     __slots__ = ("args", "cancel", "fn", "future", "priority", "seq", "stage")
 
     def __init__(self, fn: Callable, args: tuple, stage: str, priority: PriorityLike,
-                 cancel: threading.Event | None, seq: int):
+                 cancel: Cancellable | None, seq: int):
         self.fn, self.args, self.stage, self.priority = fn, args, stage, priority
         self.cancel, self.seq = cancel, seq
         self.future: Future = Future()
@@ -44,7 +51,7 @@ class WorkPool:
         self._threads: list[threading.Thread] = []
 
     def submit(self, fn: Callable, args: tuple, stage: str, prio: PriorityLike,
-               cancel: threading.Event | None) -> Future:
+               cancel: Cancellable | None) -> Future:
         """Run ``fn(*args)`` at ``prio`` (and ``cancel``) on a worker; its future."""
         task = _Task(fn, args, stage, prio, cancel, next(self._seq))
         with self._cond:

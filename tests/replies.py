@@ -17,6 +17,7 @@ from agent.turn.reply import Reply
 from agent.turn.result import TurnResult
 from agent.turn.runner import TurnRunner
 from agent.turn.timeline import TurnTimeline
+from models.priority import Cancel
 from models.vad.segmenter import Utterance
 
 
@@ -26,12 +27,12 @@ def utterance(seconds: float = 1.0) -> Utterance:
 
 
 def answer(runner: TurnRunner, history: list, emit=None, gate: threading.Event | None = None,
-           cancel: threading.Event | None = None, alone=lambda: True,
+           cancel: Cancel | None = None, alone=lambda: True,
            timeline: TurnTimeline | None = None, timeout: float = 30.0,
            escalate: TurnRunner | None = None) -> tuple[TurnResult, TurnTimeline]:
     """Transcribe a second of audio and answer it; raises what the reply failed with."""
     timeline = timeline or TurnTimeline(speech_end_at=0.0, endpoint_at=0.0)
-    cancel = cancel or threading.Event()
+    cancel = cancel or Cancel()
     inbox: queue.SimpleQueue = queue.SimpleQueue()
     jobs = CallJobs(runner.stages.llm.scheduler, inbox.put)
     out: dict = {}

@@ -11,7 +11,7 @@ import pytest
 from agent.bench.samples import spoken
 from dialplan.options import ASROptions
 from models.audio import ASR_RATE, PHONE_RATE, pcm16_to_float, resample, through_phone_line
-from models.priority import JobCancelled, Priority, cancel_on, priority
+from models.priority import Cancel, JobCancelled, Priority, cancel_on, priority
 from models.scheduler import Scheduler
 from tests.waiting import hold_the_slot, wait_until
 
@@ -124,7 +124,7 @@ def test_a_background_pass_in_two_jobs_hears_what_one_job_hears(stage_cache, lin
 
 def test_a_background_pass_cancelled_after_its_encoder_never_decodes(stage_cache, lines):
     asr = stage_cache.models.asr(ASROptions(model="base"))
-    cancel, jobs = threading.Event(), []
+    cancel, jobs = Cancel(), []
 
     def seen(trace):
         jobs.append(trace.note)

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from models.coalesce import Coalescer
-from models.priority import JobCancelled, Priority, cancel_on, priority
+from models.priority import Cancel, JobCancelled, Priority, cancel_on, priority
 from models.scheduler import Scheduler
 from tests.waiting import hold_the_slot, wait_until
 
@@ -105,7 +105,7 @@ def test_a_member_whose_caller_went_on_is_left_out_and_the_rest_run():
     sched, batches, results = Scheduler(), Batches(), {}
     coalescer = Coalescer(batches, "asr", max_batch=4, scheduler=sched)
     release = hold_the_slot(sched)
-    went_on = threading.Event()
+    went_on = Cancel()
     threads = [_submit(coalescer, 1, results, cancel=went_on), _submit(coalescer, 2, results)]
     assert wait_until(lambda: sched.stats().waiting == 1, timeout=5)
     time.sleep(0.03)
@@ -121,7 +121,7 @@ def test_a_group_whose_callers_all_went_on_never_runs():
     sched, batches, results = Scheduler(), Batches(), {}
     coalescer = Coalescer(batches, "asr", max_batch=4, scheduler=sched)
     release = hold_the_slot(sched)
-    went_on = threading.Event()
+    went_on = Cancel()
     threads = [_submit(coalescer, i, results, cancel=went_on) for i in (1, 2)]
     assert wait_until(lambda: sched.stats().waiting == 1, timeout=5)
     time.sleep(0.03)

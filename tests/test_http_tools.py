@@ -22,6 +22,7 @@ from agent.turn.runner import TurnRunner
 from agent.turn.tools import tool_response
 from dialplan.config import parse_config
 from models.llm.base import Message
+from models.priority import Cancel
 
 pytestmark = pytest.mark.server
 
@@ -175,7 +176,7 @@ def test_a_speculative_turn_calls_the_tool_only_once_its_gate_opens(server):
 
 def test_a_turn_cancelled_before_its_gate_opens_never_calls_the_tool(server):
     runner, llm, tts = runner_for(server, [CALL, SPOKEN])
-    gate, cancel = threading.Event(), threading.Event()
+    gate, cancel = threading.Event(), Cancel()
     timer = threading.Timer(0.3, cancel.set)
     timer.start()
     history: list[Message] = []

@@ -17,7 +17,7 @@ import pytest
 from dialplan.options import LLMOptions
 from models.llm.base import Message, shared_prefix
 from models.llm.llama_batch.engine import BACKGROUND_CHUNK
-from models.priority import Priority, cancel_on, priority
+from models.priority import Cancel, Priority, cancel_on, priority
 from models.registry import ModelCache
 from models.scheduler import Scheduler
 from tests.llm_asks import (
@@ -313,7 +313,7 @@ def test_words_prefilled_while_the_caller_speaks_are_cached_for_the_turn(llm):
     so_far = [Message("system", SYSTEM), Message("user", "Can I renew a book that is")]
     whole = [Message("system", SYSTEM), Message("user", "Can I renew a book that is late?")]
     words = shared_prefix(llm.prompt_tokens(so_far), llm.prompt_tokens(whole))
-    assert llm.prefill(so_far, threading.Event()) > 0
+    assert llm.prefill(so_far, Cancel()) > 0
     stream = llm.stream(whole)
     assert "".join(stream).strip()
     # The turn read only what followed the words so far (and the template's closing tokens).
@@ -344,7 +344,7 @@ def test_background_prefills_share_one_short_step(llm, decodes):
         words = f"Caller {k} here, I would like to know when the branch on Elm Street opens"
         with priority(Priority.BACKGROUND):
             evaluated.append(llm.prefill([Message("system", SYSTEM), Message("user", words)],
-                                         threading.Event()))
+                                         Cancel()))
 
     threads = [threading.Thread(target=prefill, args=(k,)) for k in range(3)]
     for t in threads:
@@ -359,7 +359,7 @@ def test_background_prefills_share_one_short_step(llm, decodes):
 def test_a_cancelled_reply_frees_its_sequence_without_a_step(llm, decodes):
     # A speculation the caller talked past: cancelled while its prefill waits behind a caller's
     # first-audio job, it is never evaluated, and its reader and sequence are free at once.
-    cancel, ended = threading.Event(), threading.Event()
+    cancel, ended = Cancel(), threading.Event()
     pieces: list[str] = []
 
     def reply() -> None:
@@ -383,3 +383,96 @@ def test_a_cancelled_reply_frees_its_sequence_without_a_step(llm, decodes):
     # A reply started after its turn was cancelled never takes a sequence.
     with cancel_on(cancel):
         assert list(llm.stream([Message("system", SYSTEM), Message("user", "Hi")])) == []
+
+
+CANCEL_WITHIN_S = 0.05
+"""A cancel ends an engine wait this soon (a context switch; no polling period): the best of
+TRIES, as a loaded machine may not run the woken thread at once."""
+TRIES = 3
+
+
+@pytest.fixture
+def cond_waits(llm, monkeypatch) -> list[float | None]:
+    """The timeout of every wait on the engine's condition from here on (None: untimed)."""
+    timeouts: list[float | None] = []
+    wait = llm._cond.wait
+
+    def recorded(timeout=None):
+        timeouts.append(timeout)
+        return wait(timeout)
+
+    monkeypatch.setattr(llm._cond, "wait", recorded)
+    return timeouts
+
+
+def _ended_after(run, started) -> list[float]:
+    """Seconds from ``cancel.set()`` to ``run(cancel)``'s return (its thread), TRIES times.
+
+    Each try's cancel is set once ``started()`` and a while into its wait.
+    """
+    took = []
+    for _ in range(TRIES):
+        cancel, ended = Cancel(), []
+
+        def go(cancel=cancel, ended=ended) -> None:
+            run(cancel)
+            ended.append(time.perf_counter())
+
+        thread = threading.Thread(target=go)
+        thread.start()
+        deadline = time.monotonic() + 10
+        while not started():
+            assert time.monotonic() < deadline and thread.is_alive()
+            time.sleep(0.01)
+        time.sleep(0.1)  # well into its wait
+        assert thread.is_alive() and not ended
+        at = time.perf_counter()
+        cancel.set()
+        thread.join(5)
+        assert ended, "still waiting 5 s after its cancel"
+        took.append(ended[0] - at)
+    return took
+
+
+def test_a_cancel_ends_each_engine_wait_at_once(llm, decodes, cond_waits):
+    # Each wait a reply can be in: its next token (its prompt queued behind a caller's job),
+    # a prefill's end, a sequence (all four in live replies). The cancel wakes it: every
+    # wait on the engine's condition is untimed, and each ends within a context switch.
+    messages = [Message("system", SYSTEM), Message("user", "Which branch opens on Sunday?")]
+    took: dict[str, list[float]] = {}
+
+    def read(cancel: Cancel) -> None:
+        with priority(Priority.SPECULATIVE), cancel_on(cancel):
+            stream = llm.stream(messages)
+        assert list(stream) == []
+
+    def prefill(cancel: Cancel) -> None:
+        with priority(Priority.BACKGROUND):
+            assert llm.prefill(messages, cancel) == 0
+
+    leasing: list[bool] = []
+
+    def lease(cancel: Cancel) -> None:
+        with cancel_on(cancel):
+            leasing.append(True)
+            stream = llm.stream(messages)
+        leasing.clear()
+        assert list(stream) == []
+
+    with slot_held(llm.scheduler):
+        took["next token"] = _ended_after(read, lambda: any(s.busy for s in llm._seqs))
+        took["prefill"] = _ended_after(prefill, lambda: any(s.busy for s in llm._seqs))
+    assert decodes == []  # nothing was evaluated for either
+    live = [llm.stream([Message("system", SYSTEM), Message("user", q)]) for q in QUESTIONS]
+    try:
+        readers = [iter(stream) for stream in live]
+        for reader in readers:
+            next(reader)  # each holds its sequence, its reply going on
+        took["a sequence"] = _ended_after(lease, lambda: bool(leasing))
+    finally:
+        for stream in live:
+            stream.close()
+    print("cancel to end of wait:",
+          {k: [f"{v * 1000:.2f} ms" for v in vs] for k, vs in took.items()})
+    assert max(min(vs) for vs in took.values()) < CANCEL_WITHIN_S, took
+    assert cond_waits and set(cond_waits) == {None}, set(cond_waits)

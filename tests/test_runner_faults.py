@@ -7,6 +7,7 @@ import pytest
 from agent.turn.runner import TurnRunner
 from dialplan.profile import Profile
 from models.llm.base import Message
+from models.priority import Cancel
 from tests.fakes import FakeLLM, FakeTTS, fake_stages
 from tests.replies import answer
 
@@ -38,7 +39,7 @@ def test_reply_is_spoken_and_history_grows():
 def test_turn_cancelled_before_its_gate_opens_leaves_no_trace():
     runner = TurnRunner(fake_stages(tts=FakeTTS()), Profile(name="t"))
     history: list[Message] = []
-    gate, cancel = threading.Event(), threading.Event()
+    gate, cancel = threading.Event(), Cancel()
     threading.Timer(0.3, cancel.set).start()
     result, out, _ = run(runner, history, gate=gate, cancel=cancel)
     assert out == [] and history == [] and result.cancelled

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from models.priority import JobCancelled, Priority, cancel_on, priority
+from models.priority import Cancel, JobCancelled, Priority, cancel_on, priority
 from models.scheduler import HANDOFF_S, Scheduler
 
 pytestmark = pytest.mark.unit
@@ -119,7 +119,7 @@ def test_a_queued_job_whose_caller_went_on_never_runs():
     One whose turn is cancelled only once it runs finishes (the model cannot be stopped).
     """
     sched, order, hold = Scheduler(), [], threading.Event()
-    dropped, late = threading.Event(), threading.Event()
+    dropped, late = Cancel(), Cancel()
     outcome: dict[str, str] = {}
 
     def run(name, cancel, prio):
@@ -154,6 +154,72 @@ def test_a_queued_job_whose_caller_went_on_never_runs():
     stats = sched.stats()
     assert (stats.running, stats.waiting) == (0, 0)
 
+
+
+def test_a_cancel_wakes_a_job_waiting_for_the_slot_without_a_timed_wait(monkeypatch):
+    # The waiting job blocks untimed on its grant; its cancel's wake-up ends the wait (no
+    # polling period to wait out).
+    from models import pairing
+
+    timeouts: list[float | None] = []
+
+    class Recorded(threading.Event):
+        def wait(self, timeout=None):
+            timeouts.append(timeout)
+            return super().wait(timeout)
+
+    made = pairing.Waiter.__init__
+
+    def init(self, *args, **kwargs):
+        made(self, *args, **kwargs)
+        self.event = Recorded()
+
+    monkeypatch.setattr(pairing.Waiter, "__init__", init)
+    sched, order, hold = Scheduler(), [], threading.Event()
+    threads = [_job(sched, order, "busy", Priority.FIRST_AUDIO, hold)]
+    while not order:
+        time.sleep(0.001)
+    cancel, ended = Cancel(), []
+
+    def run():
+        try:
+            with priority(Priority.SPECULATIVE), cancel_on(cancel), sched.job("asr"):
+                order.append("speculation")
+        except JobCancelled:
+            ended.append(time.perf_counter())
+
+    threads.append(threading.Thread(target=run))
+    threads[-1].start()
+    _wait_queued(sched, 1)
+    time.sleep(0.05)
+    at = time.perf_counter()
+    cancel.set()
+    threads[-1].join(5)
+    assert ended and ended[0] - at < 0.05, ended and ended[0] - at
+    assert sched.stats().waiting == 0
+    hold.set()
+    for t in threads:
+        t.join(5)
+    assert order == ["busy"]
+    assert timeouts and set(timeouts) == {None}, timeouts
+
+
+def test_a_cancel_wakes_each_watcher_once_outside_its_lock():
+    cancel, woke = Cancel(), []
+    unwatch = cancel.watch(lambda: woke.append("dropped"))
+    unwatch()
+    cancel.watch(lambda: woke.append((1, cancel.is_set())))
+    # A wake-up may use the cancel itself: it runs after the set, outside its lock.
+    cancel.watch(lambda: woke.append((2, cancel.watch(lambda: woke.append("late")) and 0)))
+    assert woke == []
+    cancel.set()
+    cancel.set()
+    assert woke == [(1, True), "late", (2, 0)]
+    cancel.watch(lambda: woke.append("after"))  # watched once set: woken at once
+    assert woke[-1] == "after"
+    unwatch()  # late: harmless
+    with pytest.raises(TypeError):
+        cancel.clear()
 
 
 def test_quiet_only_after_urgent_work_has_stopped_for_a_while():

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import queue
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -56,6 +55,7 @@ from dialplan.profile import Profile
 from models import catalog
 from models.asr.base import Transcript
 from models.audio import ASR_RATE
+from models.priority import Cancel
 
 USES_CONFIG = True
 REPLY_TIMEOUT_S = 300.0
@@ -234,7 +234,7 @@ def answer(runner: TurnRunner, tr: Transcript, audio_s: float,
     t0 = time.monotonic()
     timeline = TurnTimeline(speech_end_at=t0, endpoint_at=t0, asr_done_at=t0)
     reply = Reply(runner, timeline, [] if history is None else history, jobs.submit,
-                  lambda pcm, clause: None, threading.Event(),
+                  lambda pcm, clause: None, Cancel(),
                   on_done=lambda r, e: out.update(result=r, error=e), audio_in_s=audio_s,
                   escalate=escalate)
     reply.start(tr)

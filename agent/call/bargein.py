@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 import re
-import threading
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -27,7 +26,7 @@ from agent.call.playout import Paused, Playout
 from agent.turn.doubt import doubtful
 from dialplan.options import AudioOptions
 from models.asr.base import Transcript
-from models.priority import Priority
+from models.priority import Cancel, Priority
 
 
 class BargeInGate:
@@ -161,7 +160,7 @@ class PausedReply:
         self._stale = False  # ... of audio the caller has since gone on from
         self._next: object | None = None  # the newest paused sound, to check when it is back
         self._heard_pause = False  # the sound paused (and has not gone on since)
-        self._cancel = threading.Event()  # the check in flight, once it is no longer wanted
+        self._cancel = Cancel()  # the check in flight, once it is no longer wanted
 
     @property
     def active(self) -> bool:
@@ -177,7 +176,7 @@ class PausedReply:
             return False
         self._paused, self._at, self._since_s = paused, at, self._line_s
         self._held, self._asking, self._stale, self._next = [], False, False, None
-        self._heard_pause, self._cancel = False, threading.Event()
+        self._heard_pause, self._cancel = False, Cancel()
         log.event("barge-in-paused", self.call_id, sentence=paused.sentence[:80],
                   replay_ms=round(paused.replay_s * 1000))
         return True

@@ -2,18 +2,19 @@
 
 Only the call's loop reads and writes a :class:`Turn`. Model work for it runs in the
 process scheduler's workers and reaches the turn as messages; the one field they read is
-``cancel``, an event the scheduler checks so that a job of a cancelled turn that still waits
-for the CPU never runs. Imports nothing of the call's other modules.
+``cancel``, a :class:`~models.priority.Cancel` that wakes the scheduler (and an LLM engine), so
+that a job of a cancelled turn that still waits for the CPU never runs. Imports nothing of the
+call's other modules.
 """
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
 
 from agent.turn.reply import Reply
 from agent.turn.result import TurnResult
 from agent.turn.timeline import TurnTimeline
+from models.priority import Cancel
 from models.vad.segmenter import SpeechPaused, Utterance
 
 
@@ -45,7 +46,7 @@ class Turn:
     """Its audio may be heard: endpointed, and its words do not sound unfinished."""
     early_end: bool = False
     """Endpointed by the end-of-turn model, before the VAD hangover ran out."""
-    cancel: threading.Event = field(default_factory=threading.Event)
+    cancel: Cancel = field(default_factory=Cancel)
     """Set once the turn is dropped (talked over, merged, hung up)."""
     # -- its work (agent.call.worker)
     end_probability: float | None = None

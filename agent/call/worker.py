@@ -11,7 +11,6 @@ Imports no SIP and no database code.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 
@@ -37,7 +36,7 @@ from agent.turn.runner import Stages, TurnRunner
 from dialplan.profile import Profile
 from models.asr.base import Transcript
 from models.llm.base import Message as ChatMessage
-from models.priority import JobCancelled, Priority
+from models.priority import Cancel, JobCancelled, Priority
 from models.vad.segmenter import SpeechPaused
 
 APOLOGY_WAIT_S = 3.0
@@ -99,7 +98,7 @@ class TurnWorker:
                 self._prefill is not None and not self._prefill.done()):
             return  # (no history: the primed prefix holds all before the first words)
         self.call_id = call_id
-        cancel = self._prefill_cancel = threading.Event()
+        cancel = self._prefill_cancel = Cancel()
         self._prefill = self.jobs.submit(
             prefill_words, self.runner, audio, list(self.history), cancel,
             lambda again: self.load.may_prefill(self, again), stage="prefill",

@@ -10,7 +10,6 @@ grammar; another gets the same request and its free text is parsed leniently
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -18,7 +17,7 @@ from dataclasses import dataclass
 from agent.summary.notes import Notes, NotesError, max_tokens, parse, request, shape
 from dialplan.profile import Profile
 from models.llm.base import LLM
-from models.priority import JobCancelled
+from models.priority import Cancellable, JobCancelled
 
 
 @dataclass(frozen=True)
@@ -39,7 +38,7 @@ class Outcome:
 
 
 def make_notes(llm: LLM, profile: Profile, turns: Sequence[tuple[str, str]],
-               cancel: threading.Event | None = None, grammar: bool = True,
+               cancel: Cancellable | None = None, grammar: bool = True,
                alone: Callable[[], bool] | None = None) -> Outcome:
     """Ask ``llm`` for ``profile``'s notes on a call of ``turns``.
 

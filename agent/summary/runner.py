@@ -45,7 +45,7 @@ from db.records import CallEnded, CallLog, CallStarted, Record, SummaryRecord
 from db.summaries import PendingCall, claim, conversation, pending, unclaim
 from dialplan.profile import Profile
 from models.llm.base import LLM
-from models.priority import JobCancelled, Priority
+from models.priority import Cancel, JobCancelled, Priority
 
 POLL_S = 2.0
 """How often the call log is read for pending summaries (a call's end reads it at once)."""
@@ -89,7 +89,7 @@ class Summarizer:
         self._event = on_event
         self._wake = threading.Event()
         self._stop = threading.Event()
-        self._cancel: threading.Event | None = None  # the running try's
+        self._cancel: Cancel | None = None  # the running try's
         self._thread: threading.Thread | None = None
         self._settled: set[str] = set()  # outcome sent, maybe not yet written
         self._released: set[str] = set()  # call.ended let go without the notes
@@ -183,7 +183,7 @@ class Summarizer:
 
     def _try(self, engine, call: PendingCall, profile: Profile, llm: LLM) -> None:
         turns = conversation(engine, call.id)
-        cancel = self._cancel = threading.Event()
+        cancel = self._cancel = Cancel()
         future: Future = self.load.scheduler.submit(
             make_notes, llm, profile, turns, cancel, True, lambda: self.load.backlog.alone(None),
             stage="summary", priority=Priority.BACKGROUND, cancel=cancel)

@@ -10,17 +10,17 @@ its last words. Only where the backend can (``LLM.can_prefill``), and only in id
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 
 import numpy as np
 
 from agent.turn.runner import TurnRunner
 from models.llm.base import Message
+from models.priority import Cancellable
 
 
 def prefill_words(runner: TurnRunner, audio: np.ndarray | None, history: list[Message],
-                  cancel: threading.Event, may: Callable[[bool], bool]) -> int:
+                  cancel: Cancellable, may: Callable[[bool], bool]) -> int:
     """ASR of the speech so far, then its words into the LLM's cache; tokens evaluated.
 
     ``audio`` None: no words, the history alone, up to where the next turn's words go (the
@@ -28,7 +28,7 @@ def prefill_words(runner: TurnRunner, audio: np.ndarray | None, history: list[Me
 
     Dropped at ``cancel`` (the turn starts), or when ``may`` (the load policy's
     :meth:`~agent.turn.load.LoadPolicy.may_prefill`) says no, before the ASR pass and again
-    before the LLM's. Runs as a background job of the scheduler (priority and cancel event
+    before the LLM's. Runs as a background job of the scheduler (priority and cancel
     set by whoever submitted it).
 
     Raises:

@@ -8,7 +8,6 @@ token and token count.
 
 from __future__ import annotations
 
-import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
@@ -17,6 +16,7 @@ from typing import Any
 
 from models.llm.shape import JsonObject
 from models.metrics import LLMMetrics
+from models.priority import Cancellable
 from models.scheduled import Scheduled
 from models.scheduler import Scheduler
 
@@ -182,7 +182,7 @@ class LLM(Scheduled, ABC):
         one (a second prefix some turns use, which must not push the main one out).
         """
 
-    def prefill(self, messages: list[Message], cancel: threading.Event) -> int:
+    def prefill(self, messages: list[Message], cancel: Cancellable) -> int:
         """Evaluate ``messages`` up to the last one's words ahead of the request (no reply).
 
         The caller's words so far, while they still speak. Returns the tokens evaluated;

@@ -29,11 +29,11 @@ from models.errors import ModelMissingError
 from models.llm import tile
 from models.llm.base import LLM, LLMStream, Message, Piece, shared_prefix
 from models.llm.grammar import GrammarPick
-from models.llm.llama_batch.generation import CANCEL_POLL_S, Generation, Seq
+from models.llm.llama_batch.generation import Generation, Seq
 from models.llm.llama_vocab import ChatVocab
 from models.llm.riders import TILE, members
 from models.llm.shape import JsonObject
-from models.priority import Priority, current_cancel
+from models.priority import Cancellable, Priority, current_cancel, watching
 from models.scheduler import Scheduler
 
 BACKGROUND_CHUNK = 2
@@ -159,7 +159,7 @@ class BatchedLlamaLLM(LLM):
         gen = self._start(self.fit(messages), cancel=current_cancel())
         return iter(()) if gen is None else gen  # cancelled while no sequence was free
 
-    def prefill(self, messages: list[Message], cancel: threading.Event) -> int:
+    def prefill(self, messages: list[Message], cancel: Cancellable) -> int:
         """Evaluate the prompt's tokens up to the last message's words; no reply.
 
         For the caller's words so far, while they still speak: their turn's request then
@@ -176,7 +176,7 @@ class BatchedLlamaLLM(LLM):
             return 0
         with self._cond:
             while not gen.done and gen.error is None and not gen.cancelled:
-                self._cond.wait(0.05)
+                self._cond.wait()  # its step, an engine error or its cancel notifies
             evaluated = gen.pos - gen.cached
             self._finish(gen)
         return evaluated
@@ -199,11 +199,11 @@ class BatchedLlamaLLM(LLM):
 
     def _start(self, messages: list[Message], prompt: list[int] | None = None,
                wait: bool = True, prefill: bool = False,
-               cancel: threading.Event | None = None, max_tokens: int | None = None,
+               cancel: Cancellable | None = None, max_tokens: int | None = None,
                grammar: GrammarPick | None = None,
                alone: Callable[[], bool] | None = None) -> Generation | None:
         prompt = self.prompt_tokens(messages) if prompt is None else prompt
-        with self._cond:
+        with watching(cancel, self._wake), self._cond:
             while True:
                 if cancel is not None and cancel.is_set():
                     return None
@@ -217,13 +217,18 @@ class BatchedLlamaLLM(LLM):
                         break
                 elif not wait:  # every sequence is in a live reply
                     return None
-                self._cond.wait(None if cancel is None else CANCEL_POLL_S)
+                self._cond.wait()  # a sequence freed (``_finish``), or the cancel was set
             seq.busy = True
             gen = Generation(self, seq, prompt, prefill, cancel, max_tokens, grammar, alone)
             seq.gen = gen
             self._active.append(gen)
             self._cond.notify_all()
         return gen
+
+    def _wake(self) -> None:
+        """A cancel's wake-up (its setter's thread): ``_cond``, an RLock, held to notify."""
+        with self._cond:
+            self._cond.notify_all()
 
     def _worth(self, seq: Seq, prompt: list[int]) -> int:
         """How good ``seq`` is for ``prompt``: what it holds of it, less what reusing it loses.

@@ -1,9 +1,10 @@
 """One streamed reply of the llama-batch engine (:mod:`.engine`) on its sequence.
 
 The engine thread steps every wanting reply and appends what it samples; the reply's reader
-takes the pieces. Both sides hold the engine's condition (``owner._cond``): this class is the
-engine's own half, split off to keep each module one concern. It sees the engine only as
-:class:`Engine`, so it does not import :mod:`.engine` (which imports this module).
+takes the pieces. Both sides hold the engine's condition (``owner._cond``), which the turn's
+cancel notifies too (a reply watches it): a reader waits for its next piece untimed. This
+class is the engine's own half, split off to keep each module one concern. It sees the engine
+only as :class:`Engine`, so it does not import :mod:`.engine` (which imports this module).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import numpy as np
 
 from models.llm.base import Piece, shared_prefix
 from models.llm.grammar import GrammarPick
-from models.priority import current_priority, rank_of
+from models.priority import Cancellable, current_priority, rank_of
 
 if TYPE_CHECKING:
     from dialplan.options import LLMOptions
@@ -27,8 +28,6 @@ if TYPE_CHECKING:
 
 AHEAD = 2
 """Tokens a reply is decoded ahead of its reader."""
-CANCEL_POLL_S = 0.02
-"""How soon a reply waiting for its next token (or for a sequence) notices its turn's cancel."""
 
 
 class Engine(Protocol):
@@ -43,6 +42,9 @@ class Engine(Protocol):
 
     def _finish(self, gen: Generation) -> None:
         """With ``_cond`` held: ``gen`` ended, its sequence is free (after its step)."""
+
+    def _wake(self) -> None:
+        """Notify ``_cond`` (a cancel was set): takes it briefly, re-entrant on its holder."""
 
 
 @dataclass(eq=False)
@@ -59,7 +61,7 @@ class Generation:
     """One streamed reply on a leased sequence; closing it (or running out) frees it."""
 
     def __init__(self, owner: Engine, seq: Seq, prompt: list[int],
-                 prefill_only: bool = False, cancel: threading.Event | None = None,
+                 prefill_only: bool = False, cancel: Cancellable | None = None,
                  max_tokens: int | None = None, grammar: GrammarPick | None = None,
                  alone: Callable[[], bool] | None = None):
         lc = owner._lc
@@ -84,6 +86,8 @@ class Generation:
         self.priority = current_priority()
         self.cancel = cancel
         """The turn's: once set, no step takes this reply and its reader stops."""
+        self._unwatch = None if cancel is None else cancel.watch(owner._wake)
+        """Its cancel wakes whoever waits on ``_cond`` for it (its reader, a prefill)."""
         self.max_tokens = o.max_tokens if max_tokens is None else max_tokens
         self.alone = alone
         """True while no caller could wait on its steps: a background prompt in full steps."""
@@ -128,7 +132,9 @@ class Generation:
         return self.grammar.choose(logits)
 
     def free(self) -> None:
-        """Engine side, once the reply is off its sequence: its samplers' memory."""
+        """Engine side, once the reply is off its sequence: its samplers' memory, its watch."""
+        if self._unwatch is not None:
+            self._unwatch()
         self.owner._lc.llama_sampler_free(self.sampler)
         if self.grammar is not None:
             self.grammar.free()
@@ -164,7 +170,7 @@ class Generation:
                 if self.done or self.cancelled:
                     self._close_locked()
                     raise StopIteration
-                cond.wait(None if self.cancel is None else CANCEL_POLL_S)
+                cond.wait()  # a piece, the end, an error or the cancel notifies
             piece = self.out.popleft()
             cond.notify_all()  # the engine may decode this reply further now
             return piece
