@@ -1,12 +1,12 @@
 """Only the call's loop writes a call's and its turns' state: an instrumented run.
 
 Four simulated calls at once on fake stages (real sessions, real scheduler, real lines paced
-in real time), with every attribute assignment of a turn, its timeline, its reply (and the
-reply's result) and the call's state recorded with the thread that made it. Each object
-belongs to the loop of its call: a turn, its timeline and its reply are built there, the
-call's state by the session for its loop. Any write after construction from another thread
-(a scheduler worker stamping a timeline, the line's clock thread stamping the first frame
-out) fails the test with the class, the attribute and the thread.
+in real time), with every attribute assignment of a turn, its timeline, its audio gate, its
+reply (and the reply's result) and the call's state recorded with the thread that made it.
+Each object belongs to the loop of its call: a turn, its timeline and its reply are built
+there, the call's state by the session for its loop. Any write after construction from
+another thread (a scheduler worker stamping a timeline, the line's clock thread stamping the
+first frame out) fails the test with the class, the attribute and the thread.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from agent.call.turn import Turn
 from agent.simulate import simulate
 from agent.turn.load import LoadPolicy
 from agent.turn.reply import Reply
+from agent.turn.reply_state import AudioGate
 from agent.turn.result import TurnResult
 from agent.turn.runner import TurnRunner
 from agent.turn.timeline import TurnTimeline
@@ -32,7 +33,7 @@ from dialplan import parse_config
 
 pytestmark = pytest.mark.unit
 
-WATCHED = (Turn, TurnTimeline, Reply, TurnResult, CallState)
+WATCHED = (Turn, TurnTimeline, Reply, TurnResult, AudioGate, CallState)
 
 
 class Writes:
@@ -126,6 +127,6 @@ def test_only_each_calls_loop_writes_its_turns_replies_and_state(monkeypatch):
     assert len(writes.loops) == 4
     # Each kind of state was written (the instrumentation saw the calls' work)...
     assert {name for name, n in writes.count.items() if n} >= {
-        "Turn", "TurnTimeline", "Reply", "TurnResult", "CallState"}, dict(writes.count)
+        "Turn", "TurnTimeline", "Reply", "TurnResult", "AudioGate", "CallState"}, dict(writes.count)
     # ...and only ever by its own call's loop.
     assert not writes.bad, dict(writes.bad)

@@ -103,7 +103,7 @@ def test_a_reply_begun_over_the_rest_of_the_callers_turn_is_merged_not_recorded_
     state = CallState(now=lambda: 0.0, on_change=lambda change: None, state="listening")
     worker = SimpleNamespace(history=[], start=lambda turn, call_id: None,
                              cancel=lambda turn: turn.cancel.set(),
-                             open_gate=lambda turn: setattr(turn, "gate_open", True),
+                             open_gate=lambda turn: turn.gate.open(),
                              prefill=lambda audio, call_id: None)
     rec = CallRecorder(ListLog(), "c")
     tt = TurnTaking("c", profile().audio, worker, rec, state)

@@ -16,8 +16,9 @@ from collections.abc import Callable
 from functools import partial
 
 from agent.call.bargein import BargeInGate, PausedReply
+from agent.call.overlap import RESUMED_GRACE_S
 from agent.call.playout import Playout
-from agent.call.turntaking import RESUMED_GRACE_S, TurnTaking
+from agent.call.turntaking import TurnTaking
 from dialplan.options import AudioOptions
 from models.audio import line_resampler, pcm16_to_float, rms
 from models.vad.base import VAD

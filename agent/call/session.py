@@ -8,7 +8,8 @@ threads, no locks on call state and no polling. The session connects the parts o
 implements none: the caller's audio on its way in (resampler, VAD segmenter, barge-in gate) is
 :class:`~agent.call.inbound.Inbound`'s, turn-taking :class:`~agent.call.turntaking.TurnTaking`'s,
 a turn's work :class:`~agent.call.worker.TurnWorker`'s, what the caller's silence calls for
-:class:`~agent.call.idle.Quiet`'s, records :class:`~agent.call.recorder.CallRecorder`'s.
+:class:`~agent.call.idle.Quiet`'s, records :class:`~agent.call.recorder.CallRecorder`'s, its
+end (goodbye, hangup, last records) :class:`~agent.call.closing.CallClosing`'s.
 :class:`~agent.call.state.CallState` is the only place a state changes. Frames come through
 :attr:`CallSession.link` (pjsua2's clock thread, or :class:`~agent.simulate.SimulatedLine`) and
 go out of :class:`~agent.call.playout.Playout`.
@@ -29,6 +30,7 @@ from agent.call.actions import CallActions, Line
 from agent.call.amd import Screening
 from agent.call.bargein import PausedReply
 from agent.call.clock import REAL_TIME, Clock
+from agent.call.closing import CallClosing
 from agent.call.consult import ConsultKit
 from agent.call.idle import Quiet
 from agent.call.inbound import Inbound
@@ -71,11 +73,8 @@ from dialplan.profile import Profile
 from models.llm.base import Message as ChatMessage
 from models.priority import Priority
 
-FINISH_WAIT_S = 5.0
-"""How long an ended call waits for its model work in flight, to record its last turn."""
 
-
-class CallSession(CallInputs):
+class CallSession(CallInputs, CallClosing):
     """Conversation logic for one call; see the module docstring.
 
     Args:
@@ -367,11 +366,6 @@ class CallSession(CallInputs):
     def _typed(self, words: str) -> bool:
         return self.turntaking.typed(words, self.clock.now())
 
-    def _end_by(self, reason: str) -> None:
-        """The agent ends the call (after its goodbye or a transfer): BYE, end reason."""
-        self.end_reason = self.pacing.closing = reason
-        self._request_hangup()
-
     def _barge_in(self, at: float) -> None:
         """The caller talks over the agent: the reply stops, kept until its words are known."""
         log.event("barge-in", self.call_id, state=self.state,
@@ -387,30 +381,11 @@ class CallSession(CallInputs):
         self._rec.event("barge-in", f"{self.state} dropped_ms={dropped * 20}")
         self._set_state("listening")
 
-    def _goodbye(self, reason: str, text: str | None = None) -> None:
-        text = self.profile.goodbye if text is None else text
-        self.pacing.closing = reason
-        self.end_reason = reason
-        self._cancel_turns()
-        log.event("limit", self.call_id, reason=reason)
-        if text.strip():
-            self._play(self._phrase(text))
-        self._set_state("speaking")
-
     def _play(self, pcm: np.ndarray) -> None:
         self.playout.clear()
         self.playout.start_reply()
         self.playout.push(pcm)
         self.playout.end_reply()
-
-    def _cancel_turns(self) -> None:
-        self.turntaking.cancel_all()
-        self.playout.clear()
-
-    def _request_hangup(self) -> None:
-        if self.pacing.hangup_requested(self.clock.now()):
-            self._cancel_turns()
-            self._hangup()
 
     def _set_state(self, new: State) -> None:
         self._call.set(new)
@@ -421,22 +396,3 @@ class CallSession(CallInputs):
             self.live.update(self.turntaking.turn)
         self._rec.event("state", f"{change.old}->{change.new}")
         log.event("state", self.call_id, old=change.old, new=change.new)
-
-    def _finish(self) -> None:
-        self._closed = True
-        self._cancel_turns()
-        # The turns' work in flight comes back (cancelled jobs at once, running ones when
-        # they end), and with it their records.
-        self.jobs.drain(self._inbox, lambda msg: self._turn_done(msg.turn), FINISH_WAIT_S)
-        self.actions.finish(self.end_reason or "error", self.clock.now())
-        self._rec.flush(self.playout.busy, self._t0, self.end_reason, final=True)
-        self._set_state("ended")
-        with self._progress:
-            self._progress.notify_all()
-        saved = None
-        if self.recording is not None:
-            saved = self.recording.close()
-            if why := self.recording.take_stop_reason():
-                self._rec.event("recording-stopped", why)
-        self._rec.ended(self.end_reason or "error", self.barge_ins, self.codec,
-                        self.playout.metrics(), self.clock.now() - self._t0, saved)

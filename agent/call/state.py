@@ -3,7 +3,9 @@
 ``ringing`` (answered, no media yet) -> (``screening``: an outbound call's answering-machine
 detection, :mod:`agent.call.amd`) -> ``greeting`` -> ``listening`` <-> ``thinking`` ->
 ``speaking`` -> ``listening`` ... -> ``ended``. The session and its turn-taking share one
-:class:`CallState`; :meth:`CallState.set` is the only transition.
+:class:`CallState`; :meth:`CallState.set` is the only transition, and it refuses one that
+:data:`TRANSITIONS` does not list. The names are what the call log's ``state`` events and the
+reports read.
 """
 
 from __future__ import annotations
@@ -12,7 +14,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from agent.turn.reply_state import check
+
 State = Literal["ringing", "screening", "greeting", "listening", "thinking", "speaking", "ended"]
+
+TRANSITIONS: dict[str, frozenset[str]] = {
+    "ringing": frozenset({"screening", "greeting", "listening", "speaking", "ended"}),
+    "screening": frozenset({"greeting", "listening", "speaking", "ended"}),
+    "greeting": frozenset({"listening", "speaking", "ended"}),
+    "listening": frozenset({"thinking", "speaking", "ended"}),
+    "thinking": frozenset({"listening", "speaking", "ended"}),
+    "speaking": frozenset({"listening", "ended"}),
+    "ended": frozenset(),
+}
+"""Where the call may go from each state. Speaking (a phrase, a goodbye) may come from any
+live state; a caller's turn is thought about only from listening; an ended call stays ended."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +59,7 @@ class CallState:
         old = self.state
         if new == old:
             return
+        check(TRANSITIONS, old, new)
         change = StateChanged(old, new, self.now())
         self.state = new
         self.changes.append(change)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from agent.turn.reply import Reply
+from agent.turn.reply_state import AudioGate
 from agent.turn.result import TurnResult
 from agent.turn.timeline import TurnTimeline
 from models.priority import Cancel
@@ -42,8 +43,9 @@ class Turn:
     barge_in: bool = False
     filled: bool = False
     """The session said the filler phrase while this turn's answer was late."""
-    gate_open: bool = False
-    """Its audio may be heard: endpointed, and its words do not sound unfinished."""
+    gate: AudioGate = field(default_factory=AudioGate)
+    """Whether its audio may be heard: opened (once) when it is endpointed and its words do
+    not sound unfinished; its reply reads the same gate."""
     early_end: bool = False
     """Endpointed by the end-of-turn model, before the VAD hangover ran out."""
     cancel: Cancel = field(default_factory=Cancel)
@@ -73,6 +75,10 @@ class Turn:
     """When its work failed; it then waits for its gate to apologise."""
     typed: str | None = None
     """Keypad digits the caller typed ("keypad: 4729#"): the turn's words, with no audio."""
+
+    @property
+    def gate_open(self) -> bool:
+        return self.gate.is_open
 
     @property
     def cancelled(self) -> bool:

@@ -11,10 +11,11 @@
   utterance merged into the next one: one turn, one answer.
 
 :class:`TurnTaking` owns the turn state (current, held and last turn, speech start, echo
-suspicion) and runs on the call's loop only. It changes the call's state only through the
-:class:`~agent.call.state.CallState` it shares with the session (the single transition
-point). Imports no SIP and no database code; ``simulate`` and ``serve`` both reach these
-decisions through a :class:`~agent.call.session.CallSession`, never through a copy.
+suspicion: :mod:`agent.call.overlap`) and runs on the call's loop only. It changes the
+call's state only through the :class:`~agent.call.state.CallState` it shares with the
+session (the single transition point). Imports no SIP and no database code; ``simulate``
+and ``serve`` both reach these decisions through a :class:`~agent.call.session.CallSession`,
+never through a copy.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import numpy as np
 
 from agent import log
 from agent.call.endpointing import hold_s, merge, sounds_finished, sounds_unfinished
+from agent.call.overlap import EchoWatch, began_before_reply, same_speech
 from agent.call.recorder import CallRecorder
 from agent.call.state import CallState
 from agent.call.turn import Turn
@@ -30,15 +32,6 @@ from agent.call.worker import TurnWorker
 from agent.turn.timeline import TurnTimeline
 from dialplan.options import AudioOptions
 from models.vad.segmenter import SpeechPaused, SpeechSoFar, Utterance
-
-RESUMED_GRACE_S = 0.3
-"""Caller speech that began this soon after a reply started is the caller going on (a
-mid-thought pause taken for the end), not a barge-in: the caller hears the reply ~0.1 s after
-it leaves (jitter buffer, packetisation) and cannot react to it in under ~0.2 s."""
-
-ECHO_TAIL_S = 0.4
-"""Echo of the agent's voice ends this long after its audio does (the barge-in gate's echo
-window): speech going on longer than that after the agent fell silent is the caller's."""
 
 
 class TurnTaking:
@@ -68,8 +61,7 @@ class TurnTaking:
         """The newest turn started: the next one waits for its worker (shared history)."""
         self.started = 0
         self._speech_start_at: float | None = None
-        self._echo_suspect = False  # speech began while the agent was talking
-        self._agent_quiet_at: float | None = None  # ...and the agent stopped talking here
+        self._echo = EchoWatch()  # speech that began while the agent was talking
         self._ended_early: Turn | None = None  # ended by the model, its Utterance not yet in
 
     # ---- segmenter events ------------------------------------------------------------------
@@ -86,8 +78,7 @@ class TurnTaking:
         if state in ("greeting", "speaking"):
             # Echo, a backchannel, or the caller talking over the agent: decided once the agent
             # falls silent (see _is_callers).
-            self._echo_suspect = True
-            self._agent_quiet_at = None
+            self._echo.began_over_agent()
             self._speech_start_at = start_at
             return False
         if state == "thinking" and turn is not None and not turn.audible:
@@ -111,9 +102,9 @@ class TurnTaking:
         """
         turn = self.turn
         if (self._call.state != "speaking" or turn is None or turn.cancelled
-                or turn.barge_in or not _began_before_reply(turn, start_at - grace_s)):
+                or turn.barge_in or not began_before_reply(turn, start_at - grace_s)):
             return False
-        self._echo_suspect = False
+        self._echo.clear()
         self._hold_for_merge(turn, start_at, after="reply-start")
         self._speech_start_at = start_at
         return True
@@ -139,9 +130,9 @@ class TurnTaking:
 
     def speech_paused(self, ev: SpeechPaused, end_at: float, closing: bool) -> None:
         """Silence began: run the turn now, its audio held behind the gate until the endpoint."""
-        if self._echo_suspect and self._is_callers(end_at):
-            self._echo_suspect = False
-        if self._call.state != "listening" or closing or self._echo_suspect:
+        if self._echo.suspect and self._echo.callers(end_at):
+            self._echo.clear()
+        if self._call.state != "listening" or closing or self._echo.suspect:
             return
         timeline = TurnTimeline(speech_start_at=self._speech_start_at, speech_end_at=end_at)
         self._new_turn(ev, timeline)
@@ -209,9 +200,9 @@ class TurnTaking:
 
     def utterance(self, utt: Utterance, end_at: float, at: float, closing: bool) -> None:
         """The VAD endpoint at ``at`` (speech ended at ``end_at``): commit the turn."""
-        if self._echo_suspect:
-            self._echo_suspect = False
-            if not self._is_callers(end_at):
+        if self._echo.suspect:
+            self._echo.clear()
+            if not self._echo.callers(end_at):
                 # Over the agent's audio from start to end, too quiet or short to barge in:
                 # echo or a backchannel ("uh-huh"). Not answered, but never dropped unseen.
                 log.event("speech-ignored", self.call_id, reason="during-reply",
@@ -220,9 +211,9 @@ class TurnTaking:
                                 f"during-reply duration_s={utt.duration_s:.2f}")
                 return
             log.event("overlap-kept", self.call_id, duration_s=round(utt.duration_s, 2),
-                      after_agent_ms=round((end_at - self._agent_quiet_at) * 1000))
+                      after_agent_ms=self._echo.after_agent_ms(end_at))
         early, self._ended_early = self._ended_early, None
-        if early is not None and not early.cancelled and _same_speech(early, utt):
+        if early is not None and not early.cancelled and same_speech(early, utt):
             return  # the end-of-turn model ended this turn already; the hangover agrees
         turn = self.turn
         if self._call.state not in ("listening", "thinking") or closing:
@@ -233,7 +224,7 @@ class TurnTaking:
         if turn is not None and (turn.endpointed or turn.cancelled):
             turn = None  # an earlier turn (answered or cut): this utterance starts a new one
         if turn is not None:
-            if _same_speech(turn, utt):
+            if same_speech(turn, utt):
                 turn.timeline.endpoint_at = at  # the speculation holds: same audio
             else:  # cut by max_utterance_s or similar: start over on the real utterance
                 self.speech_resumed()
@@ -292,7 +283,7 @@ class TurnTaking:
 
     def agent_quiet(self, at: float) -> None:
         """The agent's greeting or reply has finished playing (not cut by a barge-in)."""
-        self._agent_quiet_at = at
+        self._echo.agent_quiet(at)
 
     def tick(self, now: float, caller_sounding: bool = False) -> None:
         """Open a held gate whose pause-tolerance wait has run out.
@@ -310,7 +301,7 @@ class TurnTaking:
     def interrupt(self) -> None:
         """Barge-in: the turn being heard is cut (still recorded when its worker finishes)."""
         turn, self.turn = self.turn, None
-        self._echo_suspect = False
+        self._echo.clear()
         if turn is not None:
             turn.barge_in = True
             self.worker.cancel(turn)
@@ -340,11 +331,6 @@ class TurnTaking:
         return self.turn is not None and not self.turn.done
 
     # ---- internals -------------------------------------------------------------------------
-
-    def _is_callers(self, end_at: float) -> bool:
-        """Speech that began over the agent and went on after it fell silent is the caller's."""
-        quiet = self._agent_quiet_at
-        return quiet is not None and end_at - quiet >= ECHO_TAIL_S
 
     def _new_turn(self, utt: Utterance | SpeechPaused, timeline: TurnTimeline,
                   typed: str | None = None) -> Turn:
@@ -396,18 +382,3 @@ class TurnTaking:
             self.turn = None if not turn.audible else turn
             self._call.set("speaking" if turn.audible else "listening")
 
-
-def _same_speech(turn: Turn, utt: Utterance) -> bool:
-    """The turn (speculated at a pause) ends where the endpointed utterance ends.
-
-    Compared by the segmenter's speech-end offset (exact: both come from the same chunk
-    count), not by audio length: a trimmed length recomputed from float seconds once came out
-    one sample short and split a turn in two.
-    """
-    return turn.utterance.end_s == utt.end_s
-
-
-def _began_before_reply(turn: Turn, start_at: float) -> bool:
-    """The caller's speech began before the turn's reply reached the line (none of it echo)."""
-    first = turn.timeline.first_frame_out_at
-    return first is None or start_at < first

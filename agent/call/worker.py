@@ -230,7 +230,7 @@ class TurnWorker:
                            emit=lambda pcm, clause: self._emit(turn, pcm, clause),
                            cancel=turn.cancel,
                            on_done=lambda result, error: self._replied(turn, result, error),
-                           gated=not turn.gate_open, alone=lambda: self.backlog.alone(self),
+                           gate=turn.gate, alone=lambda: self.backlog.alone(self),
                            audio_in_s=turn.utterance.duration_s, now=self.now,
                            escalate=self.runner if runner is not self.runner else None,
                            paused=lambda: self.playout.paused)
@@ -261,14 +261,12 @@ class TurnWorker:
     # ---- the line's side of a turn (turn-taking calls these) ---------------------------------
 
     def open_gate(self, turn: Turn) -> None:
-        """Let the turn be heard: its held audio goes out, or its apology is said."""
-        if turn.gate_open:
-            return
-        turn.gate_open = True
-        if turn.failed_at is not None:
+        """Let the turn be heard: its held audio goes out, or its apology is said.
+
+        The one place a turn's gate opens; its reply, waiting on the same gate, goes on.
+        """
+        if turn.gate.open() and turn.failed_at is not None:
             self._apologise(turn)
-        elif turn.reply is not None:
-            turn.reply.open_gate()
 
     def cancel(self, turn: Turn) -> None:
         """Drop the turn: its queued jobs never run, its reply ends when the rest are back."""

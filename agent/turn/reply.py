@@ -9,8 +9,9 @@ measure). Every job's priority is read from :class:`~agent.turn.urgency.Urgency`
 caller is waiting for right now.
 
 A speculative turn (started before the endpoint) runs with its gate closed: its audio is held
-until :meth:`Reply.open_gate`, and a reply that is cancelled before that leaves the history
-untouched.
+until its :class:`~agent.turn.reply_state.AudioGate` opens, and a reply that is cancelled
+before that leaves the history untouched. What the reply is doing is one
+:class:`~agent.turn.reply_state.ReplyState`, changed only by :meth:`Reply._to`.
 
 Where the profile offers tools (:mod:`agent.turn.tools`), the stream goes through a
 :class:`~agent.turn.tools.ToolCallScanner` first: a tool call is never spoken; what is done
@@ -32,6 +33,16 @@ from agent.turn.doubt import doubtful
 from agent.turn.guard import SentenceGate
 from agent.turn.intent import asks_to_wait
 from agent.turn.reply_checks import Checked
+from agent.turn.reply_end import Reported
+from agent.turn.reply_state import (
+    LLM_OVER,
+    TRANSITIONS,
+    AudioGate,
+    InFlight,
+    ReplyState,
+    check,
+    timed,
+)
 from agent.turn.reply_tools import ToolSteps
 from agent.turn.result import TurnResult
 from agent.turn.runner import TurnRunner
@@ -48,7 +59,7 @@ Submit = Callable[..., Future]
 """``submit(fn, *args, stage=, priority=, then=, cancel=)``: :meth:`CallJobs.submit`."""
 
 
-class Reply(ToolSteps, Checked):
+class Reply(ToolSteps, Checked, Reported):
     """The answer to one transcript, on the call's loop.
 
     Args:
@@ -62,6 +73,7 @@ class Reply(ToolSteps, Checked):
         cancel: the turn's cancel event (queued jobs of a cancelled turn never run).
         on_done: ``on_done(result, error)`` once nothing is in flight and the reply is over.
         gated: the turn is speculative: its audio waits for :meth:`open_gate`.
+        gate: the turn's gate (its owner opens it); None: one of its own, closed if ``gated``.
         alone: whether no other call is up now (``tts.first_chunk_opener = "alone"``).
         audio_in_s: length of the caller's utterance.
         escalate: the profile's own runner, where ``runner`` is its under-load one: what the
@@ -74,40 +86,53 @@ class Reply(ToolSteps, Checked):
                  on_done: Callable[[TurnResult, BaseException | None], None],
                  gated: bool = False, alone: Callable[[], bool] = lambda: True,
                  audio_in_s: float = 0.0, now: Callable[[], float] = time.monotonic,
-                 escalate: TurnRunner | None = None, paused: Callable[[], bool] = lambda: False):
+                 escalate: TurnRunner | None = None, paused: Callable[[], bool] = lambda: False,
+                 gate: AudioGate | None = None):
         self._use(runner)
         self._escalate = escalate
         self.t = timeline
         self.history = history
-        self._submit = submit
         self._emit = emit
         self._cancel = cancel
         self._on_done = on_done
         self._now = now
         self._alone = alone
         self.result = TurnResult(audio_in_s=audio_in_s)
-        self.gate_open = not gated
+        self.state = ReplyState.NEW
+        self.gate = gate if gate is not None else AudioGate(is_open=not gated)
         """Its audio may be heard (once open, it stays open: the reply joins the history)."""
-        self.urgency = Urgency(timeline, self.result, lambda: self.gate_open, now, paused)
+        self.gate.when_open(self._gate_opened)
+        self.urgency = Urgency(timeline, self.result, lambda: self.gate.is_open, now, paused)
+        self._in_flight = InFlight(submit, cancel)
+        self._job = self._in_flight.submit
         self._stream: LLMStream | None = None
         self._first_llm = None  # the first round's metrics (time to first token)
         self._splitter: ClauseSplitter | None = None
         self._rounds: list[Message] = []  # this turn's tool calls and answers, for the history
         self._said: list[str] = []
         self._tool_call: ToolCall | None = None  # an HTTP tool waiting for the gate
-        self._tooling: float | None = None  # an HTTP tool in flight since
+        self._tool_since = 0.0  # when the tool in flight was sent
         self._plain = False  # asked again without the tools: it answered neither way
-        self._fallback = False  # the apology, for a reply that would otherwise be silent
         self._chunks: deque[str] = deque()
         self._held: list[tuple[np.ndarray, str | None]] = []  # (audio, its clause's words)
-        self._clause: str | None = None  # the words of the clause being synthesised
-        self._stepping = False
-        self._speaking = False
-        self._llm_done = False
-        self._repeat = False
-        self._empty = False
         self._error: BaseException | None = None
-        self.done = False
+
+    def _to(self, new: ReplyState) -> None:
+        """The one place the reply's state changes; raises on a move the table forbids."""
+        check(TRANSITIONS, self.state, new)
+        self.state = new
+
+    @property
+    def done(self) -> bool:
+        return self.state is ReplyState.DONE
+
+    @property
+    def gate_open(self) -> bool:
+        return self.gate.is_open
+
+    @property
+    def _llm_done(self) -> bool:
+        return self.state in LLM_OVER
 
     @property
     def cancelled(self) -> bool:
@@ -126,7 +151,7 @@ class Reply(ToolSteps, Checked):
         r.transcript, r.asr = tr.text, tr.metrics
         if not tr.text or self.cancelled:
             r.cancelled = self.cancelled
-            self._llm_done = self._empty = True  # nothing to answer: no verdict to wait for
+            self._to(ReplyState.EMPTY)  # nothing to answer: no verdict to wait for
             self._finish()
             return
         doubt = doubtful(tr, self.runner.profile.asr.min_avg_logprob)
@@ -154,6 +179,7 @@ class Reply(ToolSteps, Checked):
                                         eager=self._alone)
         # A backend that batches (llama-batch) drops a cancelled reply between its steps: a
         # speculation the caller talked past no longer holds a sequence, or gets its prefill.
+        self._to(ReplyState.ASKING)
         with cancel_on(self._cancel):
             self._stream = self.runner.stages.llm.stream(
                 self.runner.prompt(self.history, words, self._rounds, tools=not self._plain))
@@ -161,7 +187,7 @@ class Reply(ToolSteps, Checked):
 
     def _ask_again(self, why: str) -> None:
         """Say the profile's ``repeat`` phrase instead of answering a guess; history untouched."""
-        self._repeat = self._llm_done = True
+        self._to(ReplyState.REPEATING)
         self.t.llm_first_token_at = self._now()
         self.result.asked_to_repeat, self.result.reply_text = why, self.runner.profile.repeat
         self._announce(self.runner.profile.repeat,
@@ -183,20 +209,13 @@ class Reply(ToolSteps, Checked):
         return None
 
     def _timed(self, fn: Callable) -> Callable:
-        """``fn`` returning its result and the clock when it came (stamped where it ran)."""
-        now = self._now
-
-        def run(*args):
-            return fn(*args), now()
-        return run
+        return timed(fn, self._now)
 
     def _step(self) -> None:
-        self._stepping = True
-        self._submit(self._timed(self._stream.step), stage="llm", priority=self.urgency.llm,
-                     cancel=self._cancel, then=self._stepped)
+        self._job("llm", self._timed(self._stream.step), stage="llm",
+                  priority=self.urgency.llm, then=self._stepped)
 
     def _stepped(self, f: Future) -> None:
-        self._stepping = False
         out = self._outcome(f, self._llm_end)
         if out is None:
             return
@@ -255,7 +274,8 @@ class Reply(ToolSteps, Checked):
 
     def _llm_end(self) -> None:
         self._close_stream()
-        self._llm_done = True
+        if not self._llm_done:
+            self._to(ReplyState.SPEAKING)
         self._finish()
 
     # ---- TTS and the line ------------------------------------------------------------------
@@ -273,15 +293,13 @@ class Reply(ToolSteps, Checked):
     def _speak_next(self) -> None:
         # Held audio waits for the gate, and so does the next clause's speech: a speculation
         # that is dropped costs one clause.
-        if self._speaking or not self._chunks or self.cancelled or self._held:
+        if self._in_flight["tts"] or not self._chunks or self.cancelled or self._held:
             return
-        self._speaking = True
-        text = self._clause = self._chunks.popleft()
-        self._submit(self._timed(partial(self.runner.stages.tts.synthesize,
-                                         first=self._waited_for(text))),
-                     text,
-                     stage="tts", priority=self.urgency.tts, cancel=self._cancel,
-                     then=self._spoken)
+        text = self._chunks.popleft()
+        self._job("tts", self._timed(partial(self.runner.stages.tts.synthesize,
+                                             first=self._waited_for(text))),
+                  text, stage="tts", priority=self.urgency.tts,
+                  then=partial(self._spoken, text))
 
     def _waited_for(self, text: str) -> bool:
         """Whether the caller would wait for ``text``, so the lead voice (``tts.lead``) says it.
@@ -294,8 +312,7 @@ class Reply(ToolSteps, Checked):
         ahead = self.result.audio_out_s - (self._now() - self.t.tts_first_audio_at)
         return ahead < self.runner.stages.tts.synth_s_per_char * len(text)
 
-    def _spoken(self, f: Future) -> None:
-        self._speaking = False
+    def _spoken(self, clause: str, f: Future) -> None:
         out = self._outcome(f, self._finish)
         if out is None:
             return
@@ -304,7 +321,7 @@ class Reply(ToolSteps, Checked):
             self.t.tts_first_audio_at = at
         self.result.tts.append(speech.metrics)
         if not self.cancelled:
-            self._out(float_to_pcm16(self._resampler.process(speech.audio)), self._clause)
+            self._out(float_to_pcm16(self._resampler.process(speech.audio)), clause)
             self._speak_next()
         self._finish()
 
@@ -318,78 +335,60 @@ class Reply(ToolSteps, Checked):
         self._emit(pcm, clause)
 
     def open_gate(self) -> None:
-        """The turn is endpointed and sounds finished: its audio may be heard."""
-        if self.gate_open:
-            return
-        self.gate_open = True
+        """The turn is endpointed and sounds finished: its audio may be heard.
+
+        Opens the reply's gate; the gate's owner (the turn's worker) opens it directly.
+        """
+        self.gate.open()
+
+    def _gate_opened(self) -> None:
+        if self.done:
+            return  # failed or cancelled before its verdict: nothing of it is heard
         self.t.settle()
         held, self._held = self._held, []
         for pcm, clause in held:
             self._out(pcm, clause)
         self._speak_next()
-        if self._tool_call is not None and not self.cancelled:
+        if self.state is ReplyState.TOOL_HELD and not self.cancelled:
             self._run_tool()
         self._finish()
 
     def stop(self) -> None:
         """The turn was cancelled: end as soon as the jobs in flight are back."""
-        if (not self._stepping and self._tooling is None and self._stream is not None
-                and not self._llm_done):
-            self._llm_end()
-        else:
-            self._finish()
+        self._end_llm_now()
 
     def _fail(self, error: BaseException) -> None:
         if self._error is None:
             self._error = error
-        if (not self._stepping and self._tooling is None and not self._llm_done
-                and self._stream is not None):
+        self._end_llm_now()
+
+    def _end_llm_now(self) -> None:
+        """End the model's side unless a step or a tool is out (its return ends it)."""
+        waiting = self.state is ReplyState.ASKING and not self._in_flight["llm"]
+        if waiting or self.state is ReplyState.TOOL_HELD:
             self._llm_end()
-            return
-        self._llm_done = self._llm_done or self._stream is None
-        self._finish()
+        else:
+            self._finish()
 
     # ---- the end ---------------------------------------------------------------------------
 
     def _finish(self) -> None:
         """Report the result once nothing is in flight and the reply is over."""
-        if (self.done or not self._llm_done or self._stepping or self._speaking
-                or self._tooling is not None):
+        if self.done or not self._llm_done or self._in_flight:
             return
         failed = self._error is not None
-        if not failed and not self.cancelled and not self._empty:
+        said_nothing = self.state in (ReplyState.EMPTY, ReplyState.REPEATING)
+        if not failed and not self.cancelled and self.state is not ReplyState.EMPTY:
             if self._chunks:
                 return  # more clauses to speak (they wait for the gate)
             if not self.gate_open:
                 return  # a speculative turn waits for its verdict, even with nothing to say
             if (not self._said and self.result.action is None and self._stream is not None
-                    and self._scanner is not None and not self._repeat and not self._fallback):
+                    and self._scanner is not None and self.state is ReplyState.SPEAKING):
                 # The model said nothing usable: never leave the caller in silence.
-                self._fallback = True
+                self._to(ReplyState.APOLOGISING)
                 self.result.tool_error = "no words and no tool call: apologised"
                 self._put(self.runner.profile.apology)
                 return
-        self.done = True
-        r = self.result
-        if not failed and not self.cancelled and not self._repeat:
-            self._out(float_to_pcm16(
-                self._resampler.process(np.zeros(0, np.float32), last=True)))
-        self.t.settle()
-        self.t.tts_done_at = self._now()
-        if self._stream is not None:
-            r.llm = self._first_llm or self._stream.metrics
-            plain = not (self._rounds or r.action or r.tools or r.unfounded)
-            r.reply_text = self._stream.text.strip() if plain else " ".join(self._said)
-        elif not r.reply_text:
-            r.reply_text = " ".join(self._said)  # decided without the model
-        r.cancelled = self.cancelled
-        if r.action is None and not failed and self._scanner is not None:
-            r.action = self._implied(r.reply_text)
-        if self.gate_open and not (self._repeat or self._empty or failed):
-            self.history.append(Message("user", self.runner.asked(r.transcript)))
-            self.history.extend(self._rounds)
-            if r.action is not None and not r.action.implicit:
-                self.history.append(Message("assistant", r.action.raw))
-            elif r.reply_text:
-                self.history.append(Message("assistant", r.reply_text))
-        self._on_done(r, self._error)
+        self._to(ReplyState.DONE)
+        self._report(failed, said_nothing)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from concurrent.futures import Future
+from functools import partial
 
 from agent.turn.http_tool import ToolFailed, call_http_tool
 from agent.turn.intent import (
@@ -23,6 +24,7 @@ from agent.turn.intent import (
     promised_transfer,
     requested_transfer,
 )
+from agent.turn.reply_state import ReplyState
 from agent.turn.result import ToolUse
 from agent.turn.tools import (
     CALL_CONTROL,
@@ -67,7 +69,7 @@ class ToolSteps:
 
         The session then keeps quiet for them (``result.hold``, ``limits.hold_s``).
         """
-        self._llm_done = True
+        self._to(ReplyState.SPEAKING)
         self.t.llm_first_token_at = self._now()
         self.result.hold, self.result.reply_text = True, self.runner.profile.hold_ack
         self._announce(self.runner.profile.hold_ack,
@@ -100,21 +102,17 @@ class ToolSteps:
         if self.t.first_chunk_text_at is None:
             self.t.first_chunk_text_at = self._now()
         self._said.append(text)
-        self._speaking = True
-        self._clause = text
-        self._submit(self._timed(self.runner.speak), text, stage="tts",
-                     priority=priority or self.urgency.tts, cancel=self._cancel,
-                     then=self._announced)
+        self._job("tts", self._timed(self.runner.speak), text, stage="tts",
+                  priority=priority or self.urgency.tts, then=partial(self._announced, text))
 
-    def _announced(self, f: Future) -> None:
-        self._speaking = False
+    def _announced(self, clause: str, f: Future) -> None:
         out = self._outcome(f, self._finish)
         if out is None:
             return
         pcm, at = out
         if self.t.tts_first_audio_at is None and len(pcm):
             self.t.tts_first_audio_at = at
-        self._out(pcm, self._clause)
+        self._out(pcm, clause)
         self._finish()
 
     def _tool(self, call: ToolCall) -> None:
@@ -139,22 +137,24 @@ class ToolSteps:
             self._llm_end()
             return
         self._tool_call = call
+        self._to(ReplyState.TOOL_HELD)
         if self.gate_open:
             self._run_tool()
 
     def _run_tool(self) -> None:
         call, self._tool_call = self._tool_call, None
-        self._tooling = self._now()
+        self._to(ReplyState.TOOL)
+        self._tool_since = self._now()
         tools = self.runner.tools
         if call.name in tools.mcp:
             run, tool, stage = self.runner.stages.mcp.call, tools.mcp[call.name], "mcp"
         else:
             run, tool, stage = call_http_tool, tools.http[call.name], "http"
-        self._submit(run, tool, call.arguments, stage=stage, priority=self.urgency.llm,
-                     cancel=self._cancel, then=lambda f: self._tool_done(call, f))
+        self._job("tool", run, tool, call.arguments, stage=stage, priority=self.urgency.llm,
+                  then=partial(self._tool_done, call))
 
     def _tool_done(self, call: ToolCall, f: Future) -> None:
-        took, self._tooling = self._now() - self._tooling, None
+        took = self._now() - self._tool_since
         try:
             content = f.result()
         except JobCancelled:  # the caller barged in or left before it ran: still a row
