@@ -382,6 +382,31 @@ def resolve(name: str, stage: str) -> Path:
     )
 
 
-def pick(p: Pick) -> str:
-    """The candidate of ``p`` this CPU runs faster (each is installed first if it is timed)."""
+def made(model: BundledModel) -> bool:
+    """Whether ``model`` loads without minutes of work.
+
+    Its packages are installed and, for a derived one, its re-quantized file is made.
+    """
+    if not model.derived_from:
+        return installed_packages(model)
+    out = target_path(model)
+    return out.exists() and (not model.size or out.stat().st_size == model.size)
+
+
+def pick(p: Pick, make: bool = False) -> str:
+    """The candidate of ``p`` this CPU runs faster.
+
+    ``make`` (``models install``): every candidate is made first if they are timed. Otherwise
+    (a load, or an install for one config) a derived candidate not yet made is not made for it:
+    re-quantizing takes minutes, for a file the timing may not choose. With one candidate left,
+    it is used untimed and the choice is not kept, so a later full install still times them all.
+    """
+    ready = p.candidates if make else tuple(c for c in p.candidates if made(CATALOG[c]))
+    if not ready:
+        raise ModelMissingError(CATALOG[p.candidates[-1]].install_hint())
+    if len(ready) < len(p.candidates):
+        logging.getLogger("callagent").info(
+            "event=model-pick name=%s choice=%s not_made=%s", p.name, ready[0],
+            ",".join(c for c in p.candidates if c not in ready))
+        return ready[0]
     return choose(p, lambda c: ensure(CATALOG[c]), cache_dir() / PICKS_FILE)

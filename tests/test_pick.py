@@ -89,3 +89,36 @@ def test_a_pick_resolves_to_a_real_timed_file(tmp_path, monkeypatch):
     assert catalog.resolve("smol-fastest", "llm") == smol
     kept = json.loads((tmp_path / catalog.PICKS_FILE).read_text())["smol-fastest"]
     assert kept["choice"] == "smollm2-135m" and kept["turn_ms"]["smollm2-135m"] > 0
+
+
+@pytest.mark.model
+def test_a_load_uses_the_made_candidate_and_re_quantizes_nothing(tmp_path, monkeypatch):
+    """``make serve`` makes no IQ4_NL file for the pick: a load takes the Q4_K_M, untimed."""
+    monkeypatch.setattr(catalog, "CACHE_DIR", tmp_path)  # no re-quantized file, no kept choice
+    monkeypatch.setattr(catalog, "choose", lambda *a, **k: pytest.fail("timed"))
+    pick = catalog.PICKS["qwen2.5-1.5b-instruct-fastest"]
+    assert not catalog.made(catalog.CATALOG[pick.candidates[0]])
+    assert catalog.made(catalog.CATALOG[pick.candidates[1]])
+    assert catalog.pick(pick) == "qwen2.5-coder-1.5b-instruct"
+    assert not (tmp_path / catalog.PICKS_FILE).exists()  # a full install still times both
+    assert not (tmp_path / pick.candidates[0]).exists()
+
+
+@pytest.mark.unit
+def test_serve_installs_the_models_of_its_extensions_only():
+    from agent.cli.models import config_models
+    from dialplan import load_config, parse_config
+
+    used = config_models(load_config("config.toml"))
+    # 100 default (base, the 1.5B pick, Kokoro af_heart, facts), 101 fast, 102 tiny, and the
+    # under-load lite: its 0.5B IQ4_NL and hibari (a pip dependency, not a catalog model).
+    assert set(used) == {"base", "tiny.en", "qwen2.5-1.5b-instruct-fastest", "smollm2-135m",
+                         "qwen2.5-coder-0.5b-instruct-iq4_nl", "kokoro-82m-int8",
+                         "kokoro-voices", "smart-turn-v3.2", "wordllama-l2-256"}
+    plain = parse_config({"profiles": {"p": {"asr": {"model": "tiny.en", "denoise": "rnnoise"},
+                                             "llm": {"backend": "openai", "model": "gpt-x"},
+                                             "tts": {"backend": "piper"},
+                                             "audio": {"end_of_turn": "off"}},
+                                       "unused": {"asr": {"model": "base"}}},
+                          "dialplan": {"1": "p"}})
+    assert config_models(plain) == ["tiny.en", "en_US-joe-medium", "rnnoise"]

