@@ -164,6 +164,52 @@ def silence(seconds: float, rate: int = 8000) -> np.ndarray:
     return np.zeros(int(seconds * rate), np.int16)
 
 
+class FourCalls:
+    """Four simulated calls at once on fake stages (the actor tests).
+
+    Real sessions, real scheduler, real lines paced in real time. The profile speculates at
+    the caller's pause; the caller says two utterances with a pause between, the second after
+    the first reply. ``reply``: the fake LLM's words.
+    """
+
+    def __init__(self, reply: str):
+        from agent.turn.load import LoadPolicy
+        from agent.turn.runner import TurnRunner
+        from dialplan import parse_config
+
+        self.profile = parse_config({
+            "profiles": {"p": {"greeting": "", "audio": {
+                "endpoint_silence_s": 0.3, "speculate_s": 0.15, "min_speech_s": 0.1,
+                "prefill_every_s": 0.5}}},
+            "dialplan": {"1": "p"}}).profiles["p"]
+        self.stages = fake_stages(asr=FakeASR(["what time do you open?"], delay_s=0.05),
+                                  llm=FakeLLM(reply, token_s=0.02),
+                                  tts=FakeTTS(s_per_char=0.02, delay_s=0.02),
+                                  eot=FakeEOT([0.2]))
+        self.caller = np.concatenate([tone(0.8), silence(0.9), tone(0.6), silence(1.0)]).astype(
+            np.float32) / 32768
+        # Before the calls, as serve does; the load policy is the process's, shared by its calls.
+        self.phrase = TurnRunner(self.stages, self.profile).prepare_phrases()
+        self.load = LoadPolicy(self.stages.llm.scheduler)
+
+    def run(self) -> list:
+        """The four calls' results, once each ended (or 60 s passed)."""
+        from agent.simulate import simulate
+
+        results = []
+
+        def call():
+            results.append(simulate(self.caller, 8000, self.profile, self.stages,
+                                    greeting=False, phrase=self.phrase, load=self.load))
+
+        calls = [threading.Thread(target=call, name=f"caller-{i}") for i in range(4)]
+        for c in calls:
+            c.start()
+        for c in calls:
+            c.join(60)
+        return results
+
+
 FakeCall = SimulatedLine
 """The session tests' phone line: the runtime's simulated line (real time, or fast)."""
 

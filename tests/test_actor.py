@@ -16,14 +16,8 @@ import threading
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
-from fakes import FakeASR, FakeEOT, FakeLLM, FakeTTS, fake_stages, silence, tone
-
-from agent.simulate import simulate
-from agent.turn.load import LoadPolicy
-from agent.turn.runner import TurnRunner
-from dialplan import parse_config
+from fakes import FourCalls
 
 pytestmark = pytest.mark.unit
 
@@ -68,44 +62,21 @@ TIMED_WAITS = {
 PER_TURN_THREADS = re.compile(r"^(turn-|prefill-|prime-|llm-stream|.*-eot$)")
 
 
-def _profile():
-    return parse_config({
-        "profiles": {"p": {"greeting": "", "audio": {
-            "endpoint_silence_s": 0.3, "speculate_s": 0.15, "min_speech_s": 0.1,
-            "prefill_every_s": 0.5}}},
-        "dialplan": {"1": "p"}}).profiles["p"]
-
-
 def test_four_calls_run_one_thread_each_and_models_only_in_the_scheduler():
-    profile = _profile()
-    stages = fake_stages(asr=FakeASR(["what time do you open?"], delay_s=0.05),
-                         llm=FakeLLM("The library opens at ten, and closes at six.",
-                                     token_s=0.02),
-                         tts=FakeTTS(s_per_char=0.02, delay_s=0.02), eot=FakeEOT([0.2]))
-    caller = np.concatenate([tone(0.8), silence(0.9), tone(0.6), silence(1.0)]).astype(
-        np.float32) / 32768
-    phrase = TurnRunner(stages, profile).prepare_phrases()  # before the calls, as serve does
-    load = LoadPolicy(stages.llm.scheduler)  # the process's, shared by its calls
+    rig = FourCalls("The library opens at ten, and closes at six.")
+    stages = rig.stages
     stages.tts.threads.clear()
     base = {t.name for t in threading.enumerate()}
-    results, seen, stop = [], [], threading.Event()
+    seen, stop = [], threading.Event()
 
     def watch():
         while not stop.is_set():
             seen.append([t.name for t in threading.enumerate() if t.name not in base])
             time.sleep(0.05)
 
-    def call():
-        results.append(simulate(caller, 8000, profile, stages, greeting=False, phrase=phrase,
-                                load=load))
-
-    calls = [threading.Thread(target=call, name=f"caller-{i}") for i in range(4)]
     watcher = threading.Thread(target=watch, name="watcher")
     watcher.start()
-    for c in calls:
-        c.start()
-    for c in calls:
-        c.join(60)
+    results = rig.run()
     stop.set()
     watcher.join()
 

@@ -15,21 +15,16 @@ import re
 import threading
 from collections import defaultdict
 
-import numpy as np
 import pytest
-from fakes import FakeASR, FakeEOT, FakeLLM, FakeTTS, fake_stages, silence, tone
+from fakes import FourCalls
 
 from agent.call.session import CallSession
 from agent.call.state import CallState
 from agent.call.turn import Turn
-from agent.simulate import simulate
-from agent.turn.load import LoadPolicy
 from agent.turn.reply import Reply
 from agent.turn.reply_state import AudioGate
 from agent.turn.result import TurnResult
-from agent.turn.runner import TurnRunner
 from agent.turn.timeline import TurnTimeline
-from dialplan import parse_config
 
 pytestmark = pytest.mark.unit
 
@@ -90,37 +85,11 @@ def _instrument(monkeypatch, writes: Writes) -> None:
     monkeypatch.setattr(CallSession, "__init__", session)
 
 
-def _profile():
-    return parse_config({
-        "profiles": {"p": {"greeting": "", "audio": {
-            "endpoint_silence_s": 0.3, "speculate_s": 0.15, "min_speech_s": 0.1,
-            "prefill_every_s": 0.5}}},
-        "dialplan": {"1": "p"}}).profiles["p"]
-
-
 def test_only_each_calls_loop_writes_its_turns_replies_and_state(monkeypatch):
-    profile = _profile()
-    stages = fake_stages(asr=FakeASR(["what time do you open?"], delay_s=0.05),
-                         llm=FakeLLM("We open at ten, and we close at six.", token_s=0.02),
-                         tts=FakeTTS(s_per_char=0.02, delay_s=0.02), eot=FakeEOT([0.2]))
-    # Two utterances with a pause that speculates, a second one after the first reply.
-    caller = np.concatenate([tone(0.8), silence(0.9), tone(0.6), silence(1.0)]).astype(
-        np.float32) / 32768
-    phrase = TurnRunner(stages, profile).prepare_phrases()
-    load = LoadPolicy(stages.llm.scheduler)
+    rig = FourCalls("We open at ten, and we close at six.")
     writes = Writes()
     _instrument(monkeypatch, writes)
-    results = []
-
-    def call():
-        results.append(simulate(caller, 8000, profile, stages, greeting=False, phrase=phrase,
-                                load=load))
-
-    calls = [threading.Thread(target=call, name=f"caller-{i}") for i in range(4)]
-    for c in calls:
-        c.start()
-    for c in calls:
-        c.join(60)
+    results = rig.run()
 
     assert len(results) == 4 and all(len(r.turns) >= 1 for r in results)
     assert all(t.reply_text and t.voice_to_voice_s for r in results for t in r.turns)
