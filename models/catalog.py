@@ -340,8 +340,7 @@ def _derive(model: BundledModel, progress: Callable[[int], None] | None, verify:
 
     src = ensure(CATALOG[model.derived_from], progress, verify)
     out = target_path(model)
-    if out.exists() and (not model.size or out.stat().st_size == model.size) and (
-            not verify or sha256_file(out, progress) == model.sha256):
+    if made(model) and (not verify or sha256_file(out, progress) == model.sha256):
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(out.suffix + ".tmp")
