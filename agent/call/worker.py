@@ -31,6 +31,7 @@ from agent.call.turn import Turn
 from agent.turn.load import LoadPolicy
 from agent.turn.prefill import prefill_words
 from agent.turn.reply import Reply
+from agent.turn.reply_state import timed
 from agent.turn.result import TurnResult
 from agent.turn.runner import Stages, TurnRunner
 from dialplan.profile import Profile
@@ -186,7 +187,8 @@ class TurnWorker:
         # Speculative until the endpoint; the caller's critical path from then on (the
         # scheduler re-reads this while the job waits for a slot). A pass still queued when
         # the caller goes on (or hangs up) never runs.
-        self.jobs.submit(runner.transcribe, turn.utterance, stage="asr",
+        # Stamped where it ran, handed back with the transcript (``asr_done_at``).
+        self.jobs.submit(timed(runner.transcribe, runner.now), turn.utterance, stage="asr",
                          priority=lambda: (Priority.FIRST_AUDIO if turn.endpointed
                                            else Priority.SPECULATIVE,
                                            turn.timeline.speech_end_at or 0.0),

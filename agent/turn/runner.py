@@ -213,14 +213,13 @@ class TurnRunner:
             return words
         return f"{words}\n\n[{self.knowledge.notes(words)}]"
 
-    def transcribe(self, utterance: Utterance | SpeechPaused) -> tuple[Transcript, float]:
-        """ASR of the caller's speech, and the clock when it was done (``asr_done_at``).
+    def transcribe(self, utterance: Utterance | SpeechPaused) -> Transcript:
+        """ASR of the caller's speech.
 
-        The stamp is taken where the job ran and handed back as a value: only the call's loop
-        writes the turn's timeline.
+        Its job stamps it where it ran (:func:`~agent.turn.reply_state.timed`): only the call's
+        loop writes the turn's timeline.
         """
-        tr = self.stages.asr.transcribe(utterance.audio)
-        return tr, self.now()
+        return self.stages.asr.transcribe(utterance.audio)
 
 
 PREFIX_SHARE = 0.5
