@@ -121,7 +121,8 @@ def test_an_mcp_tool_is_called_from_a_spoken_request_and_its_answer_spoken(agent
     transcript, reply = asked[0]
     tools = agent.query("SELECT name, source, outcome, arguments, detail FROM tool_calls "
                         "WHERE call_id = ?", call_id)
-    assert [t[:3] for t in tools] == [("museum_hours", "llm", "ok")], tools
+    assert [t[:3] for t in tools] == [("museum_hours", "llm", "ok")], (
+        tools, turns, agent.events("model-pick"), agent.events("tool"))
     day = json.loads(tools[0][3])["day"]
     assert day.lower() == "sunday"
     assert json.loads(tools[0][4]) == {"day": day, "opens": OPENS, "closes": CLOSES}
