@@ -216,9 +216,9 @@ ALIASES = {"qwen2.5-1.5b-instruct": "qwen2.5-coder-1.5b-instruct",
            "qwen2.5-1.5b-instruct-iq4_nl": "qwen2.5-coder-1.5b-instruct-iq4_nl"}
 PICKS = {p.name: p for p in (
     Pick("qwen2.5-1.5b-instruct-fastest",
-         ("qwen2.5-coder-1.5b-instruct-iq4_nl", "qwen2.5-coder-1.5b-instruct"),
-         "whichever of the 1.5B's IQ4_NL and Q4_K_M files answers sooner on this CPU "
-         "(measured once, see models.llm.pick)"),
+         ("qwen2.5-coder-1.5b-instruct", "qwen2.5-coder-1.5b-instruct-iq4_nl"),
+         "the 1.5B's Q4_K_M file, or its IQ4_NL re-quantization where that answers clearly "
+         "sooner on this CPU (measured once, see models.llm.pick)"),
 )}
 """Names that stand for the fastest here of several files of one model."""
 PICKS_FILE = "picks.json"
@@ -402,7 +402,7 @@ def pick(p: Pick, make: bool = False) -> str:
     """
     ready = p.candidates if make else tuple(c for c in p.candidates if made(CATALOG[c]))
     if not ready:
-        raise ModelMissingError(CATALOG[p.candidates[-1]].install_hint())
+        raise ModelMissingError(CATALOG[p.candidates[0]].install_hint())
     if len(ready) < len(p.candidates):
         logging.getLogger("callagent").info(
             "event=model-pick name=%s choice=%s not_made=%s", p.name, ready[0],

@@ -57,7 +57,7 @@ in one or two short spoken sentences, without lists or symbols. Never make up pr
 amounts: say you don't know."""
 tools = ["end_call", "city"]
 asr = {{ model = "tiny.en", initial_prompt = "{ASR_PROMPT}" }}
-llm = {{ model = "qwen2.5-1.5b-instruct-fastest", max_tokens = 60 }}
+llm = {{ model = "qwen2.5-1.5b-instruct", max_tokens = 60 }}
 limits = {{ rtp_timeout_s = 60, max_silence_s = 120, idle_prompt_s = 0 }}
 [telemetry]
 otlp_endpoint = "{otlp_url}"
