@@ -1,7 +1,7 @@
 """A real ``callagent cluster`` for tests/test_cluster.py: start it, call it, read it.
 
 :func:`start_cluster` writes a config (the light :data:`PROFILES`, admission control off, ports
-from free blocks) and starts the cluster with :func:`agent.bench.agentproc.start_cluster`, the
+from free blocks) and starts the cluster with :func:`bench.agentproc.start_cluster`, the
 bench's own start-up; :class:`ClusterProcess` reads its structured log lines, call log and
 aggregated ``/metrics``; :func:`calls` places simultaneous sipp calls at kamailio's port with
 the Record-Route-following scenario (:func:`routed`).
@@ -19,9 +19,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from sipp.harness import parse_fields
 from sqlalchemy import text
 
-from agent.bench import agentproc
-from agent.bench.agentproc import free_block, free_port
-from agent.bench.wire import ROUTED, scenario, sipp_argv
+from bench import agentproc
+from bench.agentproc import free_block, free_port
+from bench.wire import ROUTED, scenario, sipp_argv
 from agent.cluster import aggregate
 from db.migrate import make_engine
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agent.bench.amd import Sample, callee_audio, detect
-from agent.bench.samples import spoken
+from bench.amd import Sample, callee_audio, detect
+from bench.samples import spoken
 from dialplan.options import ASROptions
 
 pytestmark = [pytest.mark.model, pytest.mark.tool, pytest.mark.needs("espeak-ng")]

@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from agent.bench.samples import spoken
-from agent.bench.wer.questions import NAMES, QUESTIONS
+from bench.samples import spoken
+from bench.wer.questions import NAMES, QUESTIONS
 from agent.turn.doubt import doubtful, looped
 from dialplan.options import ASROptions
 from models.asr.base import Transcript

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from agent.bench.samples import spoken
+from bench.samples import spoken
 from dialplan.options import ASROptions, TTSOptions
 from models.asr.whisper_batch import padded
 from models.audio import ASR_RATE, PHONE_RATE, pcm16_to_float, resample, through_phone_line

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from agent.bench.answers import personas_for
-from agent.bench.answers_report import report, wilson
-from agent.bench.answers_run import GROUPS, ModelRun, Persona, Turn, measure, plan
-from agent.bench.conversations import (
+from bench.answers import personas_for
+from bench.answers_report import report, wilson
+from bench.answers_run import GROUPS, ModelRun, Persona, Turn, measure, plan
+from bench.conversations import (
     ACTION,
     FACT,
     FRESH,
@@ -24,9 +24,9 @@ from agent.bench.conversations import (
     ConversationsError,
     load,
 )
-from agent.bench.conversations import Turn as Spec
-from agent.bench.judge import Leaks, invented_action, judge, spliced
-from agent.bench.scoring import invented_numbers, known_numbers, stated_numbers
+from bench.conversations import Turn as Spec
+from bench.judge import Leaks, invented_action, judge, spliced
+from bench.scoring import invented_numbers, known_numbers, stated_numbers
 from agent.turn.runner import TurnRunner
 from dialplan import parse_config
 

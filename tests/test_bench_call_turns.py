@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from agent.bench.call_conversations import CONVERSATIONS, MAX_TURNS
-from agent.bench.call_turns import (
+from bench.call_conversations import CONVERSATIONS, MAX_TURNS
+from bench.call_turns import (
     FIRST,
     FOLLOW_UP,
     Layout,
@@ -26,7 +26,7 @@ from agent.bench.call_turns import (
     turns_rows,
     wire_turns,
 )
-from agent.bench.wire import RtpPacket, WireCall
+from bench.wire import RtpPacket, WireCall
 
 SPEECH = bytes([0x20, 0xA0] * 80)  # loud μ-law samples
 ZERO = bytes([0xFF] * 160)
@@ -185,7 +185,7 @@ def test_the_spoken_questions_end_where_the_layout_says(tmp_path):
     # The streams as sipp sends them (160 bytes every 20 ms) and read with the wire's own
     # detector: each question ends just before its layout end (espeak-ng's own trailing
     # silence), in each voice, well inside its window.
-    from agent.bench.call_turns import WINDOW_SLACK_S, conversation_audio
+    from bench.call_turns import WINDOW_SLACK_S, conversation_audio
 
     layout, paths = conversation_audio(3, 3, tmp_path, gap_s=7.0, hold_s=2.0,
                                        voices=("en-us", "en"))

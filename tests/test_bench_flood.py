@@ -17,7 +17,7 @@ import argparse
 
 import pytest
 
-from agent.bench import flood
+from bench import flood
 
 SUMMARY = """
   Successful call        |        0                  |     1941

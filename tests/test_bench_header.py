@@ -7,7 +7,7 @@ import pytest
 from rich.table import Table
 from rich.text import Text
 
-from agent.bench.header import cpu_model, markdown_header, markdown_table, rich_to_markdown
+from bench.header import cpu_model, markdown_header, markdown_table, rich_to_markdown
 
 CPUINFO = """processor\t: 0
 vendor_id\t: AuthenticAMD

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from agent.bench.llm import add_arguments, run
+from bench.llm import add_arguments, run
 from dialplan import parse_config
 from models import catalog
 from models.llm.quantize import requantize

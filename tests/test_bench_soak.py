@@ -15,7 +15,7 @@ import shutil
 
 import pytest
 
-from agent.bench.soak_callers import plan_calls
+from bench.soak_callers import plan_calls
 from agent.cli import main as cli
 
 SEED = 18

@@ -11,8 +11,8 @@ import re
 import numpy as np
 import pytest
 
-from agent.bench import tools_report
-from agent.bench.tools import (
+from bench import tools_report
+from bench.tools import (
     LIBRARY,
     QUICK,
     REQUESTS,
@@ -22,7 +22,7 @@ from agent.bench.tools import (
     profiles_for,
     report,
 )
-from agent.bench.tools_report import (
+from bench.tools_report import (
     NONE,
     REPEAT,
     SILENT,

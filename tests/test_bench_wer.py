@@ -8,12 +8,12 @@ import json
 import numpy as np
 import pytest
 
-from agent.bench.wer import add_arguments, bench, run, settings_from, synthesizer
-from agent.bench.wer import line as ln
-from agent.bench.wer.engine import Run, Variant
-from agent.bench.wer.questions import QUESTIONS, errors, normalize
-from agent.bench.wer.stats import bootstrap_ci, bootstrap_diff_ci, corpus_wer
-from agent.bench.wer.voices import (
+from bench.wer import add_arguments, bench, run, settings_from, synthesizer
+from bench.wer import line as ln
+from bench.wer.engine import Run, Variant
+from bench.wer.questions import QUESTIONS, errors, normalize
+from bench.wer.stats import bootstrap_ci, bootstrap_diff_ci, corpus_wer
+from bench.wer.voices import (
     KOKORO_VOICES,
     Synthesizer,
     broad_plan,

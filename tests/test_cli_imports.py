@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-BENCH_ONLY = ("agent.bench", "jiwer", "G722")
+BENCH_ONLY = ("bench", "jiwer", "G722")
 
 
 LIST = """
@@ -44,13 +44,13 @@ def imported(*argv: str) -> set[str]:
 def test_commands_import_no_bench(argv):
     mods = imported(*argv)
     assert "agent.cli.serve" in mods  # the listing is read: every command's parser is built
-    assert not {m for m in mods if m.split(".")[0] in BENCH_ONLY or m.startswith("agent.bench")}
+    assert not {m for m in mods if m.split(".")[0] in BENCH_ONLY or m.startswith("bench")}
 
 
 @pytest.mark.tool
 def test_a_bench_imports_itself_and_no_other():
     mods = imported("bench", "answers", "--help")
-    benches = {m for m in mods if m.startswith("agent.bench.")}
-    assert "agent.bench.answers" in benches
-    assert not benches & {"agent.bench.call", "agent.bench.soak", "agent.bench.amd",
-                          "agent.bench.flood", "agent.bench.pipeline"}
+    benches = {m for m in mods if m.startswith("bench.")}
+    assert "bench.answers" in benches
+    assert not benches & {"bench.call", "bench.soak", "bench.amd",
+                          "bench.flood", "bench.pipeline"}

@@ -26,8 +26,8 @@ from pathlib import Path
 import pytest
 from cluster_harness import needs_kamailio, real_cluster, start_cluster
 
-from agent.bench.agentproc import free_port
-from agent.bench.wire import scenario, sipp_argv, sipp_refusals
+from bench.agentproc import free_port
+from bench.wire import scenario, sipp_argv, sipp_refusals
 from agent.cli import serve
 from agent.cli.main import build_parser
 from agent.cluster import edge, kamailio

@@ -3,9 +3,9 @@
 A comment that cites a run by its date ("2026-11-26", "on Nov 26"), by the time of day ("this
 morning") or by the CPU it ran on ("on the Xeon") goes stale the day it is written: the
 figures it stood for are in BENCHMARKS.md, under the header line of the run that made them
-(:mod:`agent.bench.header`). Code says which benchmark shows a choice, e.g. "(bench call, 4 at
+(:mod:`bench.header`). Code says which benchmark shows a choice, e.g. "(bench call, 4 at
 once)". Every runtime module (``agent/``, ``models/``, ``db/`` but its Alembic revisions,
-``dialplan/``) is read, never imported: comments come from :mod:`tokenize`, docstrings (and
+``dialplan/``, ``bench/``) is read, never imported: comments come from :mod:`tokenize`, docstrings (and
 attribute docstrings, any bare string statement) from :mod:`ast`. The failure lists each
 offender as ``file:line: text``.
 """
@@ -24,7 +24,7 @@ import pytest
 pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[1]
-RUNTIME = ("agent", "models", "db", "dialplan")
+RUNTIME = ("agent", "models", "db", "dialplan", "bench")
 SKIPPED = (Path("db/migrations"),)
 """Alembic revisions carry their creation date by design."""
 

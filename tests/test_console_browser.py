@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 from sipp.harness import start_agent
 
-from agent.bench.agentproc import free_block, free_port
-from agent.bench.samples import QUESTION
-from agent.bench.wire import scenario, sipp_argv, spoken_ulaw
+from bench.agentproc import free_block, free_port
+from bench.samples import QUESTION
+from bench.wire import scenario, sipp_argv, spoken_ulaw
 from tests.needs import require_module
 from tests.waiting import wait_until
 

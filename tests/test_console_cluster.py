@@ -15,9 +15,9 @@ import httpx
 import pytest
 from cluster_harness import calls, real_cluster, routed, start_cluster
 
-from agent.bench.agentproc import free_block
-from agent.bench.samples import QUESTION
-from agent.bench.wire import spoken_ulaw
+from bench.agentproc import free_block
+from bench.samples import QUESTION
+from bench.wire import spoken_ulaw
 from tests.waiting import wait_until
 
 HOLD_S = 25.0

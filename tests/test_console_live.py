@@ -21,7 +21,7 @@ import httpx
 import numpy as np
 import pytest
 
-from agent.bench.agentproc import free_block
+from bench.agentproc import free_block
 from agent.call.live import TurnFeed
 from agent.call.turn import Turn
 from agent.cluster.cluster import WorkerSpec

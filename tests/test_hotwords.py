@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.bench.samples import spoken
+from bench.samples import spoken
 from dialplan import parse_config
 from models.audio import ASR_RATE, PHONE_RATE, pcm16_to_float, resample, through_phone_line
 

@@ -8,6 +8,8 @@ of faster-whisper's signature test), so an upward arrow fails here before it tan
 * ``db/``, ``models/`` and ``dialplan/`` never import ``agent``; ``dialplan`` imports neither
   ``models`` nor ``db``; ``db`` and ``models`` do not import each other;
 * inside ``agent/`` a layer imports only layers below it (table :data:`AGENT_LAYERS`);
+* ``bench/`` (the benchmarks, beside the agent) may import it and what is below it; no agent
+  module imports a bench (``callagent bench`` loads one by name);
 * runtime code never imports ``tests``;
 * no import circle among runtime modules, not even through an ``if TYPE_CHECKING:`` or a
   function-local import (the failure prints each circle, file and line of every arrow);
@@ -29,7 +31,7 @@ import pytest
 pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[1]
-RUNTIME = ("agent", "models", "dialplan", "db")
+RUNTIME = ("agent", "models", "dialplan", "db", "bench")
 PJSUA2_ALLOWED = {Path("agent/sip/useragent.py"), Path("agent/sip/callbacks.py"),
                   Path("agent/sip/pjconfig.py"), Path("agent/sip/legs.py")}
 
@@ -38,12 +40,13 @@ BASE_RULES = {
     "dialplan": set(),
     "models": {"dialplan"},
     "db": {"dialplan"},
+    "bench": {"agent", "models", "db", "dialplan"},
 }
 # agent sub-packages, top to bottom: each may import only those listed after it (and models,
 # db, dialplan). A call (agent.call) uses the turn runner and the audio link, never the CLI.
 AGENT_LAYERS = (
     "agent.cli",
-    ("agent.bench", "agent.cluster", "agent.campaign", "agent.console"),
+    ("agent.cluster", "agent.campaign", "agent.console"),
     ("agent.server", "agent.simulate", "agent.supervisor", "agent.webhooks", "agent.telemetry"),
     ("agent.call", "agent.summary"),
     ("agent.turn", "agent.sip"),
@@ -130,6 +133,14 @@ def test_agent_layers_import_only_downward():
             same_layer = theirs == mine and m.split(".")[:2] == module_name(p).split(".")[:2]
             if theirs is None or (theirs <= mine and not same_layer):
                 offenders.append(f"{p.relative_to(ROOT)} imports {m}")
+    assert offenders == []
+
+
+def test_only_the_bench_command_imports_the_benchmarks():
+    """``bench/`` sits beside the agent, above it: only ``callagent bench`` loads a bench (by
+    name, :mod:`agent.cli.bench`), so no agent module names one."""
+    offenders = [f"{p.relative_to(ROOT)} imports {m}" for p in project_files(("agent",))
+                 for m in _project_imports(p) if m.split(".")[0] == "bench"]
     assert offenders == []
 
 

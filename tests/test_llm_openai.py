@@ -17,7 +17,7 @@ from http.server import BaseHTTPRequestHandler
 import numpy as np
 import pytest
 
-from agent.bench.samples import spoken
+from bench.samples import spoken
 from agent.cli import main as cli
 from agent.simulate import simulate
 from db.records import EventRecord, TurnRecord

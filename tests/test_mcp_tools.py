@@ -23,7 +23,7 @@ from fakes import FakeTTS, fake_stages
 from replies import answer
 from test_tools import ScriptedLLM
 
-from agent.bench.agentproc import free_port
+from bench.agentproc import free_port
 from agent.turn.http_tool import ToolFailed
 from agent.turn.mcp_tool import McpHub, McpTool, lean_schema
 from agent.turn.runner import TurnRunner

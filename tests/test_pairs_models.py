@@ -14,7 +14,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from agent.bench.samples import spoken
+from bench.samples import spoken
 from dialplan.options import ASROptions, LLMOptions, TTSOptions
 from models.audio import ASR_RATE, PHONE_RATE, pcm16_to_float, resample, through_phone_line
 from models.priority import Priority, priority

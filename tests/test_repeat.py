@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from agent.bench.samples import spoken
+from bench.samples import spoken
 from agent.simulate import simulate
 from db.records import EventRecord
 from dialplan import parse_config

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from agent.bench.samples import spoken
+from bench.samples import spoken
 from dialplan.options import AudioOptions
 from models.audio import line_to_asr, resample
 from models.vad.base import CHUNK, SAMPLE_RATE

@@ -15,10 +15,10 @@ import sqlite3
 import numpy as np
 import pytest
 
-from agent.bench.agentproc import free_port
-from agent.bench.samples import spoken
-from agent.bench.scoring import wer
-from agent.bench.wire import scenario, sipp
+from bench.agentproc import free_port
+from bench.samples import spoken
+from bench.scoring import wer
+from bench.wire import scenario, sipp
 from agent.cli import main as cli
 from agent.simulate import simulate
 from agent.turn.runner import TurnRunner

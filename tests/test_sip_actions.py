@@ -23,8 +23,8 @@ import pytest
 import soundfile as sf
 from sipp.harness import start_agent
 
-from agent.bench.agentproc import free_port
-from agent.bench.wire import (
+from bench.agentproc import free_port
+from bench.wire import (
     Capture,
     keys_xml,
     levels,

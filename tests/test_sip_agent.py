@@ -17,8 +17,8 @@ import pytest
 from sipp import malformed
 from sipp.harness import ROOT
 
-from agent.bench.agentproc import free_port
-from agent.bench.wire import scenario
+from bench.agentproc import free_port
+from bench.wire import scenario
 from agent.sip.audiolink import AudioLink
 from agent.sip.events import IncomingCall, MediaActive, RegistrationChanged
 from agent.sip.useragent import SipAgent

@@ -15,8 +15,8 @@ import sys
 import pytest
 from sipp.harness import ROOT
 
-from agent.bench.agentproc import free_port
-from agent.bench.wire import Capture, levels, scenario, split_calls
+from bench.agentproc import free_port
+from bench.wire import Capture, levels, scenario, split_calls
 from agent.sip.useragent import RTP_PORT_RANGE
 from models.audio import PHONE_RATE, speech_runs
 

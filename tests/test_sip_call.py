@@ -18,10 +18,10 @@ import pytest
 import soundfile as sf
 from sipp.harness import ROOT, start_agent
 
-from agent.bench.agentproc import free_port
-from agent.bench.samples import QUESTION
-from agent.bench.scoring import wer
-from agent.bench.wire import (
+from bench.agentproc import free_port
+from bench.samples import QUESTION
+from bench.scoring import wer
+from bench.wire import (
     Capture,
     levels,
     scenario,
@@ -259,7 +259,7 @@ def test_a_three_question_call_is_read_turn_by_turn(agent, tmp_path):
     # 7: on 2 cores shared with other jobs these models took 5-6 s to a reply, and one that
     # starts after the next question ends is read as that one's. After the barge-in test, which
     # counts the module's barge-ins: a slow reply here may be talked over.
-    from agent.bench.call_turns import (
+    from bench.call_turns import (
         conversation_audio,
         log_turns,
         match_log_turns,

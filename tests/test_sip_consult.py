@@ -30,8 +30,8 @@ import numpy as np
 import pytest
 from sipp.harness import start_agent
 
-from agent.bench.agentproc import free_port
-from agent.bench.wire import DTMF_PCAPS, Capture, scenario, sipp_argv, spoken_ulaw
+from bench.agentproc import free_port
+from bench.wire import DTMF_PCAPS, Capture, scenario, sipp_argv, spoken_ulaw
 from models.audio import ASR_RATE, PHONE_RATE, resample, speech_runs, ulaw_decode, ulaw_encode
 from tests.waiting import wait_until
 

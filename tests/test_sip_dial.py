@@ -13,9 +13,9 @@ import sys
 import pytest
 from sipp.harness import ROOT
 
-from agent.bench.agentproc import free_port
-from agent.bench.samples import QUESTION
-from agent.bench.wire import Capture, levels, scenario, split_calls, spoken_ulaw
+from bench.agentproc import free_port
+from bench.samples import QUESTION
+from bench.wire import Capture, levels, scenario, split_calls, spoken_ulaw
 from agent.sip.useragent import RTP_PORT_RANGE
 from models.audio import speech_runs
 

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from sipp.harness import start_agent
 
-from agent.bench.agentproc import free_port
-from agent.bench.wire import Capture, scenario, sipp, split_calls, spoken_ulaw
+from bench.agentproc import free_port
+from bench.wire import Capture, scenario, sipp, split_calls, spoken_ulaw
 from db.stages import STAGES, column
 from dialplan.options import ASROptions
 from models.audio import PHONE_RATE, line_to_asr, pcm16_to_float, ulaw_decode

@@ -21,8 +21,8 @@ import pytest
 import soundfile as sf
 from sipp.harness import start_agent
 
-from agent.bench.agentproc import free_port
-from agent.bench.wire import Capture, levels, scenario, sipp_argv, split_calls, spoken_ulaw
+from bench.agentproc import free_port
+from bench.wire import Capture, levels, scenario, sipp_argv, split_calls, spoken_ulaw
 from dialplan.options import ASROptions
 from models.audio import PHONE_RATE, StreamResampler, speech_runs
 from models.registry import ModelCache

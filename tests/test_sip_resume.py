@@ -25,9 +25,9 @@ import soxr
 from llm_server import MODEL, FakeServer
 from sipp.harness import start_agent
 
-from agent.bench.agentproc import free_port
-from agent.bench.scoring import normalize
-from agent.bench.wire import Capture, scenario, sipp, split_calls
+from bench.agentproc import free_port
+from bench.scoring import normalize
+from bench.wire import Capture, scenario, sipp, split_calls
 from dialplan.options import ASROptions
 from models.audio import PHONE_RATE, float_to_pcm16, pcm16_to_float, ulaw_decode
 from tests.waiting import wait_until

@@ -26,8 +26,8 @@ from pathlib import Path
 import pytest
 from sipp.harness import start_agent
 
-from agent.bench.agentproc import free_port
-from agent.bench.wire import Capture, levels, read_pcap, scenario
+from bench.agentproc import free_port
+from bench.wire import Capture, levels, read_pcap, scenario
 from agent.sip.audiolink import AudioLink
 from agent.sip.events import (
     CallDisconnected,

@@ -24,8 +24,8 @@ import pytest
 from sipp.harness import ROOT, parse_fields, start_agent
 from test_sip_campaign import start_callee
 
-from agent.bench.agentproc import free_port
-from agent.bench.wire import scenario, sipp, sipp_argv
+from bench.agentproc import free_port
+from bench.wire import scenario, sipp, sipp_argv
 from models.audio import PHONE_RATE
 from tests.waiting import wait_until
 

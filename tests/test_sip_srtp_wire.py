@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from sipp.harness import ROOT
 
-from agent.bench.agentproc import free_block, free_port
-from agent.bench.wire import Capture, RtpPacket
+from bench.agentproc import free_block, free_port
+from bench.wire import Capture, RtpPacket
 from agent.sip.caller import call
 from dialplan.sip import SIPOptions, TLSOptions
 

@@ -16,8 +16,8 @@ import time
 import pytest
 from sipp.harness import ROOT
 
-from agent.bench.agentproc import free_port
-from agent.bench.wire import scenario, sipp
+from bench.agentproc import free_port
+from bench.wire import scenario, sipp
 from agent.sip.caller import call
 from dialplan.sip import SIPOptions, TLSOptions
 

@@ -15,9 +15,9 @@ import time
 
 import pytest
 
-from agent.bench.agentproc import free_port
-from agent.bench.samples import QUESTION
-from agent.bench.wire import scenario, sipp, spoken_ulaw
+from bench.agentproc import free_port
+from bench.samples import QUESTION
+from bench.wire import scenario, sipp, spoken_ulaw
 from tests.sipp.harness import start_agent
 from tests.waiting import wait_until
 

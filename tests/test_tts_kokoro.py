@@ -13,7 +13,7 @@ import tarfile
 import numpy as np
 import pytest
 
-from agent.bench.scoring import wer
+from bench.scoring import wer
 from dialplan import parse_config
 from dialplan.options import TTSOptions
 from models.asr.base import ASR

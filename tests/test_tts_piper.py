@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from agent.bench.scoring import wer
-from agent.bench.tts import first_clause, line_audio, measure, voice_options
+from bench.scoring import wer
+from bench.tts import first_clause, line_audio, measure, voice_options
 from dialplan import parse_config
 from dialplan.options import TTSOptions
 from models import catalog

@@ -16,7 +16,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from agent.bench.samples import spoken
+from bench.samples import spoken
 from agent.call.jobs import CallJobs
 from agent.call.worker import TurnWorker
 from agent.simulate import simulate

@@ -13,25 +13,25 @@ import importlib
 from agent.cli import options as cliopts
 
 BENCHES = {
-    "pipeline": ("agent.bench.pipeline", "speech loop on 5 fixed utterances, p50/p95 per stage"),
-    "asr": ("agent.bench.asr", "ASR backends: load time, latency, RTF, optimization speedups"),
-    "wer": ("agent.bench.wer", "ASR word error rate on 8 kHz phone audio per model and voice"),
-    "llm": ("agent.bench.llm", "GGUF models or quantizations: prompt and decode speed, agreement "
+    "pipeline": ("bench.pipeline", "speech loop on 5 fixed utterances, p50/p95 per stage"),
+    "asr": ("bench.asr", "ASR backends: load time, latency, RTF, optimization speedups"),
+    "wer": ("bench.wer", "ASR word error rate on 8 kHz phone audio per model and voice"),
+    "llm": ("bench.llm", "GGUF models or quantizations: prompt and decode speed, agreement "
                                "with the first (KL divergence, same top token)"),
-    "tts": ("agent.bench.tts", "TTS voices: time to first audio, RTF, round-trip WER on the line"),
-    "tools": ("agent.bench.tools", "tool-call accuracy on spoken requests through the line: "
+    "tts": ("bench.tts", "TTS voices: time to first audio, RTF, round-trip WER on the line"),
+    "tools": ("bench.tools", "tool-call accuracy on spoken requests through the line: "
                                    "right tool and target, false claims, added latency"),
-    "answers": ("agent.bench.answers", "right answers to spoken questions in many voices: facts, "
+    "answers": ("bench.answers", "right answers to spoken questions in many voices: facts, "
                                        "\"I don't know\" instead of invented ones, WER, latency"),
-    "call": ("agent.bench.call", "voice-to-voice on the wire with sipp, 1 and 4 calls"),
-    "flood": ("agent.bench.flood", "voice-to-voice of allowed callers while one source floods "
+    "call": ("bench.call", "voice-to-voice on the wire with sipp, 1 and 4 calls"),
+    "flood": ("bench.flood", "voice-to-voice of allowed callers while one source floods "
                                    "INVITEs, beside the quiet figure"),
-    "amd": ("agent.bench.amd", "answering-machine detection on spoken greetings through the "
+    "amd": ("bench.amd", "answering-machine detection on spoken greetings through the "
                                "line: machines found, people hung up on, decision time"),
-    "summary": ("agent.bench.summary", "post-call notes on 16 scripted calls: each field "
+    "summary": ("bench.summary", "post-call notes on 16 scripted calls: each field "
                                        "right, summary checks, time per summary, no-grammar "
                                        "baseline"),
-    "soak": ("agent.bench.soak", "N unruly sipp calls against a supervised serve: crashes, "
+    "soak": ("bench.soak", "N unruly sipp calls against a supervised serve: crashes, "
                                  "open records, RSS"),
 }
 
