@@ -26,7 +26,8 @@ import numpy as np
 from models.audio import PHONE_RATE, alaw_decode, rms, speech_runs, ulaw_decode
 
 SCENARIOS = Path(__file__).resolve().parent / "sipp"
-ROUTED = Path(__file__).resolve().parents[1] / "cluster" / "sipp" / "uac_stream_routed.xml"
+ROUTED = (Path(__file__).resolve().parents[1] / "agent" / "cluster" / "sipp"
+          / "uac_stream_routed.xml")
 """The caller through a proxy: ACK and BYE follow the 200 OK's Record-Route (kamailio)."""
 
 
