@@ -35,6 +35,9 @@ class ReadyProfiles:
         self.out_rate = out_rate
         self._runners: dict[str, TurnRunner] = {}
         self._warm: set[str] = set()
+        self._warm_models: set[int] = set()
+        """The models (by id) whose first pass is paid: a later profile sharing one primes only
+        its prompt on it."""
 
     def runner(self, profile: Profile) -> TurnRunner:
         """The profile's shared runner (models and phrase cache), created on first use."""
@@ -52,7 +55,7 @@ class ReadyProfiles:
             t0 = time.monotonic()
             runner = self.runner(p)
             runner.prepare_phrases()
-            runner.warm_up()
+            runner.warm_up(self._warm_models)
             self._warm.add(p.name)
             log.event("profile-loaded", profile=p.name, asr=p.asr.model, llm=p.llm.model,
                       tts=p.tts.voice, load_s=round(time.monotonic() - t0, 2))

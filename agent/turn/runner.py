@@ -140,25 +140,36 @@ class TurnRunner:
         with priority(Priority.PLAYOUT):
             self.stages.llm.prime(self.main_prompt)
 
-    def warm_up(self) -> None:
+    def warm_up(self, warmed: set[int] | None = None) -> None:
         """Run every stage once, so the first calls do not pay their first pass.
 
         A fresh process's first ASR pass is the slowest (bench asr). The LLM primes this
         profile's prompt in every context it has (see the backend's ``prime``): four first
-        callers all start warm.
+        callers all start warm. ``warmed``: the ids of models another profile already warmed
+        (profiles share a model when they name the same one): their first pass is paid, so
+        only this profile's prompt is primed on them; the ones warmed here are added.
         """
+        warmed = set() if warmed is None else warmed
+
+        def first(model: object) -> bool:
+            new = id(model) not in warmed
+            warmed.add(id(model))
+            return new
+
         with priority(Priority.BACKGROUND):
             # In the scheduler's workers, where the calls' LLM work runs: on the main thread,
             # the warm-up's decoding left every later call's decoding slower (bench call, one
             # call). Not explained; the main thread keeps its OpenMP team.
             self.stages.llm.scheduler.submit(self.prime, stage="llm").result()
-            self.stages.asr.warm_up()
-            if self.stages.eot is not None:
+            if first(self.stages.asr):
+                self.stages.asr.warm_up()
+            if self.stages.eot is not None and first(self.stages.eot):
                 self.stages.eot.score(np.zeros(ASR_RATE, np.float32))
             # A long chunk: the TTS runtime's memory arena grows to the largest chunk it has
             # seen and keeps it, so it grows here, once, not over the first calls (without
             # this, Piper's RSS grew over its first replies: bench soak).
-            self.stages.tts.warm_up(WARM_UP_SPEECH)
+            if first(self.stages.tts):
+                self.stages.tts.warm_up(WARM_UP_SPEECH)
 
     def prepare_phrases(self) -> Callable[[str], np.ndarray]:
         """Synthesise the profile's fixed phrases now; returns :meth:`speak` for a session.
