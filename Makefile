@@ -14,6 +14,9 @@ TEST_APT_PACKAGES := sip-tester tshark espeak-ng sox libsndfile1 postgresql chro
 # -march=native is avoided on purpose: on this CPU its AMX int8 kernels segfault in
 # ggml_backend_amx_mul_mat, and a native wheel would not be portable anyway. AVX2+FMA is.
 # LLAVA_BUILD=OFF: the agent loads no image or audio projector (mtmd), a fifth of the build.
+# Nor is llama.cpp's common library built: only mtmd links it, yet llama-cpp-python forces it on
+# (LLAMA_BUILD_COMMON ... FORCE in its CMakeLists.txt), so the source is taken from PyPI and that
+# line turned off: 55 of the build's 140 compiler steps, its heaviest C++ (chat templates, JSON).
 WHEELHOUSE ?= $(HOME)/.cache/callagent/wheels
 LLAMA_VERSION := 0.3.36
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
@@ -63,13 +66,19 @@ $(VENV)/.base: $(VENV)/.venv pyproject.toml
 	@$(call timed,Python packages,$(PIP) install -q -r $@.txt && $(PIP) install -q --no-deps -e .)
 	@touch $@
 
+LLAMA_SRC := $(WHEELHOUSE).src/llama_cpp_python-$(LLAMA_VERSION)
 $(LLAMA_STAMP): | $(VENV)/.venv
 	@ls $(WHEELHOUSE)/llama_cpp_python-$(LLAMA_VERSION)-*.whl >/dev/null 2>&1 || { \
-	  rm -rf $(WHEELHOUSE).tmp; mkdir -p $(WHEELHOUSE); $(call timed,llama-cpp-python \
-	  $(LLAMA_VERSION) built for AVX2 (minutes; log: $(WHEELHOUSE)/build.log),CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" \
-	  $(PIP) wheel -v --no-deps --no-cache-dir llama-cpp-python==$(LLAMA_VERSION) \
-	  -w $(WHEELHOUSE).tmp 2>&1 | $(LLAMA_PROGRESS)) \
-	  && mv $(WHEELHOUSE).tmp/llama_cpp_python-*.whl $(WHEELHOUSE)/; }
+	  rm -rf $(WHEELHOUSE).tmp $(WHEELHOUSE).src; mkdir -p $(WHEELHOUSE) $(WHEELHOUSE).src \
+	  && $(PIP) download -q --no-deps --no-binary :all: llama-cpp-python==$(LLAMA_VERSION) \
+	     -d $(WHEELHOUSE).src \
+	  && tar xzf $(LLAMA_SRC).tar.gz -C $(WHEELHOUSE).src \
+	  && sed -i 's/set(LLAMA_BUILD_COMMON ON CACHE/set(LLAMA_BUILD_COMMON OFF CACHE/' \
+	     $(LLAMA_SRC)/CMakeLists.txt \
+	  && $(call timed,llama-cpp-python $(LLAMA_VERSION) built for AVX2 (minutes; log: \
+	  $(WHEELHOUSE)/build.log),CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) wheel -v --no-deps \
+	  --no-cache-dir $(LLAMA_SRC) -w $(WHEELHOUSE).tmp 2>&1 | $(LLAMA_PROGRESS)) \
+	  && mv $(WHEELHOUSE).tmp/llama_cpp_python-*.whl $(WHEELHOUSE)/ && rm -rf $(WHEELHOUSE).src; }
 	@touch $@
 
 $(VENV)/.deps: $(VENV)/.base $(LLAMA_STAMP) $(VENV)/.fetched
