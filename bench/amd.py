@@ -18,10 +18,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bench.answers_run import say
-from bench.header import markdown_header, markdown_table
 from agent.call.amd import Detector
 from agent.turn.runner import StageCache
+from bench.answers_run import say
+from bench.header import markdown_header, markdown_table
 from dialplan import Config
 from models import catalog
 from models.audio import PHONE_RATE, through_phone_line

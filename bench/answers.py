@@ -19,6 +19,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from agent.turn.runner import StageCache
 from bench.answers_run import DEFAULT_GROUPS, GROUPS, Persona, measure
 from bench.conversations import (
     FRESH,
@@ -31,7 +32,6 @@ from bench.conversations import (
     load,
 )
 from bench.header import progress_printer
-from agent.turn.runner import StageCache
 from dialplan import Config
 from dialplan.plan import under_load
 from dialplan.profile import Profile

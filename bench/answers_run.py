@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from agent.turn.runner import StageCache, TurnRunner
+from agent.turn.tools import target_of
 from bench.clips import kept_clip
 from bench.conversations import HIDDEN, Call, Conversations
 from bench.judge import Leaks, judge, spliced
@@ -27,8 +29,6 @@ from bench.samples import spoken
 from bench.scoring import known_numbers, normalize, wer
 from bench.tools import answer, llm_label
 from bench.wer.line import CONDITIONS, REFERENCE, apply, seed_for
-from agent.turn.runner import StageCache, TurnRunner
-from agent.turn.tools import target_of
 from dialplan.options import TTSOptions
 from dialplan.profile import Profile
 from models.asr.base import Transcript

@@ -49,6 +49,7 @@ from pathlib import Path
 
 import numpy as np
 
+from agent.supervisor import terminate
 from bench.agentproc import (
     bench_config,
     caller_media,
@@ -83,7 +84,6 @@ from bench.wire import (
     split_calls,
     spoken_ulaw,
 )
-from agent.supervisor import terminate
 from db.stats import percentile
 from dialplan.options import LLMOptions
 
@@ -357,9 +357,9 @@ def _serial_baseline(config: Path) -> float:
     The same models and voices, loaded in this process once the agent has stopped (same
     machine, same run); each question once, after a warm-up on another.
     """
+    from agent.turn.runner import StageCache
     from bench.baseline import serial_turn
     from bench.samples import spoken
-    from agent.turn.runner import StageCache
     from dialplan import load_config
 
     profile = load_config(config).profiles["fast"]

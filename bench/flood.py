@@ -36,6 +36,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agent.supervisor import terminate
 from bench.agentproc import (
     bench_config,
     caller_media,
@@ -56,7 +57,6 @@ from bench.wire import (
     split_calls,
     spoken_ulaw,
 )
-from agent.supervisor import terminate
 from db.stats import percentile
 from dialplan.options import LLMOptions
 

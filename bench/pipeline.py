@@ -22,14 +22,14 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from bench import scoring
-from bench.baseline import serial_turn
-from bench.header import markdown_header
-from bench.samples import PAUSED, QUESTIONS, spoken, spoken_with_pause
 from agent.simulate import SimulatedCall, simulate
 from agent.turn.load import LoadPolicy
 from agent.turn.profiles import ReadyProfiles
 from agent.turn.runner import StageCache
+from bench import scoring
+from bench.baseline import serial_turn
+from bench.header import markdown_header
+from bench.samples import PAUSED, QUESTIONS, spoken, spoken_with_pause
 from db.records import TurnRecord
 from db.stats import percentile
 from dialplan import Config, Dialplan

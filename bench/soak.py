@@ -35,6 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from agent.supervisor import terminate
 from bench.agentproc import (
     bench_config,
     caller_media,
@@ -57,7 +58,6 @@ from bench.soak_callers import (
     send_unauthorised,
 )
 from bench.wire import Capture, each_call, gaps_ms, split_calls
-from agent.supervisor import terminate
 from db.stats import percentile
 
 # ---- the worker's memory ------------------------------------------------------------------------

@@ -26,9 +26,9 @@ import statistics
 
 from rich.console import Console
 
+from agent.summary.job import Outcome, make_notes
 from bench.header import markdown_header, markdown_table, progress_printer
 from bench.summary_calls import CALLS, EXTRACT, HELD_OUT, ScriptedCall
-from agent.summary.job import Outcome, make_notes
 from dialplan import Config
 from dialplan.profile import Profile
 from models.llm.base import Message

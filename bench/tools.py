@@ -28,6 +28,11 @@ from pathlib import Path
 import numpy as np
 from rich.console import Console
 
+from agent.call.jobs import CallJobs
+from agent.turn.reply import Reply
+from agent.turn.runner import StageCache, TurnRunner
+from agent.turn.timeline import TurnTimeline
+from agent.turn.tools import target_of
 from bench.clips import kept_clip
 from bench.header import markdown_header, progress_printer
 from bench.samples import spoken
@@ -43,11 +48,6 @@ from bench.tools_report import (
     summary_table,
 )
 from bench.wer.line import CONDITIONS, REFERENCE, apply, seed_for
-from agent.call.jobs import CallJobs
-from agent.turn.reply import Reply
-from agent.turn.runner import StageCache, TurnRunner
-from agent.turn.timeline import TurnTimeline
-from agent.turn.tools import target_of
 from dialplan import Config, parse_config
 from dialplan.options import TTSOptions
 from dialplan.plan import under_load

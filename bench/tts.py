@@ -19,9 +19,9 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from agent.turn.textsplit import ClauseSplitter
 from bench.header import markdown_header, rich_to_markdown
 from bench.scoring import wer
-from agent.turn.textsplit import ClauseSplitter
 from dialplan.options import ASROptions, TTSOptions
 from models.audio import ASR_RATE, PHONE_RATE, pcm16_to_float, resample, through_phone_line
 from models.registry import ModelCache

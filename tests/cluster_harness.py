@@ -19,10 +19,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from sipp.harness import parse_fields
 from sqlalchemy import text
 
+from agent.cluster import aggregate
 from bench import agentproc
 from bench.agentproc import free_block, free_port
 from bench.wire import ROUTED, scenario, sipp_argv
-from agent.cluster import aggregate
 from db.migrate import make_engine
 
 TOOLS = ("sipp", "tshark", "espeak-ng", "sox")

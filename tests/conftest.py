@@ -10,8 +10,8 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from bench.samples import QUESTION, spoken  # noqa: E402
 from agent.turn.runner import StageCache  # noqa: E402
+from bench.samples import QUESTION, spoken  # noqa: E402
 from dialplan import parse_config  # noqa: E402
 from tests.marks import (  # noqa: E402, F401 (hooks: what a test starts, checked)
     pytest_collection_modifyitems,

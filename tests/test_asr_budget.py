@@ -12,9 +12,9 @@ import time
 
 import pytest
 
+from agent.turn.doubt import doubtful, looped
 from bench.samples import spoken
 from bench.wer.questions import NAMES, QUESTIONS
-from agent.turn.doubt import doubtful, looped
 from dialplan.options import ASROptions
 from models.asr.base import Transcript
 from models.asr.faster_whisper import max_tokens

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.turn.runner import TurnRunner
 from bench.answers import personas_for
 from bench.answers_report import report, wilson
 from bench.answers_run import GROUPS, ModelRun, Persona, Turn, measure, plan
@@ -27,7 +28,6 @@ from bench.conversations import (
 from bench.conversations import Turn as Spec
 from bench.judge import Leaks, invented_action, judge, spliced
 from bench.scoring import invented_numbers, known_numbers, stated_numbers
-from agent.turn.runner import TurnRunner
 from dialplan import parse_config
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -15,8 +15,8 @@ import shutil
 
 import pytest
 
-from bench.soak_callers import plan_calls
 from agent.cli import main as cli
+from bench.soak_callers import plan_calls
 
 SEED = 18
 """Its first calls bring 3 + 3 unauthorised INVITEs (asserted below, before the soak)."""

@@ -37,13 +37,13 @@ from db_fixtures import call_started, pg_clean_url_fixture, pg_cluster_fixture, 
 from sipp.harness import ROOT
 from sqlalchemy import text
 
+from agent.cluster import kamailio
+from agent.cluster.cluster import plan
+from agent.cluster.probe import options_ping
 from bench import call as bench_call
 from bench.agentproc import bench_config, free_port
 from bench.samples import QUESTION
 from bench.wire import Capture, scenario, sipp, sipp_refusals, split_calls, spoken_ulaw
-from agent.cluster import kamailio
-from agent.cluster.cluster import plan
-from agent.cluster.probe import options_ping
 from db.migrate import make_engine, upgrade
 from db.placement import call_places, close_lost_calls_of, place_groups, this_host
 from db.reports import load_turns

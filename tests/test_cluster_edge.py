@@ -26,12 +26,12 @@ from pathlib import Path
 import pytest
 from cluster_harness import needs_kamailio, real_cluster, start_cluster
 
-from bench.agentproc import free_port
-from bench.wire import scenario, sipp_argv, sipp_refusals
 from agent.cli import serve
 from agent.cli.main import build_parser
 from agent.cluster import edge, kamailio
 from agent.cluster.cluster import edge_address, plan
+from bench.agentproc import free_port
+from bench.wire import scenario, sipp_argv, sipp_refusals
 from dialplan import ConfigError
 from dialplan.sip import SIPAuthOptions, SIPOptions
 from tests.waiting import wait_until

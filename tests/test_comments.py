@@ -5,9 +5,9 @@ morning") or by the CPU it ran on ("on the Xeon") goes stale the day it is writt
 figures it stood for are in BENCHMARKS.md, under the header line of the run that made them
 (:mod:`bench.header`). Code says which benchmark shows a choice, e.g. "(bench call, 4 at
 once)". Every runtime module (``agent/``, ``models/``, ``db/`` but its Alembic revisions,
-``dialplan/``, ``bench/``) is read, never imported: comments come from :mod:`tokenize`, docstrings (and
-attribute docstrings, any bare string statement) from :mod:`ast`. The failure lists each
-offender as ``file:line: text``.
+``dialplan/``, ``bench/``) is read, never imported: comments come from :mod:`tokenize`,
+docstrings (and attribute docstrings, any bare string statement) from :mod:`ast`. The failure
+lists each offender as ``file:line: text``.
 """
 
 from __future__ import annotations

@@ -21,7 +21,6 @@ import httpx
 import numpy as np
 import pytest
 
-from bench.agentproc import free_block
 from agent.call.live import TurnFeed
 from agent.call.turn import Turn
 from agent.cluster.cluster import WorkerSpec
@@ -32,6 +31,7 @@ from agent.console.hub import Hub
 from agent.console.server import start_console
 from agent.turn.result import TurnResult
 from agent.turn.timeline import TurnTimeline
+from bench.agentproc import free_block
 from db.records import CallEnded, CallStarted, EventRecord, ToolCallRecord, TurnRecord
 from dialplan import ConfigError
 from dialplan.config import console_token, parse_config

@@ -137,8 +137,10 @@ def test_agent_layers_import_only_downward():
 
 
 def test_only_the_bench_command_imports_the_benchmarks():
-    """``bench/`` sits beside the agent, above it: only ``callagent bench`` loads a bench (by
-    name, :mod:`agent.cli.bench`), so no agent module names one."""
+    """``bench/`` sits beside the agent, above it: no agent module names a bench.
+
+    Only ``callagent bench`` loads one, by name (:mod:`agent.cli.bench`).
+    """
     offenders = [f"{p.relative_to(ROOT)} imports {m}" for p in project_files(("agent",))
                  for m in _project_imports(p) if m.split(".")[0] == "bench"]
     assert offenders == []

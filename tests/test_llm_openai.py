@@ -17,9 +17,9 @@ from http.server import BaseHTTPRequestHandler
 import numpy as np
 import pytest
 
-from bench.samples import spoken
 from agent.cli import main as cli
 from agent.simulate import simulate
+from bench.samples import spoken
 from db.records import EventRecord, TurnRecord
 from db.writer import CallLogWriter
 from dialplan import ConfigError, parse_config

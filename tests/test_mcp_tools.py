@@ -23,11 +23,11 @@ from fakes import FakeTTS, fake_stages
 from replies import answer
 from test_tools import ScriptedLLM
 
-from bench.agentproc import free_port
 from agent.turn.http_tool import ToolFailed
 from agent.turn.mcp_tool import McpHub, McpTool, lean_schema
 from agent.turn.runner import TurnRunner
 from agent.turn.tools import ANSWER_OR_LOOK_UP, tool_response
+from bench.agentproc import free_port
 from dialplan.config import ConfigError, parse_config
 from dialplan.profile import McpServer
 from models.llm.base import Message

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
+from agent.simulate import simulate
 from bench.samples import QUESTION
 from bench.scoring import wer
-from agent.simulate import simulate
 from models.audio import ASR_RATE, PHONE_RATE, pcm16_to_float, resample
 from models.llm.base import Message
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bench.samples import spoken
 from agent.simulate import simulate
+from bench.samples import spoken
 from db.records import EventRecord
 from dialplan import parse_config
 

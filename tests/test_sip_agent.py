@@ -17,11 +17,11 @@ import pytest
 from sipp import malformed
 from sipp.harness import ROOT
 
-from bench.agentproc import free_port
-from bench.wire import scenario
 from agent.sip.audiolink import AudioLink
 from agent.sip.events import IncomingCall, MediaActive, RegistrationChanged
 from agent.sip.useragent import SipAgent
+from bench.agentproc import free_port
+from bench.wire import scenario
 from dialplan.sip import RegistrarOptions, SIPOptions
 
 pytestmark = [pytest.mark.sip, pytest.mark.needs("sipp")]

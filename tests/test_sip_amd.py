@@ -15,9 +15,9 @@ import sys
 import pytest
 from sipp.harness import ROOT
 
+from agent.sip.useragent import RTP_PORT_RANGE
 from bench.agentproc import free_port
 from bench.wire import Capture, levels, scenario, split_calls
-from agent.sip.useragent import RTP_PORT_RANGE
 from models.audio import PHONE_RATE, speech_runs
 
 pytestmark = [pytest.mark.sip, pytest.mark.model, pytest.mark.tool]

@@ -13,10 +13,10 @@ import sys
 import pytest
 from sipp.harness import ROOT
 
+from agent.sip.useragent import RTP_PORT_RANGE
 from bench.agentproc import free_port
 from bench.samples import QUESTION
 from bench.wire import Capture, levels, scenario, split_calls, spoken_ulaw
-from agent.sip.useragent import RTP_PORT_RANGE
 from models.audio import speech_runs
 
 pytestmark = [pytest.mark.sip, pytest.mark.model, pytest.mark.tool]

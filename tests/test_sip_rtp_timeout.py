@@ -26,8 +26,6 @@ from pathlib import Path
 import pytest
 from sipp.harness import start_agent
 
-from bench.agentproc import free_port
-from bench.wire import Capture, levels, read_pcap, scenario
 from agent.sip.audiolink import AudioLink
 from agent.sip.events import (
     CallDisconnected,
@@ -37,6 +35,8 @@ from agent.sip.events import (
     RtpTimeout,
 )
 from agent.sip.useragent import RTP_PORT_RANGE, SipAgent
+from bench.agentproc import free_port
+from bench.wire import Capture, levels, read_pcap, scenario
 from dialplan.sip import SIPOptions
 from models.audio import speech_runs
 from tests.waiting import wait_until

@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 from sipp.harness import ROOT
 
+from agent.sip.caller import call
 from bench.agentproc import free_block, free_port
 from bench.wire import Capture, RtpPacket
-from agent.sip.caller import call
 from dialplan.sip import SIPOptions, TLSOptions
 
 pytestmark = [pytest.mark.sip, pytest.mark.tool,

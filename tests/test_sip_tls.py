@@ -16,9 +16,9 @@ import time
 import pytest
 from sipp.harness import ROOT
 
+from agent.sip.caller import call
 from bench.agentproc import free_port
 from bench.wire import scenario, sipp
-from agent.sip.caller import call
 from dialplan.sip import SIPOptions, TLSOptions
 
 pytestmark = [pytest.mark.sip, pytest.mark.tool, pytest.mark.needs("sipp", "openssl",

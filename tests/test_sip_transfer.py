@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from bench.agentproc import free_port
-from bench.wire import Capture, scenario, sipp_argv
 from agent.sip.events import SipError, TransferStatus
 from agent.sip.useragent import RTP_PORT_RANGE, SipAgent
+from bench.agentproc import free_port
+from bench.wire import Capture, scenario, sipp_argv
 from dialplan.sip import SIPOptions
 
 pytestmark = pytest.mark.sip

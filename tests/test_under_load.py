@@ -16,13 +16,13 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from bench.samples import spoken
 from agent.call.jobs import CallJobs
 from agent.call.worker import TurnWorker
 from agent.simulate import simulate
 from agent.turn.backlog import Backlog
 from agent.turn.load import LoadPolicy
 from agent.turn.runner import TurnRunner
+from bench.samples import spoken
 from db.records import EventRecord
 from dialplan import Dialplan, parse_config
 from dialplan.config import ConfigError

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from bench.agentproc import free_port, start_serve
 from agent.sip.useragent import RTP_PORT_RANGE
+from bench.agentproc import free_port, start_serve
 
 ROOT = Path(__file__).resolve().parents[2]
 
