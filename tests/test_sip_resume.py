@@ -11,7 +11,8 @@ the reply, then silence:
   pauses, then goes on from the start of the sentence it cut; the call log has a "resumed"
   event and no barge-in, and the agent's audio on the wire (transcribed here) says the
   reply's text to its end, the cut sentence again after the cough;
-- "Wait, wait.": the barge-in stands, as before (the reply stops, the words are a turn).
+- "Wait, wait, please stop.": the barge-in stands, as before (the reply stops, the words are a
+  turn).
 """
 
 from __future__ import annotations
@@ -168,7 +169,10 @@ def test_a_cough_over_the_reply_resumes_it_from_the_sentence_it_cut(agent, asr, 
 
 @needs_tools
 def test_a_word_over_the_reply_still_interrupts_it(agent, tmp_path):
-    call_id, call, wait_at = run_call(agent, tmp_path, espeak("Wait, wait.", tmp_path / "w.wav"))
+    # Words enough that tiny.en hears some over the reply ("Wait, wait." alone was heard as no
+    # words in one full-suite run, and resumed like a cough).
+    words = espeak("Wait, wait, please stop.", tmp_path / "w.wav")
+    call_id, call, wait_at = run_call(agent, tmp_path, words)
     assert wait_until(lambda: events(agent, call_id, "barge-in"))
     assert not events(agent, call_id, "resumed")
     assert wait_until(lambda: len(agent.query(
