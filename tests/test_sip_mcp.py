@@ -41,8 +41,7 @@ SPOKEN_OPENS = re.compile(r"7[:.]45|seven forty.five|quarter to (?:eight|8)", re
 HOLD_S = 40
 """How long the caller stays on after asking: two LLM rounds and the MCP call, on a busy box."""
 ASR_PROMPT = "A caller phones the city's visitor information line about the museum."
-"""tiny.en with it hears espeak's question (base hears "the new Liam"). Asked for a time: to
-"Is the museum open on Sunday?" the 1.5B answered "The museum opens on Sunday." with no tool. Without "museum" in it,
+"""tiny.en with it hears espeak's question (base hears "the new Liam"). Without "museum" in it,
 tiny.en heard "It's a new year open on Sunday." in one full-suite run: no word for the model to
 call the museum's tool on."""
 
@@ -56,8 +55,8 @@ timeout_s = 8.0
 [profiles.visitors]
 greeting = "Hello, visitor information."
 system_prompt = """You are the phone assistant of the city's visitor information line. Answer \\
-in one or two short spoken sentences, without lists or symbols. The museum's hours are the \\
-museum_hours tool's to tell. Never make up prices, times or amounts: say you don't know."""
+in one or two short spoken sentences, without lists or symbols. Never make up prices, times or \\
+amounts: say you don't know."""
 tools = ["end_call", "city"]
 asr = {{ model = "tiny.en", initial_prompt = "{ASR_PROMPT}" }}
 llm = {{ model = "qwen2.5-1.5b-instruct", max_tokens = 60 }}
