@@ -3,7 +3,7 @@
 ``callagent serve`` (subprocess, real models) with a profile whose tools name the test MCP
 server (``tests/mcp_server.py``, run by the agent over stdio), and ``[telemetry]`` pointed at
 an OTLP/HTTP receiver on 127.0.0.1 (:mod:`tests.otlp_receiver`). One sipp call asks, in
-espeak's voice, whether the museum is open on Sunday: the LLM calls ``museum_hours``, the server
+espeak's voice, when the museum opens on Sunday: the LLM calls ``museum_hours``, the server
 answers (hours no model would guess), and the reply speaks its answer, heard on the wire
 (tshark) and transcribed. The same call's trace reaches the receiver: one call span, a turn
 span under it, a span per stage under that, each as long as the ``turns`` table says.
