@@ -9,9 +9,9 @@ faster depends on the CPU's kernels in llama.cpp:
 
 So a pick name (:data:`PICKS`) stands for the file that reads a question's prompt and decodes a
 first clause sooner here. The first candidate is the file as published; a re-quantized one is a
-second rounding of the same weights and answers worse on some turns (test_sip_mcp: the IQ4_NL
-re-quant called no tool where the Q4_K_M file did), so it is taken only when it is clearly
-faster (:data:`MARGIN`), never on a difference within the timing's noise. Each candidate is
+second rounding of the same weights, so it is taken only when it is clearly faster
+(:data:`MARGIN`), never on a difference within the timing's noise: two files timed within a few
+per cent of each other must not load one or the other by the minute's load. Each candidate is
 timed in turn, three times; the medians decide. The choice is kept in the model cache per CPU
 and llama.cpp version. ``models install`` makes it, else the first load does.
 """
