@@ -48,6 +48,9 @@ class HttpTool:
     """The arguments as a JSON schema (an object with ``properties`` and ``required``)."""
     timeout_s: float = 3.0
     """Seconds to wait for the answer; then the caller hears ``tool_error``."""
+    read_only: bool = False
+    """It only looks something up (it changes nothing): a caller's words that match its
+    description call it without waiting for the model to (:mod:`agent.turn.routing`)."""
 
     def __post_init__(self) -> None:
         if not self.url.startswith(("http://", "https://")):

@@ -15,6 +15,7 @@ import sys
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
 
 OPENS, CLOSES = "7:45", "19:15"
 """The museum's hours: an answer a caller can only get from this server (no model guesses it)."""
@@ -22,7 +23,7 @@ OPENS, CLOSES = "7:45", "19:15"
 server = MCPServer("test-city", log_level="WARNING")
 
 
-@server.tool()
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
 def museum_hours(day: str) -> dict:
     """When the city museum opens and closes on a day of the week."""
     return {"day": day, "opens": OPENS, "closes": CLOSES}

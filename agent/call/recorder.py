@@ -142,8 +142,8 @@ class CallRecorder:
                           barge_in=turn.barge_in, unanswered=why)
         self._log.put(rec)
         for use in result.tools:
-            self.tool(use.name, use.arguments, "llm", use.outcome, use.detail, use.latency_s,
-                      index)
+            self.tool(use.name, use.arguments, use.source, use.outcome, use.detail,
+                      use.latency_s, index)
         if result.tool_error:
             self.event("error", f"turn {index}: tool {result.tool_error}")
         if result.unfounded:

@@ -54,6 +54,9 @@ class McpTool:
     parameters: dict = field(default_factory=lambda: {"type": "object", "properties": {}})
     """Its input schema, without the schema generators' titles (tokens the model need not read)."""
     timeout_s: float = 3.0
+    read_only: bool = False
+    """Its server says it changes nothing (``readOnlyHint``): the caller's words may choose it
+    (:mod:`agent.turn.routing`)."""
 
 
 class McpHub:
@@ -267,7 +270,8 @@ class _Session:
                       level=logging.WARNING)
         return tuple(
             McpTool(self.name, t.name, t.description or t.title or t.name,
-                    lean_schema(t.input_schema), self.server.timeout_s)
+                    lean_schema(t.input_schema), self.server.timeout_s,
+                    bool(t.annotations and t.annotations.read_only_hint))
             for t in listed if not want or t.name in want)
 
 

@@ -16,7 +16,8 @@ before that leaves the history untouched. What the reply is doing is one
 Where the profile offers tools (:mod:`agent.turn.tools`), the stream goes through a
 :class:`~agent.turn.tools.ToolCallScanner` first: a tool call is never spoken; what is done
 with it is :mod:`agent.turn.reply_tools`. Before the model, the caller's words may decide
-(:mod:`agent.turn.intent`: a transfer asked for by name, a wait asked for).
+(:mod:`agent.turn.intent`: a transfer asked for by name, a wait asked for;
+:mod:`agent.turn.routing`: a look-up).
 """
 
 from __future__ import annotations
@@ -165,6 +166,10 @@ class Reply(ToolSteps, Checked, Reported):
             return
         if self.runner.profile.limits.hold_s and asks_to_wait(tr.text):
             self._hold()
+            return
+        looked_up = self.runner.router.route(tr.text) if self.runner.router else None
+        if looked_up is not None:
+            self._look_up(looked_up)
             return
         self._ask(tr.text)
 

@@ -26,6 +26,7 @@ from agent.turn.intent import (
 )
 from agent.turn.reply_state import ReplyState
 from agent.turn.result import ToolUse
+from agent.turn.routing import arguments_shape, opening, parse_arguments
 from agent.turn.tools import (
     CALL_CONTROL,
     ToolCall,
@@ -34,8 +35,8 @@ from agent.turn.tools import (
     as_hermes,
     tool_response,
 )
-from models.llm.base import Message
-from models.priority import JobCancelled, Priority
+from models.llm.base import LLM, Message
+from models.priority import Cancellable, JobCancelled, Priority, cancel_on
 
 MAX_TOOL_ROUNDS = 2
 """Tool answers (or "no such tool" notes) fed back to the model in one turn, at most."""
@@ -63,6 +64,43 @@ class ToolSteps:
             return ToolCall("take_message", {}, raw=as_hermes("take_message", {}),
                             source="caller")
         return None
+
+    def _look_up(self, name: str) -> None:
+        """Call the look-up tool the caller's words chose (:mod:`agent.turn.routing`).
+
+        The model writes only its arguments, on the turn's own prompt (cached: the call's
+        history), the call's opening given and the arguments held to the tool's schema. If
+        they do not come out right the model is asked as usual, and chooses for itself.
+        """
+        words = self.result.transcript
+        params = self.runner.tools.parameters(name)
+        shape = arguments_shape(params)
+        if shape is None and (params.get("properties") or {}):
+            self._ask(words)  # nested or listed arguments: the model writes the whole call
+            return
+        if shape is None:
+            self._routed(name, {})
+            return
+        self._to(ReplyState.ASKING)
+        prompt = self.runner.prompt(self.history, words)
+        self._job("llm", self._timed(fill_arguments), self.runner.stages.llm, prompt, name,
+                  params, self._cancel, stage="llm", priority=self.urgency.llm,
+                  then=partial(self._filled, name))
+
+    def _filled(self, name: str, f: Future) -> None:
+        out = self._outcome(f, self._llm_end)
+        if out is None:
+            return
+        args, _ = out
+        if self.cancelled:
+            self._llm_end()
+        elif args is None:
+            self._ask(self.result.transcript)
+        else:
+            self._routed(name, args)
+
+    def _routed(self, name: str, args: dict) -> None:
+        self._tool(ToolCall(name, args, raw=as_hermes(name, args), source="words"))
 
     def _hold(self) -> None:
         """The caller asked the agent to wait: ``hold_ack`` at once, from the cache, no model.
@@ -186,7 +224,24 @@ class ToolSteps:
         self._ask(self.result.transcript)
 
     def _used(self, call: ToolCall, outcome: str, took: float, detail: str = "") -> None:
-        self.result.tools.append(ToolUse(call.name, call.arguments_json, outcome, took, detail))
+        self.result.tools.append(ToolUse(call.name, call.arguments_json, outcome, took, detail,
+                                         "words" if call.source == "words" else "llm"))
+
+
+def fill_arguments(llm: LLM, prompt: list[Message], name: str, parameters: dict,
+                   cancel: Cancellable) -> dict | None:
+    """A look-up's arguments as the model writes them after ``<tool_call>`` and the name.
+
+    A job of the call: the stream is read to its end here. None where they do not parse.
+    """
+    shape = arguments_shape(parameters)
+    with cancel_on(cancel):
+        stream = llm.complete(prompt, 8 + len(shape.fields) * 24, shape, opening=opening(name))
+    try:
+        text = "".join(stream)
+    finally:
+        stream.close()
+    return parse_arguments(text, parameters)
 
 
 def json_error(problem: str) -> str:

@@ -19,6 +19,9 @@ class ToolUse:
     """ok, invalid, malformed, timeout, http-500, bad-json, unreachable, error."""
     latency_s: float
     detail: str = ""
+    source: str = "llm"
+    """Who chose it: ``llm``, or ``words`` (the caller's words matched a look-up's
+    description: :mod:`agent.turn.routing`)."""
 
 
 @dataclass

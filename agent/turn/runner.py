@@ -17,6 +17,7 @@ from agent.turn.guard import Instructions
 from agent.turn.knowledge import knowledge_of
 from agent.turn.mcp_tool import McpHub
 from agent.turn.result import TurnResult
+from agent.turn.routing import LookupRouter
 from agent.turn.textsplit import speakable
 from agent.turn.timeline import TurnTimeline
 from agent.turn.tools import Toolbox, spoken_name
@@ -24,6 +25,7 @@ from db.records import TurnRecord
 from dialplan.profile import Profile
 from models.asr.base import ASR, Transcript
 from models.audio import ASR_RATE, StreamResampler, float_to_pcm16
+from models.embed.wordllama import embedder
 from models.eot.base import EndOfTurn
 from models.llm.base import LLM, Message
 from models.priority import Priority, priority
@@ -103,6 +105,9 @@ class TurnRunner:
         self._shared = phrases
         self._phrases: dict[str, np.ndarray] = {}
         self.tools = Toolbox(profile, stages.mcp)
+        lookups = self.tools.lookups() if stages.llm.continues else {}
+        self.router = LookupRouter(lookups, embedder().embed) if lookups else None
+        """Picks the look-up tool the caller's words ask for (:mod:`agent.turn.routing`)."""
         self.knowledge = (knowledge_of(profile.facts, f"{profile.system_prompt} {profile.greeting}")
                           if profile.facts else None)
         """The profile's facts: what the prompt holds and what a reply's checks read."""

@@ -101,6 +101,17 @@ class Toolbox:
     def __bool__(self) -> bool:
         return bool(self.names)
 
+    def lookups(self) -> dict[str, str]:
+        """The tools that only look something up, name -> description (chosen by the words)."""
+        found = {n: t.description for n, t in self.mcp.items() if t.read_only}
+        found.update({n: t.description for n, t in self.http.items() if t.read_only})
+        return {n: found[n] for n in self.names if n in found}
+
+    def parameters(self, name: str) -> dict:
+        """An HTTP or MCP tool's arguments' JSON schema."""
+        tool = self.http.get(name) or self.mcp[name]
+        return tool.parameters
+
     def specs(self) -> list[dict]:
         """The tools as OpenAI/Hermes function signatures."""
         return [self._spec(n) for n in self.names]

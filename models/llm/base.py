@@ -138,6 +138,8 @@ class LLM(Scheduled, ABC):
     constrains: bool = False
     """:meth:`complete` holds its reply to the shape asked for (a grammar); else the reply is
     free text that the caller parses as best it can."""
+    continues: bool = False
+    """:meth:`complete` takes an ``opening``: the reply's first words, given, not generated."""
     reads_in_short_steps: bool = False
     """A background request's prompt is read a few tokens a step, so a caller's work waits at
     most one short step for it (else the whole prompt is one job)."""
@@ -152,7 +154,7 @@ class LLM(Scheduled, ABC):
 
     def complete(self, messages: list[Message], max_tokens: int,
                  shape: JsonObject | None = None,
-                 alone: Callable[[], bool] | None = None) -> LLMStream:
+                 alone: Callable[[], bool] | None = None, opening: str = "") -> LLMStream:
         """A one-off reply of up to ``max_tokens``, greedy, as JSON of ``shape`` if given.
 
         Not a call's turn: no history is kept for it. Backends that can constrain sampling
@@ -160,6 +162,8 @@ class LLM(Scheduled, ABC):
         options' ``max_tokens`` and temperature), free text for the caller to parse.
         ``alone()`` True: nothing else will want the CPU soon (no call is up), so a background
         request need not read its prompt in short steps (:attr:`reads_in_short_steps`).
+        ``opening``: where the backend :attr:`continues`, the reply starts with this text and
+        the model writes what follows it (the stream yields only that); elsewhere it is ignored.
         """
         return self.stream(messages)
 

@@ -61,6 +61,7 @@ class BatchedLlamaLLM(LLM):
     scheduled = False  # the engine takes one scheduler job per batched step itself
     can_prefill = True
     constrains = True
+    continues = True
     reads_in_short_steps = True
 
     def __init__(self, options: LLMOptions, scheduler: Scheduler | None = None):
@@ -183,15 +184,17 @@ class BatchedLlamaLLM(LLM):
 
     def complete(self, messages: list[Message], max_tokens: int,
                  shape: JsonObject | None = None,
-                 alone: Callable[[], bool] | None = None) -> LLMStream:
+                 alone: Callable[[], bool] | None = None, opening: str = "") -> LLMStream:
         """A one-off greedy reply held to ``shape``'s grammar, on a sequence like a turn's.
 
         At the caller's priority: in background steps, unless ``alone()``, a few tokens each.
+        ``opening``'s tokens follow the prompt's, as if the model had written them.
         """
         started = time.monotonic()
         grammar = None if shape is None else GrammarPick(
             self._lc, self._lc.llama_model_get_vocab(self._model), shape.gbnf())
-        gen = self._start(messages, cancel=current_cancel(), max_tokens=max_tokens,
+        prompt = self.prompt_tokens(messages) + (self.vocab.tokenize(opening) if opening else [])
+        gen = self._start(messages, prompt, cancel=current_cancel(), max_tokens=max_tokens,
                           grammar=grammar, alone=alone)
         if gen is None and grammar is not None:
             grammar.free()  # cancelled before a sequence was free
