@@ -21,6 +21,8 @@ BENCHES = {
     "tts": ("bench.tts", "TTS voices: time to first audio, RTF, round-trip WER on the line"),
     "tools": ("bench.tools", "tool-call accuracy on spoken requests through the line: "
                                    "right tool and target, false claims, added latency"),
+    "lookups": ("bench.lookups", "look-up tools on typed questions to 6 businesses: the model "
+                                 "alone against the router choosing from the words"),
     "answers": ("bench.answers", "right answers to spoken questions in many voices: facts, "
                                        "\"I don't know\" instead of invented ones, WER, latency"),
     "call": ("bench.call", "voice-to-voice on the wire with sipp, 1 and 4 calls"),

@@ -167,9 +167,8 @@ class Reply(ToolSteps, Checked, Reported):
         if self.runner.profile.limits.hold_s and asks_to_wait(tr.text):
             self._hold()
             return
-        looked_up = self.runner.router.route(tr.text) if self.runner.router else None
-        if looked_up is not None:
-            self._look_up(looked_up)
+        if self.runner.router is not None:
+            self._route()
             return
         self._ask(tr.text)
 

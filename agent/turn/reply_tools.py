@@ -26,7 +26,7 @@ from agent.turn.intent import (
 )
 from agent.turn.reply_state import ReplyState
 from agent.turn.result import ToolUse
-from agent.turn.routing import arguments_shape, opening, parse_arguments
+from agent.turn.routing import arguments_shape, opening, parse_arguments, route
 from agent.turn.tools import (
     CALL_CONTROL,
     ToolCall,
@@ -65,6 +65,25 @@ class ToolSteps:
                             source="caller")
         return None
 
+    def _route(self) -> None:
+        """Ask the model whether the words need a look-up (:mod:`agent.turn.routing`)."""
+        self._to(ReplyState.ASKING)
+        self._job("llm", self._timed(route), self.runner.stages.llm, self.runner.router,
+                  self.result.transcript, self._cancel, stage="llm",
+                  priority=self.urgency.llm, then=self._routed_to)
+
+    def _routed_to(self, f: Future) -> None:
+        out = self._outcome(f, self._llm_end)
+        if out is None:
+            return
+        name, _ = out
+        if self.cancelled:
+            self._llm_end()
+        elif name is None:
+            self._ask(self.result.transcript)
+        else:
+            self._look_up(name)
+
     def _look_up(self, name: str) -> None:
         """Call the look-up tool the caller's words chose (:mod:`agent.turn.routing`).
 
@@ -81,7 +100,6 @@ class ToolSteps:
         if shape is None:
             self._routed(name, {})
             return
-        self._to(ReplyState.ASKING)
         prompt = self.runner.prompt(self.history, words)
         self._job("llm", self._timed(fill_arguments), self.runner.stages.llm, prompt, name,
                   params, self._cancel, stage="llm", priority=self.urgency.llm,

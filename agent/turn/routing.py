@@ -1,40 +1,39 @@
-"""Look-ups the caller's words ask for: the tool chosen by meaning, its arguments by the model.
+"""Look-ups the caller's words ask for: chosen by the model's odds, arguments by its grammar.
 
 The small models rarely start a tool call on their own: asked "What time does the museum open
 on Sunday?" with an MCP tool that says it knows the museum's hours, the 1.5B answered a time of
-its own in words in every wording tried (tests/test_sip_mcp.py; a raw llama.cpp probe of the
-first token put ``<tool_call>`` at 0 and a bare ``{"`` at 4-15 %, no higher for the museum's
-questions than for a restaurant's). So the choice is made beside the model: the caller's words
-and each look-up tool's name and description are sentence vectors (WordLlama, as the
-knowledge file's facts are), and a tool whose description is clearly nearest the words is
-called. The model still writes the call's arguments, in the Hermes format it was trained on,
-from the call's own prompt with the call's opening given (``<tool_call>`` and the name) and the
-arguments held to the tool's schema by llama.cpp's grammar (:class:`models.llm.shape.JsonObject`).
+its own in words in every wording tried (tests/test_sip_mcp.py; in its own reply's first token
+``<tool_call>`` had no chance and a bare ``{"`` 4-15 %, no more for the museum's questions than
+for a restaurant's). Asked the question plainly, beside the look-ups listed by name and
+description ("Does answering the caller's words need one of them? Answer with the function's
+name, or none."), the same model puts most of its first token on the right tool's name
+when one is needed and little on any when none is (``bench lookups``). So the choice is made
+that way, in one prompt step that generates nothing (:meth:`models.llm.base.LLM.weigh`): a tool
+whose name has at least :data:`CHOOSE` of the odds is called. The model then writes the call's
+arguments in the Hermes format it was trained on, from the call's own prompt with the call's
+opening given (``<tool_call>`` and the name), held to the tool's schema by llama.cpp's grammar
+(:class:`models.llm.shape.JsonObject`).
 
 Only tools that change nothing are chosen this way (an MCP tool's ``readOnlyHint``, an HTTP
 tool's ``read_only``): a wrong choice costs a look-up whose answer the model then does not use,
-never an action the caller did not ask for. Everything else stays the model's choice.
+never an action the caller did not ask for. Everything else stays the model's choice. The
+routing prompt holds the persona and the list, the same for every turn of a profile: a
+backend with a KV cache reads only the caller's words of it after the first turn.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 
-import numpy as np
-
+from models.llm.base import LLM, Message
 from models.llm.shape import Field, JsonObject
+from models.priority import Cancellable, cancel_on
 
-FLOOR = 0.6
-"""The least cosine between the words and a tool's description to call it (WordLlama L2-256).
-Questions about a museum's opening times met its tool's description ("When the city museum
-opens and closes on a day of the week.") at 0.64-0.80; a ferry timetable, a restaurant, parking or
-the weather under 0.25. A museum's ticket price met it at 0.63: a look-up whose answer the
-model then leaves out, the price unknown as before. A miss is left to the model, as without a
-router: "When is low tide on Friday?" met a tide tool's "High and low tide times at the harbour
-for a date." at 0.54 (tests/test_routing.py)."""
-LEAD = 0.1
-"""How far the best tool must be above the second (two tools that both fit: the model chooses)."""
+CHOOSE = 0.57
+"""The least chance of a tool's name (the routing answer's first token) to call it. On
+``bench lookups``' tuned split (27 questions to 4 businesses) the 1.5B gave the tool needed
+0.59-0.91 and, where none was, at most 0.55 to any ("Where is the nearest tip?" to a bin-day
+tool): a narrow margin, which the held-out split measures."""
 MAX_ARGUMENT_CHARS = 60
 """The longest string an argument may be (a day, a name, a time; not a paragraph)."""
 _SCALARS = {"string", "integer", "number", "boolean"}
@@ -107,23 +106,38 @@ class LookupRouter:
     """Which look-up tool, if any, the caller's words clearly ask for.
 
     Args:
+        persona: the profile's system prompt (what business the words are said to).
         tools: name -> description, of the tools that may be chosen this way.
-        embed: texts -> unit vectors (:meth:`models.embed.wordllama.Embedder.embed`).
     """
 
-    def __init__(self, tools: dict[str, str], embed: Callable[[list[str]], np.ndarray]):
+    def __init__(self, persona: str, tools: dict[str, str]):
         self.names = tuple(tools)
-        self._embed = embed
-        self._vectors = embed([f"{n.replace('_', ' ')}: {d}" for n, d in tools.items()])
+        listed = "\n".join(f"- {n}: {d}" for n, d in tools.items())
+        self.prompt = (f"{persona}\n\nThese functions look things up:\n{listed}\n\nDoes "
+                       "answering the caller's words need one of them? Answer with the "
+                       "function's name, or none.")
 
-    def route(self, words: str) -> str | None:
-        """The tool to call for ``words`` (None: the model decides, as without a router)."""
-        if not self.names or not words.strip():
+    def messages(self, words: str) -> list[Message]:
+        """What the model is asked: the persona and the list, then the caller's words."""
+        return [Message("system", self.prompt), Message("user", words)]
+
+    def choose(self, odds: dict[str, float] | None) -> str | None:
+        """The tool to call, from the model's odds of each name (None: the model decides).
+
+        Two names with the same first token share their odds: neither is chosen.
+        """
+        if not odds:
             return None
-        cos = self._vectors @ self._embed([words])[0]
-        order = np.argsort(-cos)
-        best = float(cos[order[0]])
-        second = float(cos[order[1]]) if len(order) > 1 else -1.0
-        if best < FLOOR or best - second < LEAD:
+        best = max(self.names, key=lambda n: odds.get(n, 0.0))
+        p = odds.get(best, 0.0)
+        if p < CHOOSE or sum(odds.get(n, 0.0) == p for n in self.names) > 1:
             return None
-        return self.names[int(order[0])]
+        return best
+
+
+def route(llm: LLM, router: LookupRouter, words: str, cancel: Cancellable) -> str | None:
+    """A job: the look-up ``words`` need, by the model's odds (None: none clearly)."""
+    if not words.strip():
+        return None
+    with cancel_on(cancel):
+        return router.choose(llm.weigh(router.messages(words), list(router.names)))

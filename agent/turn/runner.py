@@ -25,7 +25,6 @@ from db.records import TurnRecord
 from dialplan.profile import Profile
 from models.asr.base import ASR, Transcript
 from models.audio import ASR_RATE, StreamResampler, float_to_pcm16
-from models.embed.wordllama import embedder
 from models.eot.base import EndOfTurn
 from models.llm.base import LLM, Message
 from models.priority import Priority, priority
@@ -105,8 +104,8 @@ class TurnRunner:
         self._shared = phrases
         self._phrases: dict[str, np.ndarray] = {}
         self.tools = Toolbox(profile, stages.mcp)
-        lookups = self.tools.lookups() if stages.llm.continues else {}
-        self.router = LookupRouter(lookups, embedder().embed) if lookups else None
+        lookups = self.tools.lookups() if stages.llm.weighs and stages.llm.continues else {}
+        self.router = LookupRouter(profile.system_prompt, lookups) if lookups else None
         """Picks the look-up tool the caller's words ask for (:mod:`agent.turn.routing`)."""
         self.knowledge = (knowledge_of(profile.facts, f"{profile.system_prompt} {profile.greeting}")
                           if profile.facts else None)
@@ -144,6 +143,8 @@ class TurnRunner:
         """
         with priority(Priority.PLAYOUT):
             self.stages.llm.prime(self.main_prompt)
+            if self.router is not None:  # its own prefix, in one context
+                self.stages.llm.prime(self.router.prompt, spread=False)
 
     def warm_up(self, warmed: set[int] | None = None) -> None:
         """Run every stage once, so the first calls do not pay their first pass.

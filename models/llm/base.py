@@ -138,6 +138,8 @@ class LLM(Scheduled, ABC):
     constrains: bool = False
     """:meth:`complete` holds its reply to the shape asked for (a grammar); else the reply is
     free text that the caller parses as best it can."""
+    weighs: bool = False
+    """:meth:`weigh` reads the model's odds of each option (else it returns None)."""
     continues: bool = False
     """:meth:`complete` takes an ``opening``: the reply's first words, given, not generated."""
     reads_in_short_steps: bool = False
@@ -166,6 +168,14 @@ class LLM(Scheduled, ABC):
         the model writes what follows it (the stream yields only that); elsewhere it is ignored.
         """
         return self.stream(messages)
+
+    def weigh(self, messages: list[Message], options: list[str]) -> dict[str, float] | None:
+        """How likely the model is to begin its reply to ``messages`` with each option.
+
+        The chance of each option's first token (options that share one get the same); one
+        prompt, one step, nothing generated. None where the backend cannot (:attr:`weighs`).
+        """
+        return None
 
     def count_tokens(self, text: str) -> int:
         """Tokens in ``text``; an estimate from its UTF-8 length unless a backend can count."""

@@ -92,3 +92,28 @@ class GrammarPick:
             self.free()
         except Exception:  # noqa: BLE001 - at interpreter exit the binding may be gone
             pass
+
+
+class FirstTokens:
+    """Not a grammar: the chance of each of some tokens as a reply's first, then its end.
+
+    Given to a generation in a grammar's place (it is asked for one token the same way), it
+    reads the softmax of the first step's logits at ``tokens`` and answers ``end``, so the
+    reply ends there with nothing written. Used by ``weigh``: one prompt, one step.
+    """
+
+    def __init__(self, n_vocab: int, tokens: list[int], end: int):
+        self.n_vocab = n_vocab
+        self.tokens = tokens
+        self.end = end
+        self.p: dict[int, float] = {}
+
+    def choose(self, logits: np.ndarray) -> int:
+        z = np.asarray(logits[: self.n_vocab], dtype=np.float64)
+        e = np.exp(z - z.max())
+        total = float(e.sum())
+        self.p = {t: float(e[t]) / total for t in self.tokens}
+        return self.end
+
+    def free(self) -> None:
+        """Nothing of llama.cpp's is held."""

@@ -1,0 +1,171 @@
+"""The businesses, look-up tools and typed questions of ``bench lookups``.
+
+Each :class:`Business` offers read-only tools (as an MCP server's ``readOnlyHint`` or an HTTP
+tool's ``read_only`` say); each :class:`Ask` is a caller's words and the tool they need (None:
+none; the model answers in words or says it does not know), with a word the tool's argument
+must hold. :data:`TUNED` is what the router was tuned on: the museum line whose questions
+:data:`agent.turn.routing.FLOOR` was first chosen on, then three businesses written after the
+first run of the bench. :data:`HELD_OUT` was written before that first run, and of it only the
+counts were read (five businesses, none of them a shipped persona).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    parameters: dict
+
+
+@dataclass(frozen=True)
+class Ask:
+    words: str
+    tool: str | None
+    argument: str = ""
+    """A word (any case) one of the arguments' values must hold; "" for none."""
+
+
+@dataclass(frozen=True)
+class Business:
+    name: str
+    persona: str
+    tools: tuple[Tool, ...]
+    asks: tuple[Ask, ...]
+
+
+def _params(*names: str, ints: tuple[str, ...] = ()) -> dict:
+    props = {n: {"type": "integer" if n in ints else "string"} for n in names}
+    return {"type": "object", "properties": props, "required": list(names)}
+
+
+def _persona(what: str) -> str:
+    return (f"You are the phone assistant of {what}. Answer in one or two short spoken "
+            "sentences, without lists or symbols. Never make up prices, times or amounts: say "
+            "you don't know.")
+
+
+TUNED = (
+    Business("museum", _persona("the city's visitor information line"), (
+        Tool("museum_hours", "When the city museum opens and closes on a day of the week.",
+             _params("day")),), (
+        Ask("What time does the museum open on Sunday?", "museum_hours", "sunday"),
+        Ask("When does the museum close on Monday?", "museum_hours", "monday"),
+        Ask("Is the museum open on Saturday morning?", "museum_hours", "saturday"),
+        Ask("Hi, what are the museum's hours tomorrow, Tuesday?", "museum_hours", "tuesday"),
+        Ask("Can you recommend a restaurant?", None),
+        Ask("Where can I park near the station?", None),
+        Ask("Thanks, goodbye.", None),
+        Ask("How much is a ticket for the museum?", None),
+    )),
+)
+
+TUNED += (
+    Business("couriers", _persona("Swift Parcels, a delivery company"), (
+        Tool("track_parcel", "Where a parcel is and when it will be delivered, by its tracking "
+                             "number.", _params("tracking_number")),
+        Tool("depot_hours", "When a depot is open for collecting parcels, by the depot's town.",
+             _params("town"))), (
+        Ask("Where's my parcel? The tracking number is SP 4471 209.", "track_parcel", "4471"),
+        Ask("When will parcel SP 88 120 arrive?", "track_parcel", "88"),
+        Ask("Can I pick up a parcel at the Leeds depot today, what time does it open?",
+            "depot_hours", "leeds"),
+        Ask("Until when is the Bristol depot open?", "depot_hours", "bristol"),
+        Ask("Do you deliver on Sundays?", None),
+        Ask("How do I complain about a driver?", None),
+        Ask("Hello?", None),
+    )),
+    Business("gym", _persona("Fit Factory gym"), (
+        Tool("class_times", "The group classes at the gym on a day, with their times.",
+             _params("day")),
+        Tool("membership_status", "Whether a member's membership is active and until when, by "
+                                  "member number.", _params("member_number"))), (
+        Ask("What classes are on Thursday?", "class_times", "thursday"),
+        Ask("Is there a spin class tomorrow morning?", "class_times", "tomorrow"),
+        Ask("Is my membership still active? My number is 30517.", "membership_status", "30517"),
+        Ask("When does membership 4412 run out?", "membership_status", "4412"),
+        Ask("Do you have showers?", None),
+        Ask("Can I freeze my membership while I'm abroad?", None),
+        Ask("That's all, thanks.", None),
+    )),
+    Business("council", _persona("the borough council's waste line"), (
+        Tool("bin_day", "Which day the bins are collected on a street, by street name.",
+             _params("street")),), (
+        Ask("When are the bins collected on Elm Road?", "bin_day", "elm"),
+        Ask("What day is bin day for Castle Street?", "bin_day", "castle"),
+        Ask("My recycling wasn't taken on Mill Lane, when do they come?", "bin_day", "mill"),
+        Ask("Can I order a new green bin?", None),
+        Ask("Where is the nearest tip?", None),
+    )),
+)
+
+HELD_OUT = (
+    Business("cinema", _persona("the Regent cinema"), (
+        Tool("showtimes", "The films showing at the cinema on a date, with their start times.",
+             _params("date")),
+        Tool("seats_left", "How many seats are left for a film at a given start time.",
+             _params("film", "time"))), (
+        Ask("What's on tonight?", "showtimes", "tonight"),
+        Ask("Which films are you showing on Friday?", "showtimes", "friday"),
+        Ask("Are there still seats for Dune at seven thirty?", "seats_left", "dune"),
+        Ask("Is the nine o'clock showing of Wicked sold out?", "seats_left", "wicked"),
+        Ask("Do you have wheelchair access?", None),
+        Ask("Can I bring my own snacks in?", None),
+        Ask("Hello, is this the cinema?", None),
+    )),
+    Business("garage", _persona("Hill Street Garage, a car repair shop"), (
+        Tool("part_in_stock", "Whether a car part is in stock, by the part and the car model.",
+             _params("part", "car")),
+        Tool("repair_status", "How far a customer's car repair has got, by the car's "
+                              "registration number.", _params("registration"))), (
+        Ask("Have you got brake pads for a Ford Focus?", "part_in_stock", "focus"),
+        Ask("Do you stock a wiper blade for a Golf?", "part_in_stock", "golf"),
+        Ask("Is my car ready yet? The registration is KX19 ABC.", "repair_status", "kx19"),
+        Ask("How's the repair on AB12 CDE going?", "repair_status", "ab12"),
+        Ask("Do you do MOT tests?", None),
+        Ask("Can I pay by card?", None),
+        Ask("Where are you based?", None),
+    )),
+    Business("hotel", _persona("the Harbour View hotel"), (
+        Tool("rooms_free", "Whether rooms are free from an arrival date for a number of nights "
+                           "and guests.", _params("arrival", "nights", "guests",
+                                                  ints=("nights", "guests"))),), (
+        Ask("Do you have a room free from the 12th of March for two nights, two of us?",
+            "rooms_free", "march"),
+        Ask("Any rooms available this Saturday for one night for one person?", "rooms_free",
+            "saturday"),
+        Ask("Is there availability on June 3rd for three nights for a family of four?",
+            "rooms_free", "june"),
+        Ask("Is breakfast included?", None),
+        Ask("Do you allow dogs?", None),
+        Ask("What's the wifi password?", None),
+    )),
+    Business("pharmacy", _persona("Green Cross pharmacy"), (
+        Tool("prescription_ready", "Whether a prescription is ready to collect, by the "
+                                   "patient's surname.", _params("surname")),
+        Tool("opening_times", "The pharmacy's opening hours on a day.", _params("day"))), (
+        Ask("Is my prescription ready? The name is Okafor.", "prescription_ready", "okafor"),
+        Ask("Hi, can I check if the prescription for Lindqvist is ready to pick up?",
+            "prescription_ready", "lindqvist"),
+        Ask("Are you open on Sunday?", "opening_times", "sunday"),
+        Ask("What time do you close on Wednesday?", "opening_times", "wednesday"),
+        Ask("Can I get a flu jab without booking?", None),
+        Ask("Do you sell hearing aid batteries?", None),
+        Ask("Thank you, bye.", None),
+    )),
+    Business("buses", _persona("the Valley bus company"), (
+        Tool("next_departures", "The next buses leaving a stop, by the stop's name.",
+             _params("stop")),
+        Tool("fare", "The single fare between two stops.", _params("origin", "destination"))), (
+        Ask("When's the next bus from Market Square?", "next_departures", "market"),
+        Ask("What buses leave the railway station soon?", "next_departures", "station"),
+        Ask("How much is a ticket from Oakley to the hospital?", "fare", "oakley"),
+        Ask("What's the fare from the university to the town centre?", "fare", "university"),
+        Ask("Can I take a bicycle on the bus?", None),
+        Ask("I left my umbrella on the bus yesterday.", None),
+        Ask("Do you have a student discount?", None),
+    )),
+)
