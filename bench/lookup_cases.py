@@ -6,7 +6,9 @@ none; the model answers in words or says it does not know), with a word the tool
 must hold. :data:`TUNED` is what the router was tuned on: the museum line whose questions
 :data:`agent.turn.routing.FLOOR` was first chosen on, then three businesses written after the
 first run of the bench. :data:`HELD_OUT` was written before that first run, and of it only the
-counts were read (five businesses, none of them a shipped persona).
+counts were read (five businesses, none of them a shipped persona); they showed half its
+look-ups missed, so :data:`HELD_OUT_2` was written before the change that followed, its names
+in the style of real MCP servers (``get_``, ``search_``).
 """
 
 from __future__ import annotations
@@ -167,5 +169,77 @@ HELD_OUT = (
         Ask("Can I take a bicycle on the bus?", None),
         Ask("I left my umbrella on the bus yesterday.", None),
         Ask("Do you have a student discount?", None),
+    )),
+)
+
+HELD_OUT_2 = (
+    Business("vets", _persona("Meadow Vets, an animal clinic"), (
+        Tool("get_appointment_slots", "Free appointment times with a vet on a date.",
+             _params("date")),
+        Tool("get_pet_record", "A pet's vaccinations and last visit, by the owner's surname "
+                               "and the pet's name.", _params("surname", "pet"))), (
+        Ask("Have you got any appointments free on Thursday?", "get_appointment_slots",
+            "thursday"),
+        Ask("Can Bella see a vet tomorrow afternoon, is there a slot?", "get_appointment_slots",
+            "tomorrow"),
+        Ask("When was Rex last vaccinated? Surname's Patel.", "get_pet_record", "rex"),
+        Ask("Is Milo due his booster? The owner is Jones.", "get_pet_record", "milo"),
+        Ask("Do you treat rabbits?", None),
+        Ask("My dog ate chocolate, what should I do?", None),
+        Ask("Good morning.", None),
+    )),
+    Business("airport", _persona("Northfield Airport's information desk"), (
+        Tool("flight_status", "Whether a flight is on time, delayed or landed, by flight "
+                              "number.", _params("flight")),
+        Tool("parking_spaces", "How many spaces are free in a car park, by car park name.",
+             _params("car_park"))), (
+        Ask("Has flight BA 1432 landed yet?", "flight_status", "1432"),
+        Ask("Is the Ryanair flight FR 207 delayed?", "flight_status", "207"),
+        Ask("Are there spaces left in the long stay car park?", "parking_spaces", "long"),
+        Ask("How full is car park B right now?", "parking_spaces", "b"),
+        Ask("Can I take liquids through security?", None),
+        Ask("Where do I find lost property?", None),
+        Ask("Is there a pharmacy in the terminal?", None),
+    )),
+    Business("theatre", _persona("the Royal Theatre box office"), (
+        Tool("search_performances", "The shows on at the theatre on a date, with their times.",
+             _params("date")),
+        Tool("search_seats", "The seats still free for a show on a date.",
+             _params("show", "date"))), (
+        Ask("What's on at the theatre next Saturday?", "search_performances", "saturday"),
+        Ask("Which shows are playing on the 14th?", "search_performances", "14"),
+        Ask("Are there any seats left for Hamlet on Friday?", "search_seats", "hamlet"),
+        Ask("Can I still get two seats for Matilda tomorrow?", "search_seats", "matilda"),
+        Ask("Is there a bar in the theatre?", None),
+        Ask("How late does the show usually finish?", None),
+        Ask("Hi there.", None),
+    )),
+    Business("rentals", _persona("Quick Wheels car rental"), (
+        Tool("cars_available", "The cars free to rent from a branch for a pick-up date.",
+             _params("branch", "date")),
+        Tool("booking_lookup", "A customer's rental booking, by booking reference.",
+             _params("reference"))), (
+        Ask("What cars have you got at the city centre branch on Monday?", "cars_available",
+            "monday"),
+        Ask("Is anything available to pick up at the airport branch tomorrow?",
+            "cars_available", "airport"),
+        Ask("Can you check my booking, reference QW 55 81?", "booking_lookup", "55"),
+        Ask("What time is my pick-up? My booking number is 90 17 X.", "booking_lookup", "90"),
+        Ask("Do I need a credit card to rent?", None),
+        Ask("Can my partner drive the car too?", None),
+        Ask("Thanks, that's everything.", None),
+    )),
+    Business("power", _persona("the Eastern Power outage line"), (
+        Tool("get_outage_status", "Known power cuts at a postcode and when power should be "
+                                  "back.", _params("postcode")),
+        Tool("get_bill_balance", "What a customer owes, by account number.",
+             _params("account"))), (
+        Ask("My power's gone off, is there a cut at NR2 4TJ?", "get_outage_status", "nr2"),
+        Ask("When will the electricity be back on in IP1 3QR?", "get_outage_status", "ip1"),
+        Ask("How much do I owe? Account 7781 2290.", "get_bill_balance", "7781"),
+        Ask("What's the balance on account number 50 41 88?", "get_bill_balance", "50"),
+        Ask("How do I read my meter?", None),
+        Ask("Can I switch to a green tariff?", None),
+        Ask("I smell gas near my house.", None),
     )),
 )

@@ -13,8 +13,10 @@ each asked as a call's first turn with the profile's LLM and the agent's own too
   where it chooses none, the model alone's reply stands (as in a call).
 
 A turn is right when the tool is the expected one (or none where none is needed) and, for a
-tool, one argument holds the expected word. Printed per split (tuned: the questions the
-router's floor was chosen on; held-out: five businesses written before the first run) with
+tool, one argument holds the expected word; "chosen" counts the look-ups whose tool was right
+whatever its arguments. Printed per split (tuned: the questions the
+router's threshold was chosen on; held-out: five businesses written before the first run, read
+as counts once; held-out 2: five more, written before the change that followed) with
 the time to the call (the arguments written, or the model's call complete) and the time the
 routing step adds to every turn.
 """
@@ -31,7 +33,7 @@ from agent.turn.reply_tools import fill_arguments
 from agent.turn.routing import LookupRouter, route
 from agent.turn.tools import Toolbox, ToolCallScanner
 from bench.header import markdown_header, markdown_table, progress_printer
-from bench.lookup_cases import HELD_OUT, TUNED, Ask, Business
+from bench.lookup_cases import HELD_OUT, HELD_OUT_2, TUNED, Ask, Business
 from dialplan import Config
 from dialplan.profile import HttpTool, Profile
 from models.llm.base import Message
@@ -46,7 +48,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """Register the ``bench lookups`` options on ``p``."""
     p.add_argument("--profile", default="default", help="whose LLM answers")
     p.add_argument("--model", default="", help="over the profile's llm.model")
-    p.add_argument("--split", choices=("all", "tuned", "held-out"), default="all")
+    p.add_argument("--split", choices=("all", "tuned", "held-out", "held-out-2"),
+                   default="all")
 
 
 def toolbox(b: Business) -> Toolbox:
@@ -88,7 +91,7 @@ def run_split(llm, businesses: tuple[Business, ...], progress, show: bool) -> di
     """
     out = {"turns": 0, "alone": 0, "routed": 0, "tool_turns": 0, "routed_tool": 0,
            "alone_tool": 0, "none_turns": 0, "routed_none": 0, "alone_none": 0,
-           "alone_s": [], "routed_s": [], "route_s": []}
+           "alone_s": [], "routed_s": [], "route_s": [], "routed_chosen": 0}
     for b in businesses:
         box = toolbox(b)
         router = LookupRouter(b.persona, box.lookups())
@@ -114,6 +117,8 @@ def run_split(llm, businesses: tuple[Business, ...], progress, show: bool) -> di
             out[f"alone_{kind}"] += ok_alone
             out[f"routed_{kind}"] += ok_routed
             if ask.tool:
+                out["routed_chosen"] += r_tool == ask.tool
+            if ask.tool:
                 out["alone_s"].append(took)
                 out["routed_s"].append(r_took)
             seen = (f" ({tool} / {r_tool}, {ask.words})" if show else "")
@@ -136,14 +141,16 @@ def run(args: argparse.Namespace, config: Config) -> int:
     llm = ModelCache(Scheduler()).llm(options)
     "".join(llm.complete([Message("user", "Say OK.")], 2))  # buffers committed before timing
     rows = []
-    for split, businesses in (("tuned", TUNED), ("held-out", HELD_OUT)):
+    for split, businesses in (("tuned", TUNED), ("held-out", HELD_OUT),
+                              ("held-out-2", HELD_OUT_2)):
         if args.split not in ("all", split):
             continue
         r = run_split(llm, businesses, progress, show=split == "tuned")
         rows.append([
             split, r["turns"],
             f"{r['alone']}/{r['turns']}", f"{r['routed']}/{r['turns']}",
-            f"{r['alone_tool']}/{r['tool_turns']}", f"{r['routed_tool']}/{r['tool_turns']}",
+            f"{r['alone_tool']}/{r['tool_turns']}",
+            f"{r['routed_tool']}/{r['tool_turns']} ({r['routed_chosen']} chosen)",
             f"{r['alone_none']}/{r['none_turns']}", f"{r['routed_none']}/{r['none_turns']}",
             f"{_p50(r['alone_s'])} / {_p50(r['routed_s'])}", _p50(r["route_s"])])
     print(markdown_header(f"bench lookups ({llm.model_name})"))

@@ -16,12 +16,14 @@ from agent.turn.reply_tools import fill_arguments
 from agent.turn.routing import (
     LookupRouter,
     arguments_shape,
+    labels,
     opening,
     parse_arguments,
     route,
 )
 from dialplan.options import LLMOptions
 from models.llm.base import Message
+from models.llm.grammar import odds, spellings
 from models.priority import Cancel
 from models.registry import ModelCache
 
@@ -62,10 +64,30 @@ def test_a_tool_is_chosen_only_with_most_of_the_odds_and_alone_with_them():
     router = LookupRouter("You answer a city's visitor line.", TOOLS)
     assert router.choose({"museum_hours": 0.7, "tide_times": 0.1}) == "museum_hours"
     assert router.choose({"museum_hours": routing.CHOOSE - 0.01, "tide_times": 0.0}) is None
-    assert router.choose({"museum_hours": 0.6, "tide_times": 0.6}) is None  # one first token
     assert router.choose(None) is None and router.choose({}) is None
     (system, user) = router.messages("When is high tide?")
     assert "- tide_times: High and low tide" in system.content and user.content.endswith("tide?")
+
+
+@pytest.mark.unit
+def test_names_are_listed_without_the_words_they_all_begin_with():
+    assert labels(("get_outage_status", "get_bill_balance")) == {
+        "get_outage_status": "outage_status", "get_bill_balance": "bill_balance"}
+    assert labels(("get_a_b", "get_a_c")) == {"get_a_b": "b", "get_a_c": "c"}
+    assert labels(("get_hours",)) == {"get_hours": "get_hours"}
+    assert labels(("showtimes", "seats_left")) == {"showtimes": "showtimes",
+                                                   "seats_left": "seats_left"}
+    router = LookupRouter("", {"get_outage_status": "cuts", "get_bill_balance": "bills"})
+    assert router.options == ["outage_status", "bill_balance"]
+    assert router.choose({"outage_status": 0.8, "bill_balance": 0.1}) == "get_outage_status"
+
+
+@pytest.mark.unit
+def test_an_option_s_odds_sum_its_spellings_and_a_shared_token_counts_for_neither():
+    assert spellings("bin_day") == ("bin_day", "Bin_day", " bin_day")
+    firsts = {"museum_hours": {1, 2}, "membership": {2, 3}, "tide": {4}}
+    p = {1: 0.5, 2: 0.2, 3: 0.1, 4: 0.05}
+    assert odds(firsts, p) == {"museum_hours": 0.5, "membership": 0.1, "tide": 0.05}
 
 
 @pytest.fixture(scope="module")
@@ -84,9 +106,9 @@ def default_llm():
 def test_the_default_model_s_odds_choose_the_look_up_the_words_need(default_llm, words, tool):
     router = LookupRouter("You answer a city's visitor line.", TOOLS)
     assert default_llm.weighs
-    odds = default_llm.weigh(router.messages(words), list(router.names))
-    assert set(odds) == set(TOOLS) and all(0.0 <= p <= 1.0 for p in odds.values())
-    assert router.choose(odds) == tool, odds
+    chances = default_llm.weigh(router.messages(words), router.options)
+    assert set(chances) == set(TOOLS) and all(0.0 <= p <= 1.0 for p in chances.values())
+    assert router.choose(chances) == tool, chances
     assert route(default_llm, router, words, Cancel()) == tool
 
 

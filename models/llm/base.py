@@ -172,8 +172,9 @@ class LLM(Scheduled, ABC):
     def weigh(self, messages: list[Message], options: list[str]) -> dict[str, float] | None:
         """How likely the model is to begin its reply to ``messages`` with each option.
 
-        The chance of each option's first token (options that share one get the same); one
-        prompt, one step, nothing generated. None where the backend cannot (:attr:`weighs`).
+        The chance of each option's first token, spelt as written, capitalised or after a
+        space (a token two options share counts for neither); one prompt, one step, nothing
+        generated. None where the backend cannot (:attr:`weighs`).
         """
         return None
 

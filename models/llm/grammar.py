@@ -117,3 +117,21 @@ class FirstTokens:
 
     def free(self) -> None:
         """Nothing of llama.cpp's is held."""
+
+
+def spellings(option: str) -> tuple[str, ...]:
+    """How a reply may begin with ``option``: as written, capitalised, after a space."""
+    return (option, option[:1].upper() + option[1:], " " + option)
+
+
+def odds(firsts: dict[str, set[int]], p: dict[int, float]) -> dict[str, float]:
+    """Each option's chance: its spellings' first tokens', summed.
+
+    A token two options share counts for neither: it tells them apart no more than it tells
+    them from the rest.
+    """
+    seen: dict[int, int] = {}
+    for tokens in firsts.values():
+        for t in tokens:
+            seen[t] = seen.get(t, 0) + 1
+    return {o: sum(p.get(t, 0.0) for t in tokens if seen[t] == 1) for o, tokens in firsts.items()}

@@ -28,7 +28,7 @@ from models import catalog
 from models.errors import ModelMissingError
 from models.llm import tile
 from models.llm.base import LLM, LLMStream, Message, Piece, shared_prefix
-from models.llm.grammar import FirstTokens, GrammarPick
+from models.llm.grammar import FirstTokens, GrammarPick, odds, spellings
 from models.llm.llama_batch.generation import Generation, Seq
 from models.llm.llama_vocab import ChatVocab
 from models.llm.riders import TILE, members
@@ -202,16 +202,16 @@ class BatchedLlamaLLM(LLM):
         return LLMStream(self.model_name, gen or iter(()), None, started_at=started)
 
     def weigh(self, messages: list[Message], options: list[str]) -> dict[str, float] | None:
-        first = {o: self.vocab.tokenize(o)[0] for o in options}
+        firsts = {o: {self.vocab.tokenize(v)[0] for v in spellings(o)} for o in options}
         vocab = self._lc.llama_model_get_vocab(self._model)
-        probe = FirstTokens(int(self._lc.llama_vocab_n_tokens(vocab)), list(set(first.values())),
-                            self._lc.llama_vocab_eos(vocab))
+        probe = FirstTokens(int(self._lc.llama_vocab_n_tokens(vocab)),
+                            sorted(set().union(*firsts.values())), self._lc.llama_vocab_eos(vocab))
         gen = self._start(messages, cancel=current_cancel(), max_tokens=1, grammar=probe)
         if gen is None:
             return None
         for _ in gen:
             pass
-        return {o: probe.p.get(t, 0.0) for o, t in first.items()} if probe.p else None
+        return odds(firsts, probe.p) if probe.p else None
 
     def _start(self, messages: list[Message], prompt: list[int] | None = None,
                wait: bool = True, prefill: bool = False,
