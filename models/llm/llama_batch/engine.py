@@ -29,7 +29,7 @@ from models.errors import ModelMissingError
 from models.llm import tile
 from models.llm.base import LLM, LLMStream, Message, Piece, shared_prefix
 from models.llm.grammar import FirstTokens, GrammarPick, odds, spellings
-from models.llm.llama_batch.generation import Generation, Seq
+from models.llm.llama_batch.generation import Generation, Seq, worth
 from models.llm.llama_vocab import ChatVocab
 from models.llm.riders import TILE, members
 from models.llm.shape import JsonObject
@@ -228,7 +228,7 @@ class BatchedLlamaLLM(LLM):
                 # call's); one whose reply is ending is waited for if it is the best.
                 ready = [s for s in self._seqs if not s.busy or (s.gen and s.gen.done)]
                 if ready:
-                    seq = max(ready, key=lambda s: (self._worth(s, prompt), -len(s.tokens)))
+                    seq = max(ready, key=lambda s: (worth(s, prompt, self._seqs), -len(s.tokens)))
                     if not seq.busy:
                         break
                 elif not wait:  # every sequence is in a live reply
@@ -245,18 +245,6 @@ class BatchedLlamaLLM(LLM):
         """A cancel's wake-up (its setter's thread): ``_cond``, an RLock, held to notify."""
         with self._cond:
             self._cond.notify_all()
-
-    def _worth(self, seq: Seq, prompt: list[int]) -> int:
-        """How good ``seq`` is for ``prompt``: what it holds of it, less what reusing it loses.
-
-        What it loses is what no other sequence holds too: a call's history, or the only copy
-        of a profile's prefix (with several personas on one model, the one sequence primed
-        with a profile's is kept while a copy of another's is free). A prompt can start from
-        another sequence's cache (:meth:`_copy_prefix`), a prefix evicted from every one cannot.
-        """
-        kept = max([shared_prefix(seq.tokens, prompt)] + [
-            shared_prefix(seq.tokens, o.tokens) for o in self._seqs if o is not seq])
-        return shared_prefix(seq.tokens, prompt) - (len(seq.tokens) - kept)
 
     def _finish(self, gen: Generation) -> None:
         """Called with ``_cond`` held: the reply ended; its sequence is free again.

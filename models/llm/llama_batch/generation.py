@@ -57,6 +57,20 @@ class Seq:
     gen: Generation | None = None
 
 
+def worth(seq: Seq, prompt: list[int], seqs: list[Seq]) -> int:
+    """How good ``seq`` is for ``prompt``: what it holds of it, less what reusing it loses.
+
+    What it loses is what no other sequence of ``seqs`` holds too: a call's history, or the
+    only copy of a profile's prefix (with several personas on one model, the one sequence
+    primed with a profile's is kept while a copy of another's is free). A prompt can start
+    from another sequence's cache (the engine's ``_copy_prefix``), a prefix evicted from
+    every one cannot.
+    """
+    kept = max([shared_prefix(seq.tokens, prompt)] + [
+        shared_prefix(seq.tokens, o.tokens) for o in seqs if o is not seq])
+    return shared_prefix(seq.tokens, prompt) - (len(seq.tokens) - kept)
+
+
 class Generation:
     """One streamed reply on a leased sequence; closing it (or running out) frees it."""
 
