@@ -29,6 +29,8 @@ class Ask:
     tool: str | None
     argument: str = ""
     """A word (any case) one of the arguments' values must hold; "" for none."""
+    before: tuple[str, str] = ()
+    """A follow-up: the call's previous turn, (the caller's words, the agent's reply)."""
 
 
 @dataclass(frozen=True)
@@ -243,3 +245,72 @@ HELD_OUT_2 = (
         Ask("I smell gas near my house.", None),
     )),
 )
+
+
+def _after(words: str, reply: str) -> tuple[str, str]:
+    return (words, reply)
+
+
+FOLLOW_UPS = {
+    # Tuned: the routing's use of the previous turn was chosen on these.
+    "tuned": {
+        "museum": (
+            Ask("And on Monday?", "museum_hours", "monday", _after(
+                "What time does the museum open on Sunday?",
+                "The museum opens at 7:45 on Sunday.")),
+            Ask("What about the weekend after?", "museum_hours", "", _after(
+                "Is the museum open this Saturday?", "Yes, it is open on Saturday.")),
+            Ask("Great, and is there a cafe nearby?", None, "", _after(
+                "When does the museum close today?", "It closes at 19:15 today.")),
+        ),
+        "couriers": (
+            Ask("And the Leeds one?", "depot_hours", "leeds", _after(
+                "When is the Bristol depot open?", "The Bristol depot is open 8 to 6.")),
+            Ask("Okay, can I change the delivery address then?", None, "", _after(
+                "Where is parcel SP 4471 209?", "It is out for delivery today.")),
+        ),
+        "gym": (
+            Ask("And on Friday?", "class_times", "friday", _after(
+                "What classes are on Thursday?", "There is yoga at 6 and spin at 7.")),
+            Ask("Do I need to bring a towel?", None, "", _after(
+                "Is there a spin class tomorrow?", "Yes, at 7 in the morning.")),
+        ),
+        "council": (
+            Ask("What about Oak Avenue?", "bin_day", "oak", _after(
+                "When are the bins collected on Elm Road?", "On Elm Road it is Tuesdays.")),
+        ),
+    },
+    # Held out: written with the tuned ones, not read while choosing anything.
+    "held-out-2": {
+        "vets": (
+            Ask("And on Friday?", "get_appointment_slots", "friday", _after(
+                "Have you got any appointments on Thursday?", "There is one at 3 pm.")),
+            Ask("How much does a check-up cost?", None, "", _after(
+                "Can Bella be seen tomorrow?", "Yes, there is a slot at 10.")),
+        ),
+        "airport": (
+            Ask("And what about the short stay one?", "parking_spaces", "short", _after(
+                "Are there spaces in the long stay car park?", "Yes, about 200.")),
+            Ask("And EZY 88?", "flight_status", "88", _after(
+                "Has flight BA 1432 landed?", "Yes, it landed ten minutes ago.")),
+        ),
+        "theatre": (
+            Ask("And on Sunday?", "search_performances", "sunday", _after(
+                "What's on next Saturday?", "Hamlet at 7:30.")),
+            Ask("Is there parking near the theatre?", None, "", _after(
+                "Any seats left for Hamlet on Friday?", "Yes, a few in the circle.")),
+        ),
+        "rentals": (
+            Ask("What about the airport branch?", "cars_available", "airport", _after(
+                "What cars have you got at the city centre branch on Monday?",
+                "There are two small cars and a van.")),
+        ),
+        "power": (
+            Ask("And at NR3 1AB?", "get_outage_status", "nr3", _after(
+                "Is there a power cut at NR2 4TJ?", "Yes, power should be back by 6.")),
+            Ask("Who do I call about a fallen cable?", None, "", _after(
+                "When will the power be back in IP1 3QR?", "By 4 pm, we expect.")),
+        ),
+    },
+}
+"""Follow-ups: turns whose tool (or none) needs the call's turn before them."""

@@ -33,7 +33,7 @@ from agent.turn.reply_tools import fill_arguments
 from agent.turn.routing import LookupRouter, route
 from agent.turn.tools import Toolbox, ToolCallScanner
 from bench.header import markdown_header, markdown_table, progress_printer
-from bench.lookup_cases import HELD_OUT, HELD_OUT_2, TUNED, Ask, Business
+from bench.lookup_cases import FOLLOW_UPS, HELD_OUT, HELD_OUT_2, TUNED, Ask, Business
 from dialplan import Config
 from dialplan.profile import HttpTool, Profile
 from models.llm.base import Message
@@ -50,6 +50,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="", help="over the profile's llm.model")
     p.add_argument("--split", choices=("all", "tuned", "held-out", "held-out-2"),
                    default="all")
+    p.add_argument("--follow-ups-only", action="store_true", help="only the follow-up turns")
+    p.add_argument("--no-context", action="store_true",
+                   help="route follow-ups on their own words (what the previous turn is worth)")
 
 
 def toolbox(b: Business) -> Toolbox:
@@ -83,11 +86,14 @@ def right(ask: Ask, tool: str | None, args: dict) -> bool:
     return not ask.argument or any(ask.argument in str(v).lower() for v in args.values())
 
 
-def run_split(llm, businesses: tuple[Business, ...], progress, show: bool) -> dict:
+def run_split(llm, businesses: tuple[Business, ...], progress, show: bool,
+              follow_ups: dict[str, tuple[Ask, ...]] | None = None,
+              context: bool = True) -> dict:
     """Both ways on every question, counted.
 
     ``show``: name the tools chosen in the progress lines (never for the held-out split, whose
-    failures are not to be read while tuning).
+    failures are not to be read while tuning). ``follow_ups``: instead of the businesses'
+    own questions, these, by business name, each after its call's previous turn.
     """
     out = {"turns": 0, "alone": 0, "routed": 0, "tool_turns": 0, "routed_tool": 0,
            "alone_tool": 0, "none_turns": 0, "routed_none": 0, "alone_none": 0,
@@ -96,11 +102,15 @@ def run_split(llm, businesses: tuple[Business, ...], progress, show: bool) -> di
         box = toolbox(b)
         router = LookupRouter(b.persona, box.lookups())
         system = box.system_prompt(b.persona)
-        for ask in b.asks:
-            messages = [Message("system", system), Message("user", ask.words)]
+        asks = b.asks if follow_ups is None else follow_ups.get(b.name, ())
+        for ask in asks:
+            earlier = ([Message("user", ask.before[0]), Message("assistant", ask.before[1])]
+                       if ask.before else [])
+            messages = [Message("system", system), *earlier, Message("user", ask.words)]
             tool, args, took = alone(llm, messages)
             started = time.monotonic()
-            chosen = route(llm, router, ask.words, Cancel())
+            chosen = route(llm, router, ask.words, Cancel(),
+                           before=ask.before[0] if ask.before and context else "")
             out["route_s"].append(time.monotonic() - started)
             if chosen is None:
                 r_tool, r_args, r_took = tool, args, took
@@ -132,6 +142,16 @@ def _p50(xs: list[float]) -> str:
     return f"{xs[len(xs) // 2]:.2f}" if xs else "-"
 
 
+def _row(split: str, r: dict) -> list:
+    return [
+        split, r["turns"],
+        f"{r['alone']}/{r['turns']}", f"{r['routed']}/{r['turns']}",
+        f"{r['alone_tool']}/{r['tool_turns']}",
+        f"{r['routed_tool']}/{r['tool_turns']} ({r['routed_chosen']} chosen)",
+        f"{r['alone_none']}/{r['none_turns']}", f"{r['routed_none']}/{r['none_turns']}",
+        f"{_p50(r['alone_s'])} / {_p50(r['routed_s'])}", _p50(r["route_s"])]
+
+
 def run(args: argparse.Namespace, config: Config) -> int:
     options = config.profiles[args.profile].llm
     if args.model:
@@ -145,14 +165,13 @@ def run(args: argparse.Namespace, config: Config) -> int:
                               ("held-out-2", HELD_OUT_2)):
         if args.split not in ("all", split):
             continue
-        r = run_split(llm, businesses, progress, show=split == "tuned")
-        rows.append([
-            split, r["turns"],
-            f"{r['alone']}/{r['turns']}", f"{r['routed']}/{r['turns']}",
-            f"{r['alone_tool']}/{r['tool_turns']}",
-            f"{r['routed_tool']}/{r['tool_turns']} ({r['routed_chosen']} chosen)",
-            f"{r['alone_none']}/{r['none_turns']}", f"{r['routed_none']}/{r['none_turns']}",
-            f"{_p50(r['alone_s'])} / {_p50(r['routed_s'])}", _p50(r["route_s"])])
+        if not args.follow_ups_only:
+            r = run_split(llm, businesses, progress, show=split == "tuned")
+            rows.append(_row(split, r))
+        if split in FOLLOW_UPS:
+            r = run_split(llm, businesses, progress, show=split == "tuned",
+                          follow_ups=FOLLOW_UPS[split], context=not args.no_context)
+            rows.append(_row(f"{split}, follow-ups", r))
     print(markdown_header(f"bench lookups ({llm.model_name})"))
     print()
     print(markdown_table(

@@ -67,6 +67,9 @@ def test_a_tool_is_chosen_only_with_most_of_the_odds_and_alone_with_them():
     assert router.choose(None) is None and router.choose({}) is None
     (system, user) = router.messages("When is high tide?")
     assert "- tide_times: High and low tide" in system.content and user.content.endswith("tide?")
+    # A follow-up is weighed with the caller's words before it, as if said in one breath.
+    (_, user) = router.messages("And on Monday?", "When does the museum open on Sunday?")
+    assert user.content == "When does the museum open on Sunday? And on Monday?"
 
 
 @pytest.mark.unit

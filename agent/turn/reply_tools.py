@@ -66,11 +66,14 @@ class ToolSteps:
         return None
 
     def _route(self) -> None:
-        """Ask the model whether the words need a look-up (:mod:`agent.turn.routing`)."""
+        """Ask the model whether the words need a look-up (:mod:`agent.turn.routing`).
+
+        With the caller's words of the turn before: a follow-up names no subject of its own.
+        """
         self._to(ReplyState.ASKING)
         self._job("llm", self._timed(route), self.runner.stages.llm, self.runner.router,
-                  self.result.transcript, self._cancel, stage="llm",
-                  priority=self.urgency.llm, then=self._routed_to)
+                  self.result.transcript, self._cancel, self.runner.said_last(self.history),
+                  stage="llm", priority=self.urgency.llm, then=self._routed_to)
 
     def _routed_to(self, f: Future) -> None:
         out = self._outcome(f, self._llm_end)

@@ -122,9 +122,14 @@ class LookupRouter:
                        "answering the caller's words need one of them? Answer with the "
                        "function's name, or none.")
 
-    def messages(self, words: str) -> list[Message]:
-        """What the model is asked: the persona and the list, then the caller's words."""
-        return [Message("system", self.prompt), Message("user", words)]
+    def messages(self, words: str, before: str = "") -> list[Message]:
+        """What the model is asked: the persona and the list, then the caller's words.
+
+        ``before``: their words of the turn before, said first, as if in one breath: a
+        follow-up ("And on Monday?") names no subject of its own.
+        """
+        said = f"{before} {words}" if before else words
+        return [Message("system", self.prompt), Message("user", said)]
 
     @property
     def options(self) -> list[str]:
@@ -155,9 +160,13 @@ def labels(names: tuple[str, ...]) -> dict[str, str]:
     return {n: "_".join(w[common:]) for n, w in zip(names, words, strict=True)}
 
 
-def route(llm: LLM, router: LookupRouter, words: str, cancel: Cancellable) -> str | None:
-    """A job: the look-up ``words`` need, by the model's odds (None: none clearly)."""
+def route(llm: LLM, router: LookupRouter, words: str, cancel: Cancellable,
+          before: str = "") -> str | None:
+    """A job: the look-up ``words`` need, by the model's odds (None: none clearly).
+
+    ``before``: the caller's words of the turn before (:meth:`LookupRouter.messages`).
+    """
     if not words.strip():
         return None
     with cancel_on(cancel):
-        return router.choose(llm.weigh(router.messages(words), router.options))
+        return router.choose(llm.weigh(router.messages(words, before), router.options))

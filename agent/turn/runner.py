@@ -20,7 +20,7 @@ from agent.turn.result import TurnResult
 from agent.turn.routing import LookupRouter
 from agent.turn.textsplit import speakable
 from agent.turn.timeline import TurnTimeline
-from agent.turn.tools import Toolbox, spoken_name
+from agent.turn.tools import TOOL_RESPONSE, Toolbox, spoken_name
 from db.records import TurnRecord
 from dialplan.profile import Profile
 from models.asr.base import ASR, Transcript
@@ -229,6 +229,16 @@ class TurnRunner:
         if self.knowledge is None or self.facts_in_prefix or not words:
             return words
         return f"{words}\n\n[{self.knowledge.notes(words)}]"
+
+    def said_last(self, history: list[Message]) -> str:
+        """The caller's words of the last turn in ``history`` ("" for none), as they said them."""
+        for m in reversed(history):
+            if m.role == "user" and not m.content.startswith(TOOL_RESPONSE):
+                words = m.content
+                if self.knowledge is not None and not self.facts_in_prefix:
+                    words = words.split("\n\n[", 1)[0]  # without the notes :meth:`asked` added
+                return words
+        return ""
 
     def transcribe(self, utterance: Utterance | SpeechPaused) -> Transcript:
         """ASR of the caller's speech.

@@ -359,10 +359,14 @@ def as_hermes(name: str, args) -> str:
             + "\n</tool_call>")
 
 
+TOOL_RESPONSE = "<tool_response>"
+"""How a tool's result, kept in the history as a user message, begins."""
+
+
 def tool_response(content: str) -> str:
     """A tool's result as the next user message.
 
     Qwen's template renders a ``tool`` message exactly so; written out, any template and
     backend sends the same tokens.
     """
-    return f"<tool_response>\n{content}\n</tool_response>"
+    return f"{TOOL_RESPONSE}\n{content}\n</tool_response>"
