@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from agent.call.live import TurnFeed
-from agent.call.turn import Turn
+from agent.call.turn import Taking, Turn, Work
 from agent.cluster.cluster import WorkerSpec
 from agent.console import hub as hubmod
 from agent.console.events import MAX_TEXT, decode, encode, make, of_record
@@ -151,6 +151,8 @@ def turn(index=0, **kw) -> Turn:
     utt = Utterance(audio=np.zeros(0, np.float32), start_s=0.0, end_s=1.0, endpoint_s=1.5,
                     vad=None)
     t = Turn(index=index, utterance=utt, timeline=TurnTimeline(), history_len=0)
+    if kw.pop("endpointed", False):
+        t.take(Taking.ENDPOINTED)
     for k, v in kw.items():
         setattr(t, k, v)
     return t
@@ -162,14 +164,16 @@ def test_a_turn_is_published_once_per_step():
     feed = TurnFeed(lambda kind, cid, data: out.append((kind, dict(data))), "c1")
     t = turn(transcript="what time is it")
     feed.update(t)  # speculative: not yet
-    t.endpointed = True
+    t.take(Taking.ENDPOINTED)
     feed.update(t)
     feed.update(t)
     t.audible, t.reply = True, SimpleNamespace(said="It is")
     feed.update(t)
     t.reply = SimpleNamespace(said="It is ten.")
     feed.update(t)  # the first words are out already; the whole reply comes at the end
-    t.done, t.result = True, TurnResult(transcript="what time is it", reply_text="It is ten. ")
+    t.work_to(Work.FINISHED)
+    t.work_to(Work.DONE)
+    t.result = TurnResult(transcript="what time is it", reply_text="It is ten. ")
     feed.update(t)
     feed.update(t)
     assert out == [("heard", {"turn": 0, "text": "what time is it"}),
@@ -178,7 +182,7 @@ def test_a_turn_is_published_once_per_step():
     out.clear()
     merged = turn(1, transcript="and on", endpointed=True)
     feed.update(merged)
-    merged.merged = True
+    merged.take(Taking.MERGED)
     feed.update(merged)
     feed.update(merged)
     assert out == [("heard", {"turn": 1, "text": "and on"}),

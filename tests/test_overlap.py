@@ -16,6 +16,7 @@ from fakes import FakeASR, FakeLLM, ListLog, fake_stages, silence, tone
 
 from agent.call.recorder import CallRecorder
 from agent.call.state import CallState
+from agent.call.turn import Work
 from agent.call.turntaking import TurnTaking
 from agent.simulate import simulate
 from agent.turn.result import TurnResult
@@ -122,6 +123,7 @@ def test_a_reply_begun_over_the_rest_of_the_callers_turn_is_merged_not_recorded_
     first.audible, first.timeline.first_frame_out_at = True, 1.35
     tt.reply_audio(first)
     first.result = TurnResult(transcript=first.transcript, reply_text="Sure.")
+    first.work_to(Work.FINISHED)  # what the worker does before it posts TurnDone
     assert tt.turn_done(first) == "" and rec.pending == [first]
     # The caller had gone on at 1.25 s, before the reply reached the line at 1.35 s.
     assert tt.speech_started(1.25) is True
@@ -132,6 +134,7 @@ def test_a_reply_begun_over_the_rest_of_the_callers_turn_is_merged_not_recorded_
     merged.transcript = "I would like a room for two on Saturday."
     tt.transcribed(merged, 2.81)
     merged.result = TurnResult(transcript=merged.transcript)
+    merged.work_to(Work.FINISHED)
     tt.turn_done(merged)
     assert rec.pending == [merged]
 

@@ -9,14 +9,45 @@ call's other modules.
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 
 from agent.turn.reply import Reply
-from agent.turn.reply_state import AudioGate
+from agent.turn.reply_state import AudioGate, check
 from agent.turn.result import TurnResult
 from agent.turn.timeline import TurnTimeline
 from models.priority import Cancel
 from models.vad.segmenter import SpeechPaused, Utterance
+
+
+class Taking(enum.Enum):
+    """Where turn-taking has the turn: whether the caller has finished the words it answers."""
+
+    SPECULATIVE = "speculative"
+    """Started at a pause; the caller may go on."""
+    ENDPOINTED = "endpointed"
+    """The caller finished (the VAD hangover ran out, or the end-of-turn model said so)."""
+    MERGED = "merged"
+    """Dropped because the caller went on talking: its words join the next turn's."""
+
+
+class Work(enum.Enum):
+    """How far the turn's work (ASR, the reply) has got."""
+
+    RUNNING = "running"
+    FINISHED = "finished"
+    """Over: its :class:`~agent.call.messages.TurnDone` is posted."""
+    DONE = "done"
+    """The session has handled that message."""
+
+
+T, W = Taking, Work
+TAKING = {T.SPECULATIVE: frozenset({T.ENDPOINTED, T.MERGED}),
+          T.ENDPOINTED: frozenset({T.ENDPOINTED, T.MERGED}),
+          T.MERGED: frozenset({T.MERGED})}
+"""The ways on (to itself: a second endpoint or merge of the same turn changes nothing)."""
+WORK = {W.RUNNING: frozenset({W.FINISHED}), W.FINISHED: frozenset({W.DONE}),
+        W.DONE: frozenset()}
 
 
 @dataclass(eq=False)
@@ -34,12 +65,10 @@ class Turn:
     merged_from: Turn | None = None
     """The earlier, unanswered turn whose utterance this one continues."""
     # -- turn-taking's decisions
-    endpointed: bool = False
-    """The VAD hangover has elapsed; False while the turn runs speculatively."""
+    taking: Taking = Taking.SPECULATIVE
+    """Changed only by :meth:`take`."""
     hold_until: float | None = None
     """Clock deadline of the pause-tolerance wait, once one started."""
-    merged: bool = False
-    """Cancelled because the caller went on talking: its utterance joins the next one."""
     barge_in: bool = False
     filled: bool = False
     """The session said the filler phrase while this turn's answer was late."""
@@ -58,11 +87,9 @@ class Turn:
     result: TurnResult | None = None
     error: str = ""
     audible: bool = False
-    """Reply audio has been queued for playout."""
-    finished: bool = False
-    """Its work is over (its :class:`~agent.call.messages.TurnDone` is posted)."""
-    done: bool = False
-    """Set by the session once that message is handled."""
+    """Reply audio has been queued for playout (a fact of its output, kept once it ends)."""
+    work: Work = Work.RUNNING
+    """Changed only by :meth:`work_to`."""
     under_load: str = ""
     """The cheaper profile that answered this turn because the agent was overloaded."""
     ticket: int | None = None
@@ -75,6 +102,33 @@ class Turn:
     """When its work failed; it then waits for its gate to apologise."""
     typed: str | None = None
     """Keypad digits the caller typed ("keypad: 4729#"): the turn's words, with no audio."""
+
+    def take(self, new: Taking) -> None:
+        """Turn-taking's decision (:data:`TAKING` says which are allowed)."""
+        check(TAKING, self.taking, new)
+        self.taking = new
+
+    def work_to(self, new: Work) -> None:
+        check(WORK, self.work, new)
+        self.work = new
+
+    @property
+    def endpointed(self) -> bool:
+        return self.taking is Taking.ENDPOINTED
+
+    @property
+    def merged(self) -> bool:
+        return self.taking is Taking.MERGED
+
+    @property
+    def finished(self) -> bool:
+        """Its work is over (its :class:`~agent.call.messages.TurnDone` is posted)."""
+        return self.work is not Work.RUNNING
+
+    @property
+    def done(self) -> bool:
+        """The session has handled its :class:`~agent.call.messages.TurnDone`."""
+        return self.work is Work.DONE
 
     @property
     def gate_open(self) -> bool:

@@ -27,7 +27,7 @@ from agent.call.endpointing import hold_s, merge, sounds_finished, sounds_unfini
 from agent.call.overlap import EchoWatch, began_before_reply, same_speech
 from agent.call.recorder import CallRecorder
 from agent.call.state import CallState
-from agent.call.turn import Turn
+from agent.call.turn import Taking, Turn, Work
 from agent.call.worker import TurnWorker
 from agent.turn.timeline import TurnTimeline
 from dialplan.options import AudioOptions
@@ -111,7 +111,7 @@ class TurnTaking:
 
     def _hold_for_merge(self, turn: Turn, start_at: float, **why: object) -> None:
         """Cancel ``turn`` and hold it: the caller's next utterance is merged into it (one turn)."""
-        turn.merged = True
+        turn.take(Taking.MERGED)
         self.worker.cancel(turn)
         self._unrecord(turn)
         self.held, self.turn = turn, None
@@ -164,7 +164,7 @@ class TurnTaking:
         elif turn.early_end and not turn.audible and not turn.cancelled:
             # The end-of-turn model ended it too soon. The segmenter's utterance goes on (it
             # will hold this audio too), so only earlier held pieces stay held.
-            turn.merged = True
+            turn.take(Taking.MERGED)
             self.worker.cancel(turn)
             self._unrecord(turn)
             self.held, self.turn = turn.merged_from, None
@@ -188,7 +188,8 @@ class TurnTaking:
 
     def _end_early(self, turn: Turn, now: float, **why) -> None:
         """End a speculative turn at the pause, before the VAD hangover runs out."""
-        turn.endpointed = turn.early_end = True
+        turn.take(Taking.ENDPOINTED)
+        turn.early_end = True
         turn.timeline.endpoint_at = now
         self._ended_early = turn  # its segment's Utterance is still to come: not a new turn
         log.event("end-of-turn", self.call_id, **why,
@@ -233,7 +234,7 @@ class TurnTaking:
             timeline = TurnTimeline(speech_start_at=self._speech_start_at, endpoint_at=at,
                                     speech_end_at=end_at)
             turn = self._new_turn(utt, timeline)
-        turn.endpointed = True
+        turn.take(Taking.ENDPOINTED)
         self._call.set("thinking")
         self._open_gate(turn, at)
         if turn.done:  # its worker finished before the endpoint (no words, an error)
@@ -247,7 +248,7 @@ class TurnTaking:
                           endpoint_s=0.0, vad=None)
         timeline = TurnTimeline(speech_start_at=now, speech_end_at=now, endpoint_at=now)
         turn = self._new_turn(empty, timeline, typed=words)
-        turn.endpointed = True
+        turn.take(Taking.ENDPOINTED)
         self._call.set("thinking")
         self._open_gate(turn, now)
         return True
@@ -273,7 +274,7 @@ class TurnTaking:
 
     def turn_done(self, turn: Turn) -> str:
         """The worker finished; returns its error (empty if none) for the session to record."""
-        turn.done = True
+        turn.work_to(Work.DONE)
         if turn.merged or not turn.endpointed:
             return turn.error  # superseded by a merged turn, or a speculation talked over
         self._finished(turn)
@@ -339,7 +340,7 @@ class TurnTaking:
             # Superseded before it was heard (e.g. ended early by the model, then its segment
             # went on): cancel it, or its worker waits at a gate nobody opens any more and
             # every later turn of the call waits for that worker.
-            old.merged = True
+            old.take(Taking.MERGED)
             self.worker.cancel(old)
             log.event("turn-superseded", self.call_id, index=old.index)
         held, self.held = self.held, None

@@ -27,7 +27,7 @@ from agent.call.messages import (
     TurnDone,
 )
 from agent.call.playout import Playout
-from agent.call.turn import Turn
+from agent.call.turn import Turn, Work
 from agent.turn.load import LoadPolicy
 from agent.turn.prefill import prefill_words
 from agent.turn.reply import Reply
@@ -253,7 +253,7 @@ class TurnWorker:
         self.backlog.leave(turn.ticket)
         if turn.audible and not turn.cancelled:
             self.playout.end_reply()
-        turn.finished = True
+        turn.work_to(Work.FINISHED)
         self.post(TurnDone(turn))
         ready = [t for t in self._waiting if t.after is turn]
         self._waiting = [t for t in self._waiting if t.after is not turn]
