@@ -13,6 +13,7 @@ model is asked (:mod:`agent.turn.intent`).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from concurrent.futures import Future
 from functools import partial
 
@@ -73,19 +74,21 @@ class ToolSteps:
         self._to(ReplyState.ASKING)
         self._job("llm", self._timed(route), self.runner.stages.llm, self.runner.router,
                   self.result.transcript, self._cancel, self.runner.said_last(self.history),
-                  stage="llm", priority=self.urgency.llm, then=self._routed_to)
+                  stage="llm", priority=self.urgency.llm,
+                  then=partial(self._or_ask, self._look_up))
 
-    def _routed_to(self, f: Future) -> None:
+    def _or_ask(self, go: Callable[[object], None], f: Future) -> None:
+        """A routing job's answer to ``go`` on with; None: the model is asked as usual."""
         out = self._outcome(f, self._llm_end)
         if out is None:
             return
-        name, _ = out
+        value, _ = out
         if self.cancelled:
             self._llm_end()
-        elif name is None:
+        elif value is None:
             self._ask(self.result.transcript)
         else:
-            self._look_up(name)
+            go(value)
 
     def _look_up(self, name: str) -> None:
         """Call the look-up tool the caller's words chose (:mod:`agent.turn.routing`).
@@ -106,19 +109,7 @@ class ToolSteps:
         prompt = self.runner.prompt(self.history, words)
         self._job("llm", self._timed(fill_arguments), self.runner.stages.llm, prompt, name,
                   params, self._cancel, stage="llm", priority=self.urgency.llm,
-                  then=partial(self._filled, name))
-
-    def _filled(self, name: str, f: Future) -> None:
-        out = self._outcome(f, self._llm_end)
-        if out is None:
-            return
-        args, _ = out
-        if self.cancelled:
-            self._llm_end()
-        elif args is None:
-            self._ask(self.result.transcript)
-        else:
-            self._routed(name, args)
+                  then=partial(self._or_ask, partial(self._routed, name)))
 
     def _routed(self, name: str, args: dict) -> None:
         self._tool(ToolCall(name, args, raw=as_hermes(name, args), source="words"))
