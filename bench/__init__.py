@@ -1,4 +1,5 @@
-"""Benchmarks: pipeline, call on the wire, ASR, WER; spoken samples, sipp scenarios, scorer.
+"""Benchmarks: pipeline, call on the wire, ASR, WER; scorer.
 
-Numbers, not pass/fail.
+Numbers, not pass/fail. The caller's side they share with the tests (sipp scenarios, spoken
+samples, free ports, agent processes) is the test kit, :mod:`testkit`.
 """

@@ -22,10 +22,8 @@ import numpy as np
 
 from agent.turn.runner import StageCache, TurnRunner
 from agent.turn.tools import target_of
-from bench.clips import kept_clip
 from bench.conversations import HIDDEN, Call, Conversations
 from bench.judge import Leaks, judge, spliced
-from bench.samples import spoken
 from bench.scoring import known_numbers, normalize, wer
 from bench.tools import answer, llm_label
 from bench.wer.line import CONDITIONS, REFERENCE, apply, seed_for
@@ -34,6 +32,8 @@ from dialplan.profile import Profile
 from models.asr.base import Transcript
 from models.audio import ASR_RATE
 from models.metrics import ASRMetrics
+from testkit.clips import kept_clip
+from testkit.samples import spoken
 
 GROUPS: dict[str, tuple[str, ...]] = {
     "Kokoro US/UK": ("kokoro:af_heart", "kokoro:am_michael", "kokoro:bf_emma",

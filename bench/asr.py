@@ -72,7 +72,7 @@ def utterances(n: int) -> list[np.ndarray]:
     import soundfile as sf
     import soxr
 
-    from bench.samples import QUESTIONS, speak_to_file
+    from testkit.samples import QUESTIONS, speak_to_file
 
     out = []
     with tempfile.TemporaryDirectory() as d:

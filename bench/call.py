@@ -31,7 +31,7 @@ second table gives first turns and follow-ups apart. ``--turns 1`` (the default)
 one-question call above, read as before.
 
 A benchmark, not a test: it prints numbers and asserts nothing. Wire reading and the sipp /
-tshark tools are :mod:`bench.wire`, starting the agent :mod:`bench.agentproc`.
+tshark tools are :mod:`testkit.wire`, starting the agent :mod:`testkit.agentproc`.
 Imports no pjsua2 until it runs.
 """
 
@@ -50,15 +50,6 @@ from pathlib import Path
 import numpy as np
 
 from agent.supervisor import terminate
-from bench.agentproc import (
-    bench_config,
-    caller_media,
-    free_block,
-    free_port,
-    read_call_log,
-    start_cluster,
-    start_serve,
-)
 from bench.call_conversations import MAX_TURNS
 from bench.call_round import Round, refused_text, split_text
 from bench.call_turns import (
@@ -72,7 +63,18 @@ from bench.call_turns import (
 )
 from bench.header import markdown_header, markdown_table
 from bench.wer.questions import QUESTIONS
-from bench.wire import (
+from db.stats import percentile
+from dialplan.options import LLMOptions
+from testkit.agentproc import (
+    bench_config,
+    caller_media,
+    free_block,
+    free_port,
+    read_call_log,
+    start_cluster,
+    start_serve,
+)
+from testkit.wire import (
     ROUTED,
     Capture,
     dead_air_ms,
@@ -84,8 +86,6 @@ from bench.wire import (
     split_calls,
     spoken_ulaw,
 )
-from db.stats import percentile
-from dialplan.options import LLMOptions
 
 TOOLS = ("sipp", "tshark", "espeak-ng", "sox")
 VOICES = ("en-us", "en")
@@ -154,8 +154,8 @@ def _persona(name: str | None):
     """The shipped profile ``name`` of the checkout's config.toml, or None."""
     if name is None:
         return None
-    from bench.agentproc import ROOT
     from dialplan import load_config
+    from testkit.agentproc import ROOT
 
     profiles = load_config(ROOT / "config.toml").profiles
     if name not in profiles:
@@ -359,8 +359,8 @@ def _serial_baseline(config: Path) -> float:
     """
     from agent.turn.runner import StageCache
     from bench.baseline import serial_turn
-    from bench.samples import spoken
     from dialplan import load_config
+    from testkit.samples import spoken
 
     profile = load_config(config).profiles["fast"]
     stages = StageCache().stages(profile)

@@ -31,12 +31,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.agentproc import read_call_log
 from bench.call_conversations import CONVERSATIONS
 from bench.header import markdown_table
-from bench.wire import RtpPacket, WireCall, levels, spoken_ulaw
 from db.stats import percentile
 from models.audio import PHONE_RATE, speech_runs
+from testkit.agentproc import read_call_log
+from testkit.wire import RtpPacket, WireCall, levels, spoken_ulaw
 
 SILENCE = b"\xff"
 """A μ-law zero sample: what a phone sends between its caller's words."""

@@ -37,7 +37,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.supervisor import terminate
-from bench.agentproc import (
+from bench.header import markdown_header, markdown_table
+from bench.wer.questions import QUESTIONS
+from db.stats import percentile
+from dialplan.options import LLMOptions
+from testkit.agentproc import (
     bench_config,
     caller_media,
     free_block,
@@ -46,9 +50,7 @@ from bench.agentproc import (
     start_serve,
     tree_cpu_s,
 )
-from bench.header import markdown_header, markdown_table
-from bench.wer.questions import QUESTIONS
-from bench.wire import (
+from testkit.wire import (
     Capture,
     each_call,
     scenario,
@@ -57,8 +59,6 @@ from bench.wire import (
     split_calls,
     spoken_ulaw,
 )
-from db.stats import percentile
-from dialplan.options import LLMOptions
 
 TOOLS = ("sipp", "tshark", "espeak-ng", "sox")
 CALLERS_FROM = "127.0.0.1"

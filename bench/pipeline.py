@@ -29,12 +29,12 @@ from agent.turn.runner import StageCache
 from bench import scoring
 from bench.baseline import serial_turn
 from bench.header import markdown_header
-from bench.samples import PAUSED, QUESTIONS, spoken, spoken_with_pause
 from db.records import TurnRecord
 from db.stats import percentile
 from dialplan import Config, Dialplan
 from models.registry import ModelCache
 from models.scheduler import Scheduler
+from testkit.samples import PAUSED, QUESTIONS, spoken, spoken_with_pause
 
 USES_CONFIG = True
 STAGES = (

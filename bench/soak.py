@@ -36,15 +36,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from agent.supervisor import terminate
-from bench.agentproc import (
-    bench_config,
-    caller_media,
-    free_block,
-    free_port,
-    read_call_log,
-    shipped_models,
-    start_serve,
-)
 from bench.header import markdown_header, markdown_table
 from bench.malformed import send_malformed
 from bench.soak_callers import (
@@ -57,8 +48,17 @@ from bench.soak_callers import (
     plan_calls,
     send_unauthorised,
 )
-from bench.wire import Capture, each_call, gaps_ms, split_calls
 from db.stats import percentile
+from testkit.agentproc import (
+    bench_config,
+    caller_media,
+    free_block,
+    free_port,
+    read_call_log,
+    shipped_models,
+    start_serve,
+)
+from testkit.wire import Capture, each_call, gaps_ms, split_calls
 
 # ---- the worker's memory ------------------------------------------------------------------------
 

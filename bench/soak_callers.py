@@ -16,11 +16,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.agentproc import free_port
 from bench.flood import flood_argv, flood_outcome
-from bench.samples import QUESTIONS
-from bench.wire import scenario, spoken_ulaw
 from models.audio import PHONE_RATE
+from testkit.agentproc import free_port
+from testkit.samples import QUESTIONS
+from testkit.wire import scenario, spoken_ulaw
 
 BEHAVIOURS = ("answer", "hangup-question", "hangup-reply", "talk-over", "silent", "dtmf")
 SILENCE = b"\xff"  # μ-law digital silence

@@ -33,9 +33,7 @@ from agent.turn.reply import Reply
 from agent.turn.runner import StageCache, TurnRunner
 from agent.turn.timeline import TurnTimeline
 from agent.turn.tools import target_of
-from bench.clips import kept_clip
 from bench.header import markdown_header, progress_printer
-from bench.samples import spoken
 from bench.tools_report import (
     NONE,
     REPEAT,
@@ -56,6 +54,8 @@ from models import catalog
 from models.asr.base import Transcript
 from models.audio import ASR_RATE
 from models.priority import Cancel
+from testkit.clips import kept_clip
+from testkit.samples import spoken
 
 USES_CONFIG = True
 REPLY_TIMEOUT_S = 300.0

@@ -1,7 +1,7 @@
 """A real ``callagent cluster`` for tests/test_cluster.py: start it, call it, read it.
 
 :func:`start_cluster` writes a config (the light :data:`PROFILES`, admission control off, ports
-from free blocks) and starts the cluster with :func:`bench.agentproc.start_cluster`, the
+from free blocks) and starts the cluster with :func:`testkit.agentproc.start_cluster`, the
 bench's own start-up; :class:`ClusterProcess` reads its structured log lines, call log and
 aggregated ``/metrics``; :func:`calls` places simultaneous sipp calls at kamailio's port with
 the Record-Route-following scenario (:func:`routed`).
@@ -20,10 +20,10 @@ from sipp.harness import parse_fields
 from sqlalchemy import text
 
 from agent.cluster import aggregate
-from bench import agentproc
-from bench.agentproc import free_block, free_port
-from bench.wire import ROUTED, scenario, sipp_argv
 from db.migrate import make_engine
+from testkit import agentproc
+from testkit.agentproc import free_block, free_port
+from testkit.wire import ROUTED, scenario, sipp_argv
 
 TOOLS = ("sipp", "tshark", "espeak-ng", "sox")
 needs_kamailio = pytest.mark.needs("kamailio")  # missing: the test fails (tests/needs.py)

@@ -11,8 +11,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from agent.turn.runner import StageCache  # noqa: E402
-from bench.samples import QUESTION, spoken  # noqa: E402
 from dialplan import parse_config  # noqa: E402
+from testkit.samples import QUESTION, spoken  # noqa: E402
 from tests.marks import (  # noqa: E402, F401 (hooks: what a test starts, checked)
     pytest_collection_modifyitems,
     pytest_configure,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from bench.amd import Sample, callee_audio, detect
-from bench.samples import spoken
 from dialplan.options import ASROptions
+from testkit.samples import spoken
 
 pytestmark = [pytest.mark.model, pytest.mark.tool, pytest.mark.needs("espeak-ng")]
 

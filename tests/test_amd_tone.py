@@ -84,7 +84,7 @@ def test_a_beep_after_speech_is_found_where_it_begins():
                                   "Hi, you've reached Ann. Please leave a message after the tone.",
                                   "Oooooooh, mmmmmmm."])
 def test_spoken_greetings_through_the_line_hold_no_tone(text):
-    from bench.samples import spoken
+    from testkit.samples import spoken
 
     audio, rate = spoken(text)
     x = pcm16_to_float(through_phone_line(audio, rate))

@@ -8,11 +8,11 @@ from contextlib import contextmanager
 import numpy as np
 import pytest
 
-from bench.samples import spoken
 from dialplan.options import ASROptions
 from models.audio import ASR_RATE, PHONE_RATE, pcm16_to_float, resample, through_phone_line
 from models.priority import Cancel, JobCancelled, Priority, cancel_on, priority
 from models.scheduler import Scheduler
+from testkit.samples import spoken
 from tests.waiting import hold_the_slot, wait_until
 
 pytestmark = [pytest.mark.model, pytest.mark.tool]  # espeak-ng says the questions

@@ -13,7 +13,6 @@ import time
 import pytest
 
 from agent.turn.doubt import doubtful, looped
-from bench.samples import spoken
 from bench.wer.questions import NAMES, QUESTIONS
 from dialplan.options import ASROptions
 from models.asr.base import Transcript
@@ -21,6 +20,7 @@ from models.asr.faster_whisper import max_tokens
 from models.asr.whisper_batch import padded
 from models.audio import ASR_RATE, PHONE_RATE, pcm16_to_float, resample, through_phone_line
 from models.metrics import ASRMetrics
+from testkit.samples import spoken
 
 LOOPED = ("I lost my card, how do I get a new one?", "en-gb-scotland+Alicia", 190)
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bench.samples import spoken
 from dialplan.options import ASROptions, TTSOptions
 from models.asr.whisper_batch import padded
 from models.audio import ASR_RATE, PHONE_RATE, pcm16_to_float, resample, through_phone_line
+from testkit.samples import spoken
 
 pytestmark = pytest.mark.model
 

@@ -26,7 +26,7 @@ from bench.call_turns import (
     turns_rows,
     wire_turns,
 )
-from bench.wire import RtpPacket, WireCall
+from testkit.wire import RtpPacket, WireCall
 
 SPEECH = bytes([0x20, 0xA0] * 80)  # loud μ-law samples
 ZERO = bytes([0xFF] * 160)

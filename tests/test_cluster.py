@@ -41,15 +41,15 @@ from agent.cluster import kamailio
 from agent.cluster.cluster import plan
 from agent.cluster.probe import options_ping
 from bench import call as bench_call
-from bench.agentproc import bench_config, free_port
-from bench.samples import QUESTION
-from bench.wire import Capture, scenario, sipp, sipp_refusals, split_calls, spoken_ulaw
 from db.migrate import make_engine, upgrade
 from db.placement import call_places, close_lost_calls_of, place_groups, this_host
 from db.reports import load_turns
 from db.rows import apply
 from db.stats import percentile
 from dialplan import ConfigError, Dialplan, load_config
+from testkit.agentproc import bench_config, free_port
+from testkit.samples import QUESTION
+from testkit.wire import Capture, scenario, sipp, sipp_refusals, split_calls, spoken_ulaw
 from tests.waiting import wait_until
 
 # ---- no models -------------------------------------------------------------------------------

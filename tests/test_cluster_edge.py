@@ -30,10 +30,10 @@ from agent.cli import serve
 from agent.cli.main import build_parser
 from agent.cluster import edge, kamailio
 from agent.cluster.cluster import edge_address, plan
-from bench.agentproc import free_port
-from bench.wire import scenario, sipp_argv, sipp_refusals
 from dialplan import ConfigError
 from dialplan.sip import SIPAuthOptions, SIPOptions
+from testkit.agentproc import free_port
+from testkit.wire import scenario, sipp_argv, sipp_refusals
 from tests.waiting import wait_until
 
 PASSWORD = "correct horse 47"

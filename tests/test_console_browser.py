@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 from sipp.harness import start_agent
 
-from bench.agentproc import free_block, free_port
-from bench.samples import QUESTION
-from bench.wire import scenario, sipp_argv, spoken_ulaw
+from testkit.agentproc import free_block, free_port
+from testkit.samples import QUESTION
+from testkit.wire import scenario, sipp_argv, spoken_ulaw
 from tests.needs import require_module
 from tests.waiting import wait_until
 

@@ -15,9 +15,9 @@ import httpx
 import pytest
 from cluster_harness import calls, real_cluster, routed, start_cluster
 
-from bench.agentproc import free_block
-from bench.samples import QUESTION
-from bench.wire import spoken_ulaw
+from testkit.agentproc import free_block
+from testkit.samples import QUESTION
+from testkit.wire import spoken_ulaw
 from tests.waiting import wait_until
 
 HOLD_S = 25.0

@@ -31,12 +31,12 @@ from agent.console.hub import Hub
 from agent.console.server import start_console
 from agent.turn.result import TurnResult
 from agent.turn.timeline import TurnTimeline
-from bench.agentproc import free_block
 from db.records import CallEnded, CallStarted, EventRecord, ToolCallRecord, TurnRecord
 from dialplan import ConfigError
 from dialplan.config import console_token, parse_config
 from dialplan.console import ConsoleOptions, is_loopback
 from models.vad.segmenter import Utterance
+from testkit.agentproc import free_block
 
 unit = pytest.mark.unit
 AT = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)

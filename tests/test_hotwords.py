@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from bench.samples import spoken
 from dialplan import parse_config
 from models.audio import ASR_RATE, PHONE_RATE, pcm16_to_float, resample, through_phone_line
+from testkit.samples import spoken
 
 QUESTION = "Can I speak to Doctor Quiblerton about my appointment?"
 

@@ -10,6 +10,8 @@ of faster-whisper's signature test), so an upward arrow fails here before it tan
 * inside ``agent/`` a layer imports only layers below it (table :data:`AGENT_LAYERS`);
 * ``bench/`` (the benchmarks, beside the agent) may import it and what is below it; no agent
   module imports a bench (``callagent bench`` loads one by name);
+* ``testkit/`` (the outside of a call, shared by the tests and the benchmarks) imports only
+  ``models``, ``db`` and ``dialplan``; ``bench`` and ``tests`` may import it, no agent module does;
 * runtime code never imports ``tests``;
 * no import circle among runtime modules, not even through an ``if TYPE_CHECKING:`` or a
   function-local import (the failure prints each circle, file and line of every arrow);
@@ -31,7 +33,7 @@ import pytest
 pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[1]
-RUNTIME = ("agent", "models", "dialplan", "db", "bench")
+RUNTIME = ("agent", "models", "dialplan", "db", "bench", "testkit")
 PJSUA2_ALLOWED = {Path("agent/sip/useragent.py"), Path("agent/sip/callbacks.py"),
                   Path("agent/sip/pjconfig.py"), Path("agent/sip/legs.py")}
 
@@ -40,7 +42,8 @@ BASE_RULES = {
     "dialplan": set(),
     "models": {"dialplan"},
     "db": {"dialplan"},
-    "bench": {"agent", "models", "db", "dialplan"},
+    "bench": {"agent", "models", "db", "dialplan", "testkit"},
+    "testkit": {"models", "db", "dialplan"},
 }
 # agent sub-packages, top to bottom: each may import only those listed after it (and models,
 # db, dialplan). A call (agent.call) uses the turn runner and the audio link, never the CLI.
@@ -143,6 +146,13 @@ def test_only_the_bench_command_imports_the_benchmarks():
     """
     offenders = [f"{p.relative_to(ROOT)} imports {m}" for p in project_files(("agent",))
                  for m in _project_imports(p) if m.split(".")[0] == "bench"]
+    assert offenders == []
+
+
+def test_the_agent_never_imports_the_test_kit():
+    """``testkit/`` is the outside of a call (a caller, its capture): a running agent needs none."""
+    offenders = [f"{p.relative_to(ROOT)} imports {m}" for p in project_files(("agent",))
+                 for m in _project_imports(p) if m.split(".")[0] == "testkit"]
     assert offenders == []
 
 

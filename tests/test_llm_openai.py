@@ -19,7 +19,6 @@ import pytest
 
 from agent.cli import main as cli
 from agent.simulate import simulate
-from bench.samples import spoken
 from db.records import EventRecord, TurnRecord
 from db.writer import CallLogWriter
 from dialplan import ConfigError, parse_config
@@ -27,6 +26,7 @@ from dialplan.options import DBOptions, LLMOptions
 from models.llm.base import Message
 from models.llm.openai import LLMServerError, OpenAILLM
 from models.registry import ModelCache
+from testkit.samples import spoken
 from tests.conftest import TEST_CONFIG
 from tests.llm_server import MODEL, FakeServer, LlamaServer, event, free_tcp_port, headers
 from tests.waiting import wait_until

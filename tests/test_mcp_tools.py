@@ -27,10 +27,10 @@ from agent.turn.http_tool import ToolFailed
 from agent.turn.mcp_tool import McpHub, McpTool, lean_schema
 from agent.turn.runner import TurnRunner
 from agent.turn.tools import ANSWER_OR_LOOK_UP, tool_response
-from bench.agentproc import free_port
 from dialplan.config import ConfigError, parse_config
 from dialplan.profile import McpServer
 from models.llm.base import Message
+from testkit.agentproc import free_port
 from tests.mcp_server import CLOSES, OPENS
 from tests.waiting import wait_until
 

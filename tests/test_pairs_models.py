@@ -14,12 +14,12 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from bench.samples import spoken
 from dialplan.options import ASROptions, LLMOptions, TTSOptions
 from models.audio import ASR_RATE, PHONE_RATE, pcm16_to_float, resample, through_phone_line
 from models.priority import Priority, priority
 from models.registry import ModelCache
 from models.scheduler import Scheduler
+from testkit.samples import spoken
 from tests.llm_asks import ask
 from tests.waiting import hold_the_slot, wait_until
 

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 
 from agent.simulate import simulate
-from bench.samples import QUESTION
 from bench.scoring import wer
 from models.audio import ASR_RATE, PHONE_RATE, pcm16_to_float, resample
 from models.llm.base import Message
+from testkit.samples import QUESTION
 
 pytestmark = pytest.mark.model
 

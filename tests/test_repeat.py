@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from agent.simulate import simulate
-from bench.samples import spoken
 from db.records import EventRecord
 from dialplan import parse_config
+from testkit.samples import spoken
 
 pytestmark = [pytest.mark.model, pytest.mark.tool]  # espeak-ng says the questions
 

@@ -5,7 +5,6 @@ import math
 import numpy as np
 import pytest
 
-from bench.samples import spoken
 from dialplan.options import AudioOptions
 from models.audio import line_to_asr, resample
 from models.vad.base import CHUNK, SAMPLE_RATE
@@ -18,6 +17,7 @@ from models.vad.segmenter import (
     Utterance,
 )
 from models.vad.silero import SileroVAD
+from testkit.samples import spoken
 
 pytestmark = pytest.mark.model
 OPTS = AudioOptions(endpoint_silence_s=0.5, min_speech_s=0.2, prefill_every_s=0)

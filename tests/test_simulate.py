@@ -18,13 +18,13 @@ import pytest
 from agent.cli import main as cli
 from agent.simulate import simulate
 from agent.turn.runner import TurnRunner
-from bench.agentproc import free_port
-from bench.samples import spoken
 from bench.scoring import wer
-from bench.wire import scenario, sipp
 from db.records import EventRecord
 from dialplan import parse_config
 from models.audio import PHONE_RATE, pcm16_to_float, through_phone_line, ulaw_encode
+from testkit.agentproc import free_port
+from testkit.samples import spoken
+from testkit.wire import scenario, sipp
 from tests.sipp.harness import start_agent
 from tests.waiting import wait_until
 

@@ -23,8 +23,9 @@ import pytest
 import soundfile as sf
 from sipp.harness import start_agent
 
-from bench.agentproc import free_port
-from bench.wire import (
+from models.audio import FRAME_MS, PHONE_RATE, frame_samples, rms, speech_runs
+from testkit.agentproc import free_port
+from testkit.wire import (
     Capture,
     keys_xml,
     levels,
@@ -33,7 +34,6 @@ from bench.wire import (
     split_calls,
     spoken_ulaw,
 )
-from models.audio import FRAME_MS, PHONE_RATE, frame_samples, rms, speech_runs
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.sip, pytest.mark.model, pytest.mark.tool, pytest.mark.slow]

@@ -20,9 +20,9 @@ from sipp.harness import ROOT
 from agent.sip.audiolink import AudioLink
 from agent.sip.events import IncomingCall, MediaActive, RegistrationChanged
 from agent.sip.useragent import SipAgent
-from bench.agentproc import free_port
-from bench.wire import scenario
 from dialplan.sip import RegistrarOptions, SIPOptions
+from testkit.agentproc import free_port
+from testkit.wire import scenario
 
 pytestmark = [pytest.mark.sip, pytest.mark.needs("sipp")]
 

@@ -16,9 +16,9 @@ import pytest
 from sipp.harness import ROOT
 
 from agent.sip.useragent import RTP_PORT_RANGE
-from bench.agentproc import free_port
-from bench.wire import Capture, levels, scenario, split_calls
 from models.audio import PHONE_RATE, speech_runs
+from testkit.agentproc import free_port
+from testkit.wire import Capture, levels, scenario, split_calls
 
 pytestmark = [pytest.mark.sip, pytest.mark.model, pytest.mark.tool]
 

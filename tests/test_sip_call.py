@@ -18,10 +18,11 @@ import pytest
 import soundfile as sf
 from sipp.harness import ROOT, start_agent
 
-from bench.agentproc import free_port
-from bench.samples import QUESTION
 from bench.scoring import wer
-from bench.wire import (
+from models.audio import FRAME_MS, PHONE_RATE, SPEECH_RMS, frame_samples, rms, speech_runs
+from testkit.agentproc import free_port
+from testkit.samples import QUESTION
+from testkit.wire import (
     Capture,
     levels,
     scenario,
@@ -30,7 +31,6 @@ from bench.wire import (
     split_calls,
     spoken_ulaw,
 )
-from models.audio import FRAME_MS, PHONE_RATE, SPEECH_RMS, frame_samples, rms, speech_runs
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.sip, pytest.mark.model, pytest.mark.tool]

@@ -24,8 +24,8 @@ import pytest
 from sipp.harness import ROOT
 from test_sip_amd import voicemail_greeting
 
-from bench.agentproc import free_port
-from bench.wire import scenario, spoken_ulaw
+from testkit.agentproc import free_port
+from testkit.wire import scenario, spoken_ulaw
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.sip, pytest.mark.model, pytest.mark.tool, pytest.mark.slow]

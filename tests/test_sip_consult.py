@@ -30,9 +30,9 @@ import numpy as np
 import pytest
 from sipp.harness import start_agent
 
-from bench.agentproc import free_port
-from bench.wire import DTMF_PCAPS, Capture, scenario, sipp_argv, spoken_ulaw
 from models.audio import ASR_RATE, PHONE_RATE, resample, speech_runs, ulaw_decode, ulaw_encode
+from testkit.agentproc import free_port
+from testkit.wire import DTMF_PCAPS, Capture, scenario, sipp_argv, spoken_ulaw
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.sip, pytest.mark.model, pytest.mark.tool, pytest.mark.slow,

@@ -14,10 +14,10 @@ import pytest
 from sipp.harness import ROOT
 
 from agent.sip.useragent import RTP_PORT_RANGE
-from bench.agentproc import free_port
-from bench.samples import QUESTION
-from bench.wire import Capture, levels, scenario, split_calls, spoken_ulaw
 from models.audio import speech_runs
+from testkit.agentproc import free_port
+from testkit.samples import QUESTION
+from testkit.wire import Capture, levels, scenario, split_calls, spoken_ulaw
 
 pytestmark = [pytest.mark.sip, pytest.mark.model, pytest.mark.tool]
 

@@ -21,12 +21,12 @@ from pathlib import Path
 import pytest
 from sipp.harness import start_agent
 
-from bench.agentproc import free_port
-from bench.wire import Capture, scenario, sipp, split_calls, spoken_ulaw
 from db.stages import STAGES, column
 from dialplan.options import ASROptions
 from models.audio import PHONE_RATE, line_to_asr, pcm16_to_float, ulaw_decode
 from models.registry import ModelCache
+from testkit.agentproc import free_port
+from testkit.wire import Capture, scenario, sipp, split_calls, spoken_ulaw
 from tests.mcp_server import CLOSES, OPENS
 from tests.otlp_receiver import OtlpReceiver
 from tests.waiting import wait_until

@@ -21,11 +21,11 @@ import pytest
 import soundfile as sf
 from sipp.harness import start_agent
 
-from bench.agentproc import free_port
-from bench.wire import Capture, levels, scenario, sipp_argv, split_calls, spoken_ulaw
 from dialplan.options import ASROptions
 from models.audio import PHONE_RATE, StreamResampler, speech_runs
 from models.registry import ModelCache
+from testkit.agentproc import free_port
+from testkit.wire import Capture, levels, scenario, sipp_argv, split_calls, spoken_ulaw
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.sip, pytest.mark.model, pytest.mark.tool,

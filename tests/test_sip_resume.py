@@ -26,11 +26,11 @@ import soxr
 from llm_server import MODEL, FakeServer
 from sipp.harness import start_agent
 
-from bench.agentproc import free_port
 from bench.scoring import normalize
-from bench.wire import Capture, scenario, sipp, split_calls
 from dialplan.options import ASROptions
 from models.audio import PHONE_RATE, float_to_pcm16, pcm16_to_float, ulaw_decode
+from testkit.agentproc import free_port
+from testkit.wire import Capture, scenario, sipp, split_calls
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.sip, pytest.mark.model, pytest.mark.tool, pytest.mark.slow]

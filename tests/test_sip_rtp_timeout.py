@@ -35,10 +35,10 @@ from agent.sip.events import (
     RtpTimeout,
 )
 from agent.sip.useragent import RTP_PORT_RANGE, SipAgent
-from bench.agentproc import free_port
-from bench.wire import Capture, levels, read_pcap, scenario
 from dialplan.sip import SIPOptions
 from models.audio import speech_runs
+from testkit.agentproc import free_port
+from testkit.wire import Capture, levels, read_pcap, scenario
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.sip, pytest.mark.tool, pytest.mark.needs("sipp", "tshark")]

@@ -17,8 +17,8 @@ import subprocess
 import pytest
 from sipp.harness import start_agent
 
-from bench.agentproc import free_port
-from bench.wire import scenario, sipp_argv, sipp_refusals
+from testkit.agentproc import free_port
+from testkit.wire import scenario, sipp_argv, sipp_refusals
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.sip, pytest.mark.model, pytest.mark.tool]

@@ -24,9 +24,9 @@ import pytest
 from sipp.harness import ROOT, parse_fields, start_agent
 from test_sip_campaign import start_callee
 
-from bench.agentproc import free_port
-from bench.wire import scenario, sipp, sipp_argv
 from models.audio import PHONE_RATE
+from testkit.agentproc import free_port
+from testkit.wire import scenario, sipp, sipp_argv
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.sip, pytest.mark.model, pytest.mark.tool, pytest.mark.slow]

@@ -21,9 +21,9 @@ import pytest
 from sipp.harness import ROOT
 
 from agent.sip.caller import call
-from bench.agentproc import free_block, free_port
-from bench.wire import Capture, RtpPacket
 from dialplan.sip import SIPOptions, TLSOptions
+from testkit.agentproc import free_block, free_port
+from testkit.wire import Capture, RtpPacket
 
 pytestmark = [pytest.mark.sip, pytest.mark.tool,
               pytest.mark.needs("tshark", "openssl", "espeak-ng", "sox")]

@@ -17,9 +17,9 @@ import pytest
 from sipp.harness import ROOT
 
 from agent.sip.caller import call
-from bench.agentproc import free_port
-from bench.wire import scenario, sipp
 from dialplan.sip import SIPOptions, TLSOptions
+from testkit.agentproc import free_port
+from testkit.wire import scenario, sipp
 
 pytestmark = [pytest.mark.sip, pytest.mark.tool, pytest.mark.needs("sipp", "openssl",
                                                                     "espeak-ng")]

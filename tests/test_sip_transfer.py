@@ -3,7 +3,7 @@
 Real peers on 127.0.0.1, no models. The agent is ``tests/sipp/transfer_agent.py``, a child
 process around :class:`~agent.sip.useragent.SipAgent` (a pjsua2 crash kills only it) that
 answers with silence and prints its SIP events as JSON lines. The caller is a sipp UAC that
-follows the REFER (``bench/sipp/uac_refer.xml``): 202, NOTIFY, INVITE to the Refer-To
+follows the REFER (``testkit/sipp/uac_refer.xml``): 202, NOTIFY, INVITE to the Refer-To
 target, NOTIFY of the outcome. The target is a sipp UAS (``uas_target.xml``) that logs the
 Request-URI and answers 200 or refuses. Digits the agent sends are read off the wire (tshark,
 RFC 2833 telephone-event payloads).
@@ -23,9 +23,9 @@ import pytest
 
 from agent.sip.events import SipError, TransferStatus
 from agent.sip.useragent import RTP_PORT_RANGE, SipAgent
-from bench.agentproc import free_port
-from bench.wire import Capture, scenario, sipp_argv
 from dialplan.sip import SIPOptions
+from testkit.agentproc import free_port
+from testkit.wire import Capture, scenario, sipp_argv
 
 pytestmark = pytest.mark.sip
 

@@ -7,7 +7,7 @@ read from the ``tool_calls`` table:
 * the caller takes the REFER and drops the dialog (202, NOTIFY 100 Trying, then nothing, as some
   phones do: ``tests/sipp/uac_refer_drop.xml``): the call ends ``rtp-timeout`` and the row says
   ``caller-gone``, and ``callagent report --call`` shows it;
-* the caller follows the REFER (``bench/sipp/uac_refer.xml``) to a sipp target that
+* the caller follows the REFER (``testkit/sipp/uac_refer.xml``) to a sipp target that
   answers 200 (``ok``) or 486 (``sip-486``, said to the caller);
 * no final NOTIFY in 30 s: ``timeout``, said to the caller, and no idle prompt meanwhile;
 * the agent's worker is killed mid-transfer: the supervisor closes the row ``lost``;
@@ -29,8 +29,8 @@ from pathlib import Path
 import pytest
 from sipp.harness import ROOT, start_agent
 
-from bench.agentproc import free_port
-from bench.wire import scenario, sipp_argv
+from testkit.agentproc import free_port
+from testkit.wire import scenario, sipp_argv
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.sip, pytest.mark.model, pytest.mark.tool,

@@ -19,9 +19,9 @@ import pytest
 from sipp.harness import AgentProcess, start_agent
 from webhook_receiver import Receiver
 
-from bench.agentproc import caller_media, free_port
-from bench.samples import QUESTION
-from bench.wire import scenario, sipp_argv, spoken_ulaw
+from testkit.agentproc import caller_media, free_port
+from testkit.samples import QUESTION
+from testkit.wire import scenario, sipp_argv, spoken_ulaw
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.sip, pytest.mark.model, pytest.mark.tool, pytest.mark.server,

@@ -15,9 +15,9 @@ import time
 
 import pytest
 
-from bench.agentproc import free_port
-from bench.samples import QUESTION
-from bench.wire import scenario, sipp, spoken_ulaw
+from testkit.agentproc import free_port
+from testkit.samples import QUESTION
+from testkit.wire import scenario, sipp, spoken_ulaw
 from tests.sipp.harness import start_agent
 from tests.waiting import wait_until
 

@@ -22,10 +22,10 @@ from agent.simulate import simulate
 from agent.turn.backlog import Backlog
 from agent.turn.load import LoadPolicy
 from agent.turn.runner import TurnRunner
-from bench.samples import spoken
 from db.records import EventRecord
 from dialplan import Dialplan, parse_config
 from dialplan.config import ConfigError
+from testkit.samples import spoken
 
 LLM = {"model": "smollm2-135m", "max_tokens": 16, "threads": 1}
 CONFIG = {

@@ -5,7 +5,7 @@ Dead air inside a reply, which the packet gap cannot show; "say that again" repl
 
 import pytest
 
-from bench.wire import RtpPacket, dead_air_ms
+from testkit.wire import RtpPacket, dead_air_ms
 
 pytestmark = pytest.mark.unit
 
@@ -41,7 +41,7 @@ def test_only_exact_zero_samples_count():
 def test_a_callers_media_block_never_lies_in_the_agents_rtp_range():
     # Inside it, free until the agent takes it for a call, the caller's packets would be read
     # as the agent's side of a call (one bench call run counted a 5.7 s phantom hole so).
-    from bench.agentproc import free_block
+    from testkit.agentproc import free_block
 
     agent = range(30000, 50000)
     for _ in range(50):
@@ -53,8 +53,8 @@ def test_a_rounds_caller_ports_are_disjoint_and_below_the_kernels_ephemeral_port
     # A port found free is bound moments later by sipp: an ephemeral port handed out
     # meanwhile (another caller's SIP port) or another caller's block found free before its
     # sipp bound it could take it, and that caller's call is lost.
-    from bench import agentproc
-    from bench.agentproc import caller_media, free_block
+    from testkit import agentproc
+    from testkit.agentproc import caller_media, free_block
 
     monkeypatch.setattr(agentproc, "ephemeral_low", lambda: 32768)  # Linux's default
     agent = range(21000, 23000)

@@ -20,10 +20,10 @@ from typing import Literal
 
 import numpy as np
 
-from bench.samples import spoken
 from bench.wer.line import seed_for
 from models import catalog
 from models.tts import kokoro_voices
+from testkit.samples import spoken
 
 KOKORO_VOICES = ("jf_alpha", "jf_gongitsune", "jf_nezumi", "jf_tebukuro", "jm_kumo")
 """The voices bundled with the Kokoro model (Japanese speakers reading English)."""

@@ -2,7 +2,7 @@
 
 The agent gets its own SIP port, RTP port range, temp SQLite call log and config.toml, so SIP
 tests never touch a developer's agent on 5060. Wire helpers (sipp, tshark, pcap parsing) live in
-:mod:`bench.wire`, shared with the benchmark.
+:mod:`testkit.wire`, shared with the benchmark.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 
 from agent.sip.useragent import RTP_PORT_RANGE
-from bench.agentproc import free_port, start_serve
+from testkit.agentproc import free_port, start_serve
 
 ROOT = Path(__file__).resolve().parents[2]
 

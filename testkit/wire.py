@@ -231,7 +231,7 @@ class Capture:
 
 
 def scenario(name: str | Path, out: Path, **tokens: object) -> Path:
-    """Copy ``bench/sipp/NAME.xml`` (or a path) to ``out``, ``@@TOKEN@@``s filled in."""
+    """Copy ``testkit/sipp/NAME.xml`` (or a path) to ``out``, ``@@TOKEN@@``s filled in."""
     text = (name if isinstance(name, Path) else SCENARIOS / f"{name}.xml").read_text()
     for key, value in tokens.items():
         text = text.replace(f"@@{key.upper()}@@", str(value))

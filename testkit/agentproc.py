@@ -6,8 +6,8 @@ once kamailio routes to every worker). :func:`bench_config` writes the benchmark
 profile on extension 101, SQLite call log), which :func:`read_call_log` reads back;
 :func:`shipped_models` reads what config.toml's default profile runs, for a bench of what ships;
 :func:`free_port`, :func:`free_block` and :func:`caller_media` find ports on 127.0.0.1.
-Started as processes, not imported: the bench stays clear of pjsua2 and of the cluster's code,
-and measures what a user runs.
+Started as processes, not imported: benches and tests stay clear of pjsua2 and of the cluster's
+code, and measure what a user runs.
 """
 
 from __future__ import annotations
