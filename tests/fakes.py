@@ -19,6 +19,7 @@ from agent.turn.runner import Stages
 from models.asr.base import ASR
 from models.eot.base import EndOfTurn
 from models.llm.base import LLM, Message, Piece
+from models.priority import current_cancel
 from models.scheduler import Scheduler
 from models.tts.base import TTS
 from models.vad.base import VAD, VADStream
@@ -85,23 +86,66 @@ class FakeASR(ASR, _Knobs):
 
 
 class FakeLLM(LLM, _Knobs):
-    """Streams a scripted reply word by word, ``token_s`` apart."""
+    """Streams a scripted reply word by word, ``token_s`` apart.
+
+    ``pushes``: as llama-batch does, a thread of its own (``fake-engine``) hands each word
+    over as it is made (:meth:`~models.llm.base.LLMStream.push`); else each is a step.
+    """
 
     model_name = "fake-llm"
 
     def __init__(self, reply: str = "The library opens at ten.", token_s: float = 0.01,
-                 **knobs):
+                 pushes: bool = False, **knobs):
         _Knobs.__init__(self, **knobs)
         self.reply = reply
         self.token_s = token_s
+        self.pushes = pushes
         self.prompts: list[list[Message]] = []
 
     def _stream_impl(self, messages: list[Message]) -> Iterator[Piece]:
         self.prompts.append(list(messages))
+        if self.pushes:
+            return _PushedWords(self, current_cancel())
+        return self._words()
+
+    def _words(self) -> Iterator[Piece]:
         self._work()
         for i, word in enumerate(self.reply.split(" ")):
             time.sleep(self.token_s)
             yield Piece(("" if i == 0 else " ") + word)
+
+
+class _PushedWords:
+    """A fake engine's pushed reply: its words from a thread of its own, then the end."""
+
+    def __init__(self, llm: FakeLLM, cancel):
+        self._llm, self._cancel = llm, cancel
+        self._closed = threading.Event()
+        self._read: Iterator[Piece] | None = None
+
+    def __iter__(self) -> Iterator[Piece]:
+        return self
+
+    def __next__(self) -> Piece:  # read, not pushed (a warm-up, a one-off)
+        if self._read is None:
+            self._read = self._llm._words()
+        return next(self._read)
+
+    def push(self, put, end) -> None:
+        def run() -> None:
+            try:
+                for piece in self._llm._words():
+                    if self._closed.is_set() or (self._cancel and self._cancel.is_set()):
+                        break
+                    put(piece)
+            except Exception as e:  # noqa: BLE001 - the reply's end, as the engine's
+                end(e)
+                return
+            end(None)
+        threading.Thread(target=run, name="fake-engine", daemon=True).start()
+
+    def close(self) -> None:
+        self._closed.set()
 
 
 class FakeTTS(TTS, _Knobs):
@@ -169,10 +213,10 @@ class FourCalls:
 
     Real sessions, real scheduler, real lines paced in real time. The profile speculates at
     the caller's pause; the caller says two utterances with a pause between, the second after
-    the first reply. ``reply``: the fake LLM's words.
+    the first reply. ``reply``: the fake LLM's words; ``pushes``: pushed by its own thread.
     """
 
-    def __init__(self, reply: str):
+    def __init__(self, reply: str, pushes: bool = False):
         from agent.turn.load import LoadPolicy
         from agent.turn.runner import TurnRunner
         from dialplan import parse_config
@@ -183,7 +227,7 @@ class FourCalls:
                 "prefill_every_s": 0.5}}},
             "dialplan": {"1": "p"}}).profiles["p"]
         self.stages = fake_stages(asr=FakeASR(["what time do you open?"], delay_s=0.05),
-                                  llm=FakeLLM(reply, token_s=0.02),
+                                  llm=FakeLLM(reply, token_s=0.02, pushes=pushes),
                                   tts=FakeTTS(s_per_char=0.02, delay_s=0.02),
                                   eot=FakeEOT([0.2]))
         self.caller = np.concatenate([tone(0.8), silence(0.9), tone(0.6), silence(1.0)]).astype(

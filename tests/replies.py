@@ -1,7 +1,8 @@
 """Drive one :class:`~agent.turn.reply.Reply` to its end outside a call, for runner-level tests.
 
 A call's loop does this with its inbox; here a small loop of the same shape runs the reply's
-jobs on a real scheduler and applies the test's gate and cancel events as they are set.
+jobs on a real scheduler (and takes the pieces a pushing engine hands over, as a call does)
+and applies the test's gate and cancel events as they are set.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def answer(runner: TurnRunner, history: list, emit=None, gate: threading.Event |
     heard = (lambda pcm, clause: emit(pcm)) if emit else (lambda pcm, clause: None)
     reply = Reply(runner, timeline, history, jobs.submit, heard, cancel,
                   on_done=lambda r, e: out.update(result=r, error=e), gated=gate is not None,
-                  alone=alone, audio_in_s=utt.duration_s, escalate=escalate)
+                  alone=alone, audio_in_s=utt.duration_s, escalate=escalate, feed=jobs.feed)
     tr = runner.stages.asr.transcribe(utt.audio)
     timeline.asr_done_at = timeline.asr_done_at or 0.0
     reply.start(tr)

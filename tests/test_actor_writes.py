@@ -85,8 +85,14 @@ def _instrument(monkeypatch, writes: Writes) -> None:
     monkeypatch.setattr(CallSession, "__init__", session)
 
 
-def test_only_each_calls_loop_writes_its_turns_replies_and_state(monkeypatch):
-    rig = FourCalls("We open at ten, and we close at six.")
+@pytest.mark.parametrize("pushes", [False, True], ids=["stepped", "pushed"])
+def test_only_each_calls_loop_writes_its_turns_replies_and_state(monkeypatch, pushes):
+    """Either way the LLM's words reach the reply: stepped or pushed.
+
+    Stepped: each LLM step a scheduler job; pushed: a thread of the fake engine's hands over
+    every piece, as llama-batch's does.
+    """
+    rig = FourCalls("We open at ten, and we close at six.", pushes=pushes)
     writes = Writes()
     _instrument(monkeypatch, writes)
     results = rig.run()
@@ -99,3 +105,5 @@ def test_only_each_calls_loop_writes_its_turns_replies_and_state(monkeypatch):
         "Turn", "TurnTimeline", "Reply", "TurnResult", "AudioGate", "CallState"}, dict(writes.count)
     # ...and only ever by its own call's loop.
     assert not writes.bad, dict(writes.bad)
+    if pushes:  # the replies' words came from the engine's thread, none from a step job
+        assert rig.stages.llm.threads == {"fake-engine"}

@@ -4,7 +4,9 @@ The call's loop never computes and never waits for a model: it submits a functio
 continuation that takes its result; the scheduler runs the function on one of its workers, and
 the completed future comes back as a :class:`~agent.call.messages.JobDone` message that the
 loop handles in order with the call's frames and SIP events. So every piece of call and turn
-state is touched by the loop's thread alone.
+state is touched by the loop's thread alone. An engine that pushes what it makes (the LLM's
+pieces, as it decodes them) is a :meth:`CallJobs.feed`: each piece comes back as a message too,
+with no job and no thread waiting for it.
 """
 
 from __future__ import annotations
@@ -40,6 +42,30 @@ class CallJobs:
         self._in_flight.add(future)
         future.add_done_callback(lambda f: self._post(JobDone(f, then)))
         return future
+
+    def feed(self, start: Callable[[Callable[[object], None], Callable], None],
+             then: Callable[[Future], None]) -> None:
+        """Items another thread pushes, each to ``then(future)`` on the loop, in order.
+
+        ``start(put, end)`` begins them: ``put(item)`` posts an item (the future's result),
+        ``end(error)`` the last, once (its future's result None, or ``error`` raised). Until
+        the end the feed is in flight, as a job is.
+        """
+        last: Future = Future()
+        self._in_flight.add(last)
+        last.add_done_callback(lambda f: self._post(JobDone(f, then)))
+
+        def put(item: object) -> None:
+            f: Future = Future()
+            f.set_result(item)
+            self._post(JobDone(f, then))
+
+        def end(error: BaseException | None) -> None:
+            if error is None:
+                last.set_result(None)
+            else:
+                last.set_exception(error)
+        start(put, end)
 
     def done(self, msg: JobDone) -> None:
         """A job's completion reached the loop: run its continuation."""

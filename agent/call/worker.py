@@ -235,7 +235,7 @@ class TurnWorker:
                            gate=turn.gate, alone=lambda: self.backlog.alone(self),
                            audio_in_s=turn.utterance.duration_s, now=self.now,
                            escalate=self.runner if runner is not self.runner else None,
-                           paused=lambda: self.playout.paused)
+                           paused=lambda: self.playout.paused, feed=self.jobs.feed)
         turn.reply.start(transcript)
 
     def _replied(self, turn: Turn, result: TurnResult, error: BaseException | None) -> None:

@@ -1,12 +1,13 @@
 """One turn's answer as a machine driven by messages: transcript in, speech out, clause by clause.
 
-The LLM streams while the reply is spoken: each decode step and each clause's TTS is a job of
-the process scheduler, submitted by the call's loop, and its completion comes back to the loop,
-which feeds the text to the clause splitter, queues the next clause's speech and hands finished
-audio to the line. So the first clause is heard while the rest is still being generated, and
-no thread waits for another (the speed this buys is what ``bench pipeline`` and ``bench call``
-measure). Every job's priority is read from :class:`~agent.turn.urgency.Urgency`: what the
-caller is waiting for right now.
+The LLM streams while the reply is spoken: its pieces come to the call's loop as messages
+(pushed by the engine as it decodes them, or each a step job: :mod:`agent.turn.reply_read`),
+and each clause's TTS is a job of the process scheduler whose completion comes back to the
+loop too. The loop feeds the text to the clause splitter, queues the next clause's speech
+and hands finished audio to the line. So the first clause is heard while the rest is still
+being generated, and no thread waits for another (the speed this buys is what ``bench
+pipeline`` and ``bench call`` measure). Every job's priority is read from
+:class:`~agent.turn.urgency.Urgency`: what the caller is waiting for right now.
 
 A speculative turn (started before the endpoint) runs with its gate closed: its audio is held
 until its :class:`~agent.turn.reply_state.AudioGate` opens, and a reply that is cancelled
@@ -35,6 +36,7 @@ from agent.turn.guard import SentenceGate
 from agent.turn.intent import asks_to_wait
 from agent.turn.reply_checks import Checked
 from agent.turn.reply_end import Reported
+from agent.turn.reply_read import Reading
 from agent.turn.reply_state import (
     LLM_OVER,
     TRANSITIONS,
@@ -54,13 +56,13 @@ from agent.turn.urgency import Urgency
 from models.asr.base import Transcript
 from models.audio import StreamResampler, float_to_pcm16
 from models.llm.base import LLMStream, Message
-from models.priority import JobCancelled, Priority, cancel_on
+from models.priority import JobCancelled, Priority, cancel_on, priority
 
 Submit = Callable[..., Future]
 """``submit(fn, *args, stage=, priority=, then=, cancel=)``: :meth:`CallJobs.submit`."""
 
 
-class Reply(ToolSteps, Checked, Reported):
+class Reply(Reading, ToolSteps, Checked, Reported):
     """The answer to one transcript, on the call's loop.
 
     Args:
@@ -75,6 +77,8 @@ class Reply(ToolSteps, Checked, Reported):
         on_done: ``on_done(result, error)`` once nothing is in flight and the reply is over.
         gated: the turn is speculative: its audio waits for :meth:`open_gate`.
         gate: the turn's gate (its owner opens it); None: one of its own, closed if ``gated``.
+        feed: :meth:`~agent.call.jobs.CallJobs.feed`, for an engine that pushes its pieces;
+            None: every piece is a step job.
         alone: whether no other call is up now (``tts.first_chunk_opener = "alone"``).
         audio_in_s: length of the caller's utterance.
         escalate: the profile's own runner, where ``runner`` is its under-load one: what the
@@ -88,7 +92,7 @@ class Reply(ToolSteps, Checked, Reported):
                  gated: bool = False, alone: Callable[[], bool] = lambda: True,
                  audio_in_s: float = 0.0, now: Callable[[], float] = time.monotonic,
                  escalate: TurnRunner | None = None, paused: Callable[[], bool] = lambda: False,
-                 gate: AudioGate | None = None):
+                 gate: AudioGate | None = None, feed: Callable[..., None] | None = None):
         self._use(runner)
         self._escalate = escalate
         self.t = timeline
@@ -104,7 +108,7 @@ class Reply(ToolSteps, Checked, Reported):
         """Its audio may be heard (once open, it stays open: the reply joins the history)."""
         self.gate.when_open(self._gate_opened)
         self.urgency = Urgency(timeline, self.result, lambda: self.gate.is_open, now, paused)
-        self._in_flight = InFlight(submit, cancel)
+        self._in_flight = InFlight(submit, cancel, feed)
         self._job = self._in_flight.submit
         self._stream: LLMStream | None = None
         self._first_llm = None  # the first round's metrics (time to first token)
@@ -184,10 +188,11 @@ class Reply(ToolSteps, Checked, Reported):
         # A backend that batches (llama-batch) drops a cancelled reply between its steps: a
         # speculation the caller talked past no longer holds a sequence, or gets its prefill.
         self._to(ReplyState.ASKING)
-        with cancel_on(self._cancel):
+        # Its priority a value: a pushed reply's engine never reads the turn's state itself.
+        with cancel_on(self._cancel), priority(self.urgency.llm()):
             self._stream = self.runner.stages.llm.stream(
                 self.runner.prompt(self.history, words, self._rounds, tools=not self._plain))
-        self._step()
+        self._read()
 
     def _ask_again(self, why: str) -> None:
         """Say the profile's ``repeat`` phrase instead of answering a guess; history untouched."""
@@ -214,27 +219,6 @@ class Reply(ToolSteps, Checked, Reported):
 
     def _timed(self, fn: Callable) -> Callable:
         return timed(fn, self._now)
-
-    def _step(self) -> None:
-        self._job("llm", self._timed(self._stream.step), stage="llm",
-                  priority=self.urgency.llm, then=self._stepped)
-
-    def _stepped(self, f: Future) -> None:
-        out = self._outcome(f, self._llm_end)
-        if out is None:
-            return
-        text, at = out
-        if text is not None and self.t.llm_first_token_at is None:
-            self.t.llm_first_token_at = at
-        if self.cancelled or self._error is not None:
-            self._llm_end()
-            return
-        if text is None:
-            if not self._feed(None):
-                self._llm_end()
-            return
-        if not self._feed(text):
-            self._step()
 
     def _feed(self, text: str | None) -> bool:
         """Streamed text (None: the end) to the splitter; True once a tool call took over."""

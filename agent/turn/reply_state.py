@@ -108,9 +108,12 @@ class InFlight:
         cancel: the turn's cancel (queued jobs of a cancelled turn never run).
     """
 
-    def __init__(self, submit: Callable[..., Future], cancel):
+    def __init__(self, submit: Callable[..., Future], cancel,
+                 feed: Callable[..., None] | None = None):
         self._submit = submit
         self._cancel = cancel
+        self.feed_in = feed
+        """:meth:`~agent.call.jobs.CallJobs.feed`; None: nothing is pushed, all is stepped."""
         self._out: Counter[str] = Counter()
 
     def __getitem__(self, kind: str) -> int:
@@ -127,6 +130,19 @@ class InFlight:
             self._out[kind] -= 1
             then(f)
         self._submit(fn, *args, stage=stage, priority=priority, cancel=self._cancel, then=back)
+
+    def feed(self, kind: str, start: Callable, each: Callable[[Future], None]) -> None:
+        """Items another thread pushes (``start(put, end)``), each to ``each`` on the loop.
+
+        Out until its last: the future whose result is None, or that raised.
+        """
+        self._out[kind] += 1
+
+        def back(f: Future) -> None:
+            if f.exception() is not None or f.result() is None:
+                self._out[kind] -= 1
+            each(f)
+        self.feed_in(start, back)
 
 
 def timed(fn: Callable, now: Callable[[], float]) -> Callable:

@@ -1,9 +1,12 @@
 """The LLM stage interface: chat messages in, a stream of text pieces out, timing recorded.
 
-``LLM.stream`` returns an :class:`LLMStream`. A call's loop takes its text one piece at a
-time with :meth:`LLMStream.step`, each step submitted to the process scheduler; iterating it
-does the same in one thread. Once exhausted (or closed) its ``metrics`` hold time to first
-token and token count.
+``LLM.stream`` returns an :class:`LLMStream`. Where the backend :attr:`~LLM.pushes` (an
+engine thread decodes every call's replies), the engine hands each piece over as it decodes it
+(:meth:`LLMStream.push`) and a call's loop counts it in (:meth:`LLMStream.took`): no thread
+waits on a reply's next token. Elsewhere the loop takes its text one piece at a time with
+:meth:`LLMStream.step`, each step a job of the process scheduler; iterating it does the same
+in one thread. Once exhausted (or closed) its ``metrics`` hold time to first token and token
+count.
 """
 
 from __future__ import annotations
@@ -36,6 +39,26 @@ class Piece:
     text: str
     prompt_tokens: int = 0
     cached_tokens: int = 0
+
+
+Put = Callable[[Piece], None]
+"""Takes a pushed piece: it only posts it (it runs on the engine's thread, the engine's lock
+held)."""
+End = Callable[[BaseException | None], None]
+"""Takes the end of a pushed reply, once: None, or the error that ended it."""
+
+
+class NoPieces:
+    """A reply that never started (cancelled before a sequence was free): no piece, the end."""
+
+    def __iter__(self) -> Iterator[Piece]:
+        return self
+
+    def __next__(self) -> Piece:
+        raise StopIteration
+
+    def push(self, put: Put, end: End) -> None:
+        end(None)
 
 
 class LLMStream:
@@ -71,8 +94,37 @@ class LLMStream:
         except BaseException:
             self._ended = time.monotonic()
             raise
+        return self.took(piece)
+
+    @property
+    def pushes(self) -> bool:
+        """Its pieces can be pushed (:meth:`push`) rather than stepped."""
+        return callable(getattr(self._pieces, "push", None))
+
+    def push(self, put: Put, end: End) -> None:
+        """Have the engine hand over each piece as it decodes it, then the end, once.
+
+        Both are called on the engine's thread (or the closer's, the canceller's) with the
+        engine's lock held: they must only post. The reader counts each piece in with
+        :meth:`took`, and the end with ``took(None)``.
+        """
+        self._pieces.push(put, end)
+
+    def rank(self, value: tuple[int, float]) -> None:
+        """The reply's priority now, handed over by its reader (a value, not a callable)."""
+        ranked = getattr(self._pieces, "rank_now", None)
+        if ranked is not None:
+            ranked(value)
+
+    @property
+    def ended(self) -> bool:
+        return self._ended is not None
+
+    def took(self, piece: Piece | None) -> str | None:
+        """A piece read (None: the reply is over), counted into the metrics; its text."""
         if piece is None:
-            self._ended = time.monotonic()
+            if self._ended is None:
+                self._ended = time.monotonic()
             return None
         if self._first is None:
             self._first = time.monotonic()

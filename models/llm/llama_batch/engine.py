@@ -11,7 +11,8 @@ another (bench llm).
 
 Unlike the xllamacpp engine, each batched step is a job of the process scheduler, at the
 priority of the most urgent reply in it, so ASR and TTS still go first when a caller waits for
-them. The steps run on one engine thread; a reply's reader waits for its tokens.
+them. The steps run on one engine thread, which pushes each call's tokens to its loop as it
+samples them (a one-off request's reader waits for its own: :mod:`.oneoffs`).
 Who rides along in a step: :mod:`models.llm.riders`. One reply on its sequence:
 :mod:`models.llm.llama_batch.generation`, which reaches into this engine's private state
 (``_cond``, ``_lc``, ``_finish``): the two stay inside this package.
@@ -20,19 +21,18 @@ Who rides along in a step: :mod:`models.llm.riders`. One reply on its sequence:
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 
 from dialplan.options import LLMOptions
 from models import catalog
 from models.errors import ModelMissingError
 from models.llm import tile
-from models.llm.base import LLM, LLMStream, Message, Piece, shared_prefix
-from models.llm.grammar import FirstTokens, GrammarPick, odds, spellings
+from models.llm.base import LLM, Message, NoPieces, Piece, shared_prefix
+from models.llm.grammar import GrammarPick
 from models.llm.llama_batch.generation import Generation, Seq, worth
+from models.llm.llama_batch.oneoffs import OneOffs
 from models.llm.llama_vocab import ChatVocab
 from models.llm.riders import TILE, members
-from models.llm.shape import JsonObject
 from models.priority import Cancellable, Priority, current_cancel, watching
 from models.scheduler import Scheduler
 
@@ -55,7 +55,7 @@ than one after another, and a turn's prompt is on its way to first audio (bench 
 once, Qwen 0.5B)."""
 
 
-class BatchedLlamaLLM(LLM):
+class BatchedLlamaLLM(OneOffs, LLM):
     """A GGUF chat model whose calls decode together, one scheduler job per batched step."""
 
     scheduled = False  # the engine takes one scheduler job per batched step itself
@@ -159,59 +159,7 @@ class BatchedLlamaLLM(LLM):
 
     def _stream_impl(self, messages: list[Message]) -> Iterator[Piece]:
         gen = self._start(self.fit(messages), cancel=current_cancel())
-        return iter(()) if gen is None else gen  # cancelled while no sequence was free
-
-    def prefill(self, messages: list[Message], cancel: Cancellable) -> int:
-        """Evaluate the prompt's tokens up to the last message's words; no reply.
-
-        For the caller's words so far, while they still speak: their turn's request then
-        finds them cached. Returns the tokens it evaluated (0: no sequence was free, or
-        ``cancel`` was set first).
-        """
-        prompt = self.prompt_tokens(messages)
-        # Up to the end of the words: the chat template's closing tokens follow only once
-        # the caller has finished.
-        words = shared_prefix(prompt, self.prompt_tokens(
-            messages[:-1] + [Message(messages[-1].role, messages[-1].content + " \u2026")]))
-        gen = self._start(messages, prompt[:words], wait=False, prefill=True, cancel=cancel)
-        if gen is None:
-            return 0
-        with self._cond:
-            while not gen.done and gen.error is None and not gen.cancelled:
-                self._cond.wait()  # its step, an engine error or its cancel notifies
-            evaluated = gen.pos - gen.cached
-            self._finish(gen)
-        return evaluated
-
-    def complete(self, messages: list[Message], max_tokens: int,
-                 shape: JsonObject | None = None,
-                 alone: Callable[[], bool] | None = None, opening: str = "") -> LLMStream:
-        """A one-off greedy reply held to ``shape``'s grammar, on a sequence like a turn's.
-
-        At the caller's priority: in background steps, unless ``alone()``, a few tokens each.
-        ``opening``'s tokens follow the prompt's, as if the model had written them.
-        """
-        started = time.monotonic()
-        grammar = None if shape is None else GrammarPick(
-            self._lc, self._lc.llama_model_get_vocab(self._model), shape.gbnf())
-        prompt = self.prompt_tokens(messages) + (self.vocab.tokenize(opening) if opening else [])
-        gen = self._start(messages, prompt, cancel=current_cancel(), max_tokens=max_tokens,
-                          grammar=grammar, alone=alone)
-        if gen is None and grammar is not None:
-            grammar.free()  # cancelled before a sequence was free
-        return LLMStream(self.model_name, gen or iter(()), None, started_at=started)
-
-    def weigh(self, messages: list[Message], options: list[str]) -> dict[str, float] | None:
-        firsts = {o: {self.vocab.tokenize(v)[0] for v in spellings(o)} for o in options}
-        vocab = self._lc.llama_model_get_vocab(self._model)
-        probe = FirstTokens(int(self._lc.llama_vocab_n_tokens(vocab)),
-                            sorted(set().union(*firsts.values())), self._lc.llama_vocab_eos(vocab))
-        gen = self._start(messages, cancel=current_cancel(), max_tokens=1, grammar=probe)
-        if gen is None:
-            return None
-        for _ in gen:
-            pass
-        return odds(firsts, probe.p) if probe.p else None
+        return NoPieces() if gen is None else gen  # cancelled while no sequence was free
 
     def _start(self, messages: list[Message], prompt: list[int] | None = None,
                wait: bool = True, prefill: bool = False,
@@ -242,8 +190,12 @@ class BatchedLlamaLLM(LLM):
         return gen
 
     def _wake(self) -> None:
-        """A cancel's wake-up (its setter's thread): ``_cond``, an RLock, held to notify."""
+        """A cancel's wake-up (its setter's thread): ``_cond``, an RLock, held to notify.
+
+        A pushed reply it cancelled ends here (its end is posted to its reader).
+        """
         with self._cond:
+            self._settle()
             self._cond.notify_all()
 
     def _finish(self, gen: Generation) -> None:
@@ -253,11 +205,21 @@ class BatchedLlamaLLM(LLM):
         tokens, and so what the next request finds cached, are known only then).
         """
         gen.done = True
+        gen.ended()
         if gen in self._active and not gen.stepping:
             self._active.remove(gen)
             gen.seq.busy, gen.seq.gen = False, None
             gen.free()
         self._cond.notify_all()
+
+    def _settle(self) -> None:
+        """Called with ``_cond`` held: a pushed reply that failed or was cancelled ends now.
+
+        Nobody reads it to find out: its reader waits for its end.
+        """
+        for g in list(self._active):
+            if g.put is not None and not g.done and (g.error is not None or g.cancelled):
+                self._finish(g)
 
     # -- the engine
 
@@ -277,6 +239,7 @@ class BatchedLlamaLLM(LLM):
                     for g in self._active:
                         if g.wanting:
                             g.error = e
+                    self._settle()
                     self._cond.notify_all()
 
     def _narrow(self) -> tuple[bool, bool]:
@@ -409,4 +372,5 @@ class BatchedLlamaLLM(LLM):
             for g in members:
                 if g.done:
                     self._finish(g)
+            self._settle()
             self._cond.notify_all()

@@ -1,8 +1,11 @@
 """One streamed reply of the llama-batch engine (:mod:`.engine`) on its sequence.
 
-The engine thread steps every wanting reply and appends what it samples; the reply's reader
-takes the pieces. Both sides hold the engine's condition (``owner._cond``), which the turn's
-cancel notifies too (a reply watches it): a reader waits for its next piece untimed. This
+The engine thread steps every wanting reply. A pushed reply (a call's turn, :meth:`push`) is
+handed each piece as it is sampled and its end once, on the engine's thread: its call's loop
+gets them as messages, and nothing waits for them. Otherwise the engine appends what it
+samples and a reader (a one-off request's job) takes the pieces; both sides hold the engine's
+condition (``owner._cond``), which the turn's cancel notifies too (a reply watches it): a
+reader waits for its next piece untimed. This
 class is the engine's own half, split off to keep each module one concern. It sees the engine
 only as :class:`Engine`, so it does not import :mod:`.engine` (which imports this module).
 """
@@ -18,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from models.llm.base import Piece, shared_prefix
+from models.llm.base import End, Piece, Put, shared_prefix
 from models.llm.grammar import GrammarPick
 from models.priority import Cancellable, current_priority, rank_of
 
@@ -42,6 +45,9 @@ class Engine(Protocol):
 
     def _finish(self, gen: Generation) -> None:
         """With ``_cond`` held: ``gen`` ended, its sequence is free (after its step)."""
+
+    def _settle(self) -> None:
+        """With ``_cond`` held: pushed replies that failed or were cancelled end now."""
 
     def _wake(self) -> None:
         """Notify ``_cond`` (a cancel was set): takes it briefly, re-entrant on its holder."""
@@ -105,6 +111,9 @@ class Generation:
         self.max_tokens = o.max_tokens if max_tokens is None else max_tokens
         self.alone = alone
         """True while no caller could wait on its steps: a background prompt in full steps."""
+        self.put: Put | None = None
+        """Where the engine hands each piece (a pushed reply), else ``out`` holds them."""
+        self._end: End | None = None
         self._utf8 = codecs.getincrementaldecoder("utf-8")("replace")
         chain = lc.llama_sampler_chain_init(lc.llama_sampler_chain_default_params())
         self.grammar: GrammarPick | None = grammar
@@ -126,8 +135,8 @@ class Generation:
         A reader taking its token would otherwise miss the next step: with four replies in
         flight, most steps ran one sequence.
         """
-        return (not self.done and self.error is None and len(self.out) < AHEAD
-                and not self.cancelled)
+        return (not self.done and self.error is None and not self.cancelled
+                and (len(self.out) < AHEAD or self.put is not None))
 
     @property
     def cancelled(self) -> bool:
@@ -160,14 +169,40 @@ class Generation:
             self.done = True
             return
         text = self._utf8.decode(self.owner.vocab.piece(token))
-        if self.generated == 1:
-            self.out.append(Piece(text, prompt_tokens=len(self.prompt),
-                                  cached_tokens=self.cached))
+        piece = Piece(text, prompt_tokens=len(self.prompt),
+                      cached_tokens=self.cached) if self.generated == 1 else Piece(text)
+        if self.put is not None:
+            self.put(piece)
         else:
-            self.out.append(Piece(text))
+            self.out.append(piece)
         self.feed = [token]
         if self.generated >= self.max_tokens:
             self.done = True
+
+    def push(self, put: Put, end: End) -> None:
+        """From now on each piece goes to ``put`` as it is sampled, and the end to ``end``.
+
+        Pieces sampled before this are handed over first; a reply already over ends at once.
+        """
+        with self.owner._cond:
+            self.put, self._end = put, end
+            while self.out:
+                put(self.out.popleft())
+            if self.done:
+                self.owner._finish(self)
+            self.owner._settle()
+            self.owner._cond.notify_all()  # it may be stepped further now
+
+    def ended(self) -> None:
+        """Engine side, ``_cond`` held: a pushed reply's end goes to its reader, once."""
+        end, self._end = self._end, None
+        if end is not None:
+            error, self.error = self.error, None
+            end(error)
+
+    def rank_now(self, value: tuple[int, float]) -> None:
+        """A pushed reply's priority now, handed over by its reader: a value."""
+        self.priority = value
 
     def __iter__(self) -> Iterator[Piece]:
         return self
