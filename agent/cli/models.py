@@ -182,7 +182,7 @@ def _requant_minutes(model: catalog.BundledModel) -> str:
 
 def _part_size(model: catalog.BundledModel, part: catalog.Part) -> int:
     try:
-        return catalog._part_path(model, part).stat().st_size
+        return catalog.part_path(model, part).stat().st_size
     except ModelMissingError:
         return 0
 

@@ -1,10 +1,11 @@
-"""pjsua2 configuration from :class:`~dialplan.sip.SIPOptions`: transports and the account.
+"""pjsua2 configuration from :class:`~dialplan.sip.SIPOptions`: endpoint, transports, account.
 
 Pure construction, run once by :class:`~agent.sip.useragent.SipAgent` on its ``sip`` thread
-while it creates the endpoint: which transports listen (UDP, TCP, TLS with the configured
+while it creates the endpoint: how the endpoint runs (polled by that thread, its clock rate and
+frame, no echo canceller), which transports listen (UDP, TCP, TLS with the configured
 certificate), and the account that answers (its identity, registrar credentials, RTP ports and
-SRTP policy). Kept out of the user agent so that module stays about calls; with it and
-:mod:`agent.sip.callbacks`, the only pjsua2 importers.
+SRTP policy). Kept out of the user agent so that module stays about calls; with it,
+:mod:`agent.sip.callbacks` and :mod:`agent.sip.legs`, the only pjsua2 importers.
 """
 
 from __future__ import annotations
@@ -17,11 +18,33 @@ RTP_PORT_RANGE = 100
 """RTP (and RTCP) ports used from ``sip.rtp_port`` on: pjsua2 moves to fresh ports for later
 calls, so captures and firewalls should allow this many."""
 
+FRAME_MS = 20
+"""The conference bridge's frame: the endpoint's audio ptime and every bridge port's."""
+
 _KINDS = {"udp": ("udp",), "tcp": ("tcp",), "both": ("udp", "tcp"), "tls": ("tls",)}
 _TYPES = {"udp": pj.PJSIP_TRANSPORT_UDP, "tcp": pj.PJSIP_TRANSPORT_TCP,
           "tls": pj.PJSIP_TRANSPORT_TLS}
 SRTP_USE = {"off": pj.PJMEDIA_SRTP_DISABLED, "optional": pj.PJMEDIA_SRTP_OPTIONAL,
             "mandatory": pj.PJMEDIA_SRTP_MANDATORY}
+
+
+def endpoint_config(clock_rate: int, log_level: int) -> pj.EpConfig:
+    """The endpoint: polled by the ``sip`` thread, ``clock_rate`` audio, pjsua2's own log level."""
+    cfg = pj.EpConfig()
+    cfg.uaConfig.threadCnt = 0  # the sip thread polls: every SIP callback runs there
+    cfg.uaConfig.mainThreadOnly = False
+    # The wheel's compiled-in cap; the server enforces sip.max_calls itself (and logs the
+    # 486), pjsua2 only refuses what exceeds 4 (calls still tearing down count here).
+    cfg.uaConfig.maxCalls = 4
+    cfg.uaConfig.userAgent = "callagent"
+    cfg.logConfig.level = log_level
+    cfg.logConfig.consoleLevel = log_level
+    cfg.medConfig.clockRate = clock_rate
+    cfg.medConfig.sndClockRate = clock_rate
+    cfg.medConfig.audioFramePtime = FRAME_MS
+    cfg.medConfig.ecTailLen = 0  # no echo canceller: barge-in gating handles echo
+    cfg.medConfig.noVad = True  # send every frame; silence suppression would hide timing
+    return cfg
 
 
 def create_transports(ep: pj.Endpoint, o: SIPOptions) -> list[int]:

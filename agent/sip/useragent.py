@@ -1,10 +1,12 @@
 """The SIP user agent: with its callbacks and config builders, the only ``pjsua2`` importer.
 
 It owns the pjsua2 endpoint, transports, the account, every ``Call`` and every audio port, and
-turns pjsua2 callbacks into plain dataclass events (:data:`SipEvent`) on a queue and 20 ms PCM
-frames handed to per-call :class:`~agent.sip.audiolink.AudioLink` callables (events are defined in
-:mod:`agent.sip.events`). Nothing outside this module ever holds a pjsua2 object, so no other
-thread can free one (a pj object freed on an unregistered thread or
+turns pjsua2 callbacks into plain dataclass events (:data:`~agent.sip.events.SipEvent`) on a
+queue and 20 ms PCM frames handed to per-call :class:`~agent.sip.audiolink.AudioLink` callables
+(events are defined in :mod:`agent.sip.events`). This module is its thread, its commands and the
+endpoint's life; what the callbacks do to its calls and ports is its
+:class:`~agent.sip.calltable.CallTable` mixin's. Nothing outside :class:`SipAgent` ever holds a
+pjsua2 object, so no other thread can free one (a pj object freed on an unregistered thread or
 after ``libDestroy`` aborts the process; see /work/shared/SIP.md).
 
 Threads:
@@ -44,42 +46,34 @@ from agent.sip.callbacks import (
     _Endpoint,
     _Port,
     call_op,
-    error_text,
-    request_user,
     set_codecs,
-    source_host,
     stop_clock,
 )
-from agent.sip.events import (
-    CallDisconnected,
-    CallRefused,
-    IncomingCall,
-    SipError,
-    SipEvent,
-    TransferStatus,
-)
+from agent.sip.calltable import CallTable
+from agent.sip.events import CallDisconnected, TransferStatus
 from agent.sip.gate import CallGate, Screens
 from agent.sip.legs import CallJoins
 from agent.sip.pjconfig import (  # RTP_PORT_RANGE: tests and benches import it from here
     RTP_PORT_RANGE,  # noqa: F401
     account_config,
     create_transports,
+    endpoint_config,
     refusing_config,
 )
 from dialplan.sip import SIPOptions
 
-FRAME_MS = 20
 RTP_POLL_S = 0.2
 """How often the ``sip`` thread reads each watched call's received-packet count: an RTP timeout
 is reported at most two polls (0.4 s) after ``rtp_timeout_s`` has passed since the last packet."""
 
 
-class SipAgent(CallJoins):
+class SipAgent(CallJoins, CallTable):
     """A pjsua2 user agent running on its own thread; see the module docstring.
 
     Args:
         options: transport, codecs, call cap and optional registrar.
-        events: where :data:`SipEvent` objects are put (from the ``sip`` thread).
+        events: where :data:`~agent.sip.events.SipEvent` objects are put (from the ``sip``
+            thread).
         user: account user part when listening directly (``sip:user@host:port``).
         clock_rate: sample rate of the frames exchanged with :class:`AudioLink` (the bridge
             resamples from the codec's rate).
@@ -109,7 +103,7 @@ class SipAgent(CallJoins):
         self._start_error: BaseException | None = None
         self._ep = None
         self._acc = None
-        # All the pjsua2 callbacks (agent.sip.callbacks) may call of this agent.
+        # All the pjsua2 callbacks (agent.sip.callbacks) may call of this agent (its CallTable).
         self._hooks = AgentHooks(
             emit=self._emit, error=self._error, make_port=self._make_port,
             disconnected=self._disconnected, incoming=self._incoming, select=self._select)
@@ -275,21 +269,7 @@ class SipAgent(CallJoins):
         ep = _Endpoint(self._hooks)
         self._ep = ep
         ep.libCreate()
-        cfg = pj.EpConfig()
-        cfg.uaConfig.threadCnt = 0  # this thread polls: every SIP callback runs here
-        cfg.uaConfig.mainThreadOnly = False
-        # The wheel's compiled-in cap; the server enforces sip.max_calls itself (and logs the
-        # 486), pjsua2 only refuses what exceeds 4 (calls still tearing down count here).
-        cfg.uaConfig.maxCalls = 4
-        cfg.uaConfig.userAgent = "callagent"
-        cfg.logConfig.level = self._log_level
-        cfg.logConfig.consoleLevel = self._log_level
-        cfg.medConfig.clockRate = self.clock_rate
-        cfg.medConfig.sndClockRate = self.clock_rate
-        cfg.medConfig.audioFramePtime = FRAME_MS
-        cfg.medConfig.ecTailLen = 0  # no echo canceller: barge-in gating handles echo
-        cfg.medConfig.noVad = True  # send every frame; silence suppression would hide timing
-        ep.libInit(cfg)
+        ep.libInit(endpoint_config(self.clock_rate, self._log_level))
         transport_ids = create_transports(ep, o)
         ep.libStart()
         ep.audDevManager().setNullDev()  # no sound card; also drives the bridge clock
@@ -353,71 +333,3 @@ class SipAgent(CallJoins):
     def _unbridge_all(self) -> None:
         for call in list(self._calls.values()):
             call.unbridge()
-
-    # ---- helpers called from pj callbacks (sip thread) ---------------------------------------
-
-    def _emit(self, event: SipEvent) -> None:
-        self.events.put(event)
-
-    def _error(self, key: int, exc: BaseException) -> None:
-        self.events.put(SipError(key, error_text(exc), time.monotonic()))
-
-    def _make_port(self, link: AudioLink, name: str) -> _Port:
-        """An idle bridge port attached to ``link`` (created once, reused, freed at shutdown)."""
-        if self._idle_ports:
-            port = self._idle_ports.pop()
-        else:
-            port = _Port(f"port{len(self._ports)}", self.clock_rate, FRAME_MS)
-            self._ports.append(port)
-        port.attach(link)
-        return port
-
-    def _select(self, prm) -> None:
-        """Screen a new INVITE as pjsua picks its account, before its media is set up."""
-        if self._screens is None or self._refusing is None:
-            return
-        screen = self._screens.select(source_host(str(prm.rdata.srcAddress)), prm.rdata.wholeMsg)
-        if screen is not None and not screen.admitted:
-            prm.accountIndex = self._refusing.getId()
-
-    def _incoming(self, acc, prm) -> None:
-        key = next(self._keys)
-        call = _Call(self._hooks, acc, key, prm.callId)
-        self._calls[key] = call
-        msg = prm.rdata.wholeMsg
-        ci = call.getInfo()
-        source = source_host(str(prm.rdata.srcAddress))
-        screen = (self._screens.incoming(ci.callIdString, source, msg)
-                  if self._screens is not None else None)
-        if screen is not None and not screen.admitted:
-            # Refused here, inside the callback: the call slot is free again at once. A final
-            # answer, not a hangup: pjsua sends a hangup's extra headers only once the call's
-            # media is set up, which an incoming call's is not yet (the 401 went out bare).
-            call.local_hangup = True
-            call.answer(call_op(screen.code, screen.headers))
-            if screen.log:
-                self._emit(CallRefused(
-                    key=key, code=screen.code, reason=screen.reason, source=source,
-                    extension=request_user(msg), remote_uri=ci.remoteUri,
-                    sip_call_id=ci.callIdString, at=time.monotonic(), user=screen.user,
-                    detail=screen.detail, refused=screen.refused))
-            return
-        self._emit(IncomingCall(key=key, extension=request_user(msg), remote_uri=ci.remoteUri,
-                                sip_call_id=ci.callIdString, at=time.monotonic(),
-                                source=source, user=screen.user if screen else ""))
-
-    def _watch_rtp(self, now: float) -> None:
-        # Its own method, so no loop variable keeps a Call alive (see _hangup_all).
-        for call in self._calls.values():
-            call.watch_rtp(now)
-
-    def _disconnected(self, call: _Call, code: int, reason: str) -> None:
-        self._calls.pop(call.key, None)
-        self._dead.append(call)
-        if call.port is not None:
-            call.port.attach(None)  # the stream is gone: its bridge links went with it
-            self._idle_ports.append(call.port)
-            call.port = None
-        self._emit(CallDisconnected(call.key, int(code), str(reason), call.local_hangup,
-                                    time.monotonic()))
-
