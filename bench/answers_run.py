@@ -20,12 +20,13 @@ from pathlib import Path
 
 import numpy as np
 
+from agent.answer import answer
 from agent.turn.runner import StageCache, TurnRunner
 from agent.turn.tools import target_of
 from bench.conversations import HIDDEN, Call, Conversations
 from bench.judge import Leaks, judge, spliced
 from bench.scoring import known_numbers, normalize, wer
-from bench.tools import answer, llm_label
+from bench.tools import REPLY_TIMEOUT_S, llm_label
 from bench.wer.line import CONDITIONS, REFERENCE, apply, seed_for
 from dialplan.options import TTSOptions
 from dialplan.profile import Profile
@@ -290,14 +291,14 @@ def make_call(call: Call, voice: str, group: str, runner: TurnRunner,
         caller += [spec.say, tr.text]
         instructions = instruction_texts(runner, history, tr.text, caller)
         try:
-            reply, t = answer(runner, tr, 0.0 if a is None else len(a) / ASR_RATE,
-                              escalate=escalate, history=history)
+            r, t = answer(runner, tr, history,
+                          audio_in_s=0.0 if a is None else len(a) / ASR_RATE,
+                          escalate=escalate, timeout_s=REPLY_TIMEOUT_S)
         except TimeoutError:
             if show:
                 raise
             raise TimeoutError(f"{persona} {split}: no reply in call {call.name}, turn {j + 1}"
                                ) from None
-        r = reply.result
         action = action_of(r, profile)
         verdict = judge(spec, r.reply_text, action, known | known_numbers(caller))
         first = (None if t.tts_first_audio_at is None or t.asr_done_at is None

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import queue
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -28,10 +27,8 @@ from pathlib import Path
 import numpy as np
 from rich.console import Console
 
-from agent.call.jobs import CallJobs
-from agent.turn.reply import Reply
+from agent.answer import answer
 from agent.turn.runner import StageCache, TurnRunner
-from agent.turn.timeline import TurnTimeline
 from agent.turn.tools import target_of
 from bench.header import markdown_header, progress_printer
 from bench.tools_report import (
@@ -53,7 +50,6 @@ from dialplan.profile import Profile
 from models import catalog
 from models.asr.base import Transcript
 from models.audio import ASR_RATE
-from models.priority import Cancel
 from testkit.clips import kept_clip
 from testkit.samples import spoken
 
@@ -216,42 +212,9 @@ def _piper_clip(cache: StageCache, opts: TTSOptions, text: str,
     return kept_clip(clips, f"{opts.model}\0{opts.voice}\0{text}", make)
 
 
-def answer(runner: TurnRunner, tr: Transcript, audio_s: float,
-           escalate: TurnRunner | None = None,
-           history: list | None = None) -> tuple[Reply, TurnTimeline]:
-    """Answer ``tr`` as a call's turn does; the reply and its stamps from ``tr`` on.
-
-    ``escalate``: the profile's own runner where ``runner`` is its under-load one, as in a call.
-    ``history``: the call's messages so far, which the reply reads and appends this turn to
-    (as a call's does); None: a fresh list, the call's first turn.
-
-    The loop is a call's: the reply's jobs run in the process scheduler and their completions
-    come back here, one at a time.
-    """
-    inbox: queue.SimpleQueue = queue.SimpleQueue()
-    jobs = CallJobs(runner.stages.llm.scheduler, inbox.put)
-    out: dict = {}
-    t0 = time.monotonic()
-    timeline = TurnTimeline(speech_end_at=t0, endpoint_at=t0, asr_done_at=t0)
-    reply = Reply(runner, timeline, [] if history is None else history, jobs.submit,
-                  lambda pcm, clause: None, Cancel(),
-                  on_done=lambda r, e: out.update(result=r, error=e), audio_in_s=audio_s,
-                  escalate=escalate)
-    reply.start(tr)
-    while "result" not in out:
-        try:
-            jobs.done(inbox.get(timeout=REPLY_TIMEOUT_S))
-        except queue.Empty:
-            raise TimeoutError(f"no reply to {tr.text!r} in {REPLY_TIMEOUT_S:g} s") from None
-    if out["error"] is not None:
-        raise out["error"]
-    return reply, timeline
-
-
 def turn_of(request: Request, runner: TurnRunner, tr: Transcript, audio_s: float) -> Turn:
     """Answer one transcribed request and record what the call would do."""
-    reply, t = answer(runner, tr, audio_s)
-    r = reply.result
+    r, t = answer(runner, tr, audio_in_s=audio_s, timeout_s=REPLY_TIMEOUT_S)
     action = r.action
     chosen = (REPEAT if r.asked_to_repeat else action.name if action is not None
               else NONE if r.reply_text.strip() else SILENT)
