@@ -60,6 +60,7 @@ def answer(runner: TurnRunner, tr: Transcript, history: list | None = None, *,
             jobs.done(inbox.get(timeout=max(0.0, deadline - time.monotonic())))
         except queue.Empty:
             raise TimeoutError(f"no reply to {tr.text!r} in {timeout_s:g} s") from None
+        reply.urgency.refresh()  # as a call's loop does after each message
     if out["error"] is not None:
         raise out["error"]
     return out["result"], timeline

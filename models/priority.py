@@ -3,8 +3,10 @@
 The turn runner knows what the caller is waiting for; the models do not. So the agent sets a
 priority (and a :class:`Cancel` that drops the job while it still waits) on its thread's
 context, and every model job started in that context carries them to :mod:`models.scheduler`.
-A priority may be a callable, evaluated each time a slot is handed out (a speculative ASR pass
-that becomes the real one moves up). A cancel tells whoever waits on its behalf (the
+A priority may change while its job waits (a speculative ASR pass that becomes the real one
+moves up): it is then a :class:`Ranked`, a value its owner (the call's loop) sets again as
+the turn moves on, and that the scheduler reads each time a slot is handed out; the scheduler
+never evaluates the turn's state itself. A cancel tells whoever waits on its behalf (the
 scheduler's queue, an LLM engine's reader) the moment it is set: nothing waits on a timeout to
 look again. Imports nothing from the project.
 """
@@ -90,6 +92,25 @@ def _nothing() -> None:
 
 Rank = int | tuple[int, float]
 """A priority level, or (level, deadline): within a level the earliest deadline goes first."""
+
+
+class Ranked:
+    """A priority that changes while its work waits: one value, set by its owner's thread.
+
+    The owner (a call's loop) works the rank out from its own state and sets :attr:`value`;
+    the scheduler and the LLM engine read it (calling it) when they choose what runs next.
+    A rank is an immutable value, so a reader sees the old one or the new one, never a mix.
+    """
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Rank):
+        self.value = value
+
+    def __call__(self) -> Rank:
+        return self.value
+
+
 PriorityLike = Rank | Callable[[], Rank]
 _current: contextvars.ContextVar[PriorityLike] = contextvars.ContextVar(
     "callagent_priority", default=Priority.FIRST_AUDIO)

@@ -59,6 +59,7 @@ def answer(runner: TurnRunner, history: list, emit=None, gate: threading.Event |
             continue
         assert isinstance(msg, JobDone)
         jobs.done(msg)
+        reply.urgency.refresh()  # as a call's loop does after each message
     if out["error"] is not None:
         raise out["error"]
     return out["result"], timeline

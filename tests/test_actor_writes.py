@@ -25,6 +25,7 @@ from agent.turn.reply import Reply
 from agent.turn.reply_state import AudioGate
 from agent.turn.result import TurnResult
 from agent.turn.timeline import TurnTimeline
+from agent.turn.urgency import Urgency
 
 pytestmark = pytest.mark.unit
 
@@ -56,6 +57,20 @@ class Writes:
             self.count[type(obj).__name__] += 1
             if me is not owner or owner not in self.loops:
                 self.bad[(type(obj).__name__, name, re.sub(r"-\w+$", "", me.name))] += 1
+
+
+def _watch_ranking(monkeypatch) -> set[threading.Thread]:
+    """The threads that work out a turn's priority from its state (Urgency, Turn._rank)."""
+    threads: set[threading.Thread] = set()
+    def watching(f):
+        def watched(self, *a, **k):
+            threads.add(threading.current_thread())
+            return f(self, *a, **k)
+        return watched
+
+    for cls, name in ((Urgency, "llm"), (Urgency, "tts"), (Turn, "_rank")):
+        monkeypatch.setattr(cls, name, watching(getattr(cls, name)))
+    return threads
 
 
 def _instrument(monkeypatch, writes: Writes) -> None:
@@ -95,6 +110,7 @@ def test_only_each_calls_loop_writes_its_turns_replies_and_state(monkeypatch, pu
     rig = FourCalls("We open at ten, and we close at six.", pushes=pushes)
     writes = Writes()
     _instrument(monkeypatch, writes)
+    ranked = _watch_ranking(monkeypatch)
     results = rig.run()
 
     assert len(results) == 4 and all(len(r.turns) >= 1 for r in results)
@@ -105,5 +121,8 @@ def test_only_each_calls_loop_writes_its_turns_replies_and_state(monkeypatch, pu
         "Turn", "TurnTimeline", "Reply", "TurnResult", "AudioGate", "CallState"}, dict(writes.count)
     # ...and only ever by its own call's loop.
     assert not writes.bad, dict(writes.bad)
+    # The turns' priorities are worked out on the loops alone: the scheduler's workers and the
+    # LLM engine read the ranks the loops set, never the turns' state.
+    assert ranked and ranked <= writes.loops, {t.name for t in ranked - writes.loops}
     if pushes:  # the replies' words came from the engine's thread, none from a step job
         assert rig.stages.llm.threads == {"fake-engine"}

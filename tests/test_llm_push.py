@@ -17,7 +17,7 @@ from agent.call.jobs import CallJobs
 from agent.call.messages import JobDone
 from dialplan.options import LLMOptions
 from models.llm.base import Message
-from models.priority import Cancel, Priority, cancel_on, priority
+from models.priority import Cancel, Priority, Ranked, cancel_on, priority
 from models.registry import ModelCache
 from tests.llm_asks import QUESTIONS, SYSTEM
 
@@ -123,12 +123,13 @@ def test_a_close_ends_it_once_and_a_reply_over_before_the_push_is_handed_over_wh
     assert free_sequences(llm) == 4
 
 
-def test_the_reader_hands_the_engine_its_priority_as_a_value(llm):
-    with priority((Priority.SPECULATIVE, 5.0)):
+def test_the_engine_reads_the_rank_the_loop_sets_not_the_turn(llm):
+    rank = Ranked((Priority.SPECULATIVE, 5.0))
+    with priority(rank):
         stream = llm.stream(messages(QUESTIONS[2]))
     gen = stream._pieces
-    assert gen.priority == (Priority.SPECULATIVE, 5.0)
-    stream.rank((Priority.FIRST_AUDIO, 5.0))
+    assert gen.rank() == (Priority.SPECULATIVE, 5.0)
+    rank.value = (Priority.FIRST_AUDIO, 5.0)  # the loop, as the turn moves on
     assert gen.rank() == (Priority.FIRST_AUDIO, 5.0)
     got = Pushed()
     stream.push(got.put, got.end)

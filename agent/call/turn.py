@@ -3,8 +3,9 @@
 Only the call's loop reads and writes a :class:`Turn`. Model work for it runs in the
 process scheduler's workers and reaches the turn as messages; the one field they read is
 ``cancel``, a :class:`~models.priority.Cancel` that wakes the scheduler (and an LLM engine), so
-that a job of a cancelled turn that still waits for the CPU never runs. Imports nothing of the
-call's other modules.
+that a job of a cancelled turn that still waits for the CPU never runs; the value they read is
+``asr_rank``, its transcription's priority, which the loop sets as the turn is taken. Imports
+nothing of the call's other modules.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from agent.turn.reply import Reply
 from agent.turn.reply_state import AudioGate, check
 from agent.turn.result import TurnResult
 from agent.turn.timeline import TurnTimeline
-from models.priority import Cancel
+from models.priority import Cancel, Priority, Ranked
 from models.vad.segmenter import SpeechPaused, Utterance
 
 
@@ -102,11 +103,22 @@ class Turn:
     """When its work failed; it then waits for its gate to apologise."""
     typed: str | None = None
     """Keypad digits the caller typed ("keypad: 4729#"): the turn's words, with no audio."""
+    asr_rank: Ranked = field(default_factory=lambda: Ranked(Priority.SPECULATIVE))
+    """Its ASR pass's priority while it waits: speculative until the endpoint, then on the
+    caller's critical path (set by :meth:`take`; the scheduler reads it)."""
+
+    def __post_init__(self) -> None:
+        self._rank()
+
+    def _rank(self) -> None:
+        level = Priority.FIRST_AUDIO if self.endpointed else Priority.SPECULATIVE
+        self.asr_rank.value = (level, self.timeline.speech_end_at or 0.0)
 
     def take(self, new: Taking) -> None:
         """Turn-taking's decision (:data:`TAKING` says which are allowed)."""
         check(TAKING, self.taking, new)
         self.taking = new
+        self._rank()
 
     def work_to(self, new: Work) -> None:
         check(WORK, self.work, new)

@@ -184,14 +184,13 @@ class TurnWorker:
                 self.jobs.submit(eot.score, turn.utterance.audio, stage="eot",
                                  priority=Priority.END_OF_TURN,
                                  then=lambda f: self._scored(turn, f))
-        # Speculative until the endpoint; the caller's critical path from then on (the
-        # scheduler re-reads this while the job waits for a slot). A pass still queued when
-        # the caller goes on (or hangs up) never runs.
+        # Speculative until the endpoint; the caller's critical path from then on (the turn's
+        # rank, which the loop sets as it takes the turn; the scheduler re-reads it while the
+        # job waits for a slot). A pass still queued when the caller goes on (or hangs up)
+        # never runs.
         # Stamped where it ran, handed back with the transcript (``asr_done_at``).
         self.jobs.submit(timed(runner.transcribe, runner.now), turn.utterance, stage="asr",
-                         priority=lambda: (Priority.FIRST_AUDIO if turn.endpointed
-                                           else Priority.SPECULATIVE,
-                                           turn.timeline.speech_end_at or 0.0),
+                         priority=turn.asr_rank,
                          cancel=turn.cancel, then=lambda f: self._transcribed(turn, runner, f))
 
     def _scored(self, turn: Turn, f: Future) -> None:
@@ -281,7 +280,15 @@ class TurnWorker:
             turn.reply.stop()
 
     def tick(self, now: float, turns: tuple[Turn | None, ...]) -> None:
-        """A failed turn whose gate has not opened in time ends without an apology."""
+        """After every message: the replies' ranks and the failed turns' apologies.
+
+        The ranks are worked out again on the loop (what the replies' jobs waiting in the
+        scheduler carry); a failed turn whose gate has not opened in time ends without an
+        apology.
+        """
+        for turn in turns:
+            if turn is not None and turn.reply is not None and not turn.reply.done:
+                turn.reply.urgency.refresh()
         for turn in turns:
             if (turn is not None and turn.failed_at is not None and not turn.finished
                     and not turn.gate_open and now - turn.failed_at > APOLOGY_WAIT_S):

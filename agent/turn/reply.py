@@ -6,8 +6,8 @@ and each clause's TTS is a job of the process scheduler whose completion comes b
 loop too. The loop feeds the text to the clause splitter, queues the next clause's speech
 and hands finished audio to the line. So the first clause is heard while the rest is still
 being generated, and no thread waits for another (the speed this buys is what ``bench
-pipeline`` and ``bench call`` measure). Every job's priority is read from
-:class:`~agent.turn.urgency.Urgency`: what the caller is waiting for right now.
+pipeline`` and ``bench call`` measure). Every job's priority is a rank of
+:class:`~agent.turn.urgency.Urgency`, set by the loop: what the caller is waiting for now.
 
 A speculative turn (started before the endpoint) runs with its gate closed: its audio is held
 until its :class:`~agent.turn.reply_state.AudioGate` opens, and a reply that is cancelled
@@ -188,8 +188,8 @@ class Reply(Reading, ToolSteps, Checked, Reported):
         # A backend that batches (llama-batch) drops a cancelled reply between its steps: a
         # speculation the caller talked past no longer holds a sequence, or gets its prefill.
         self._to(ReplyState.ASKING)
-        # Its priority a value: a pushed reply's engine never reads the turn's state itself.
-        with cancel_on(self._cancel), priority(self.urgency.llm()):
+        # Its priority the rank the loop sets: a pushed reply's engine reads no turn state.
+        with cancel_on(self._cancel), priority(self.urgency.llm_rank):
             self._stream = self.runner.stages.llm.stream(
                 self.runner.prompt(self.history, words, self._rounds, tools=not self._plain))
         self._read()
@@ -286,7 +286,7 @@ class Reply(Reading, ToolSteps, Checked, Reported):
         text = self._chunks.popleft()
         self._job("tts", self._timed(partial(self.runner.stages.tts.synthesize,
                                              first=self._waited_for(text))),
-                  text, stage="tts", priority=self.urgency.tts,
+                  text, stage="tts", priority=self.urgency.tts_rank,
                   then=partial(self._spoken, text))
 
     def _waited_for(self, text: str) -> bool:

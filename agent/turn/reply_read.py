@@ -3,9 +3,9 @@
 A mixin of :class:`~agent.turn.reply.Reply` (as :mod:`agent.turn.reply_tools` is). An engine
 that decodes every call's replies on its own thread (llama-batch) pushes each piece into the
 call's inbox as it samples it (:meth:`~agent.call.jobs.CallJobs.feed`): no thread waits on a
-reply's next token, and the reply's priority is a value the loop hands the engine with each
-piece it takes, not a callable the engine evaluates over the turn's live state. Other
-backends are read a step job at a time, each at :meth:`~agent.turn.urgency.Urgency.llm`.
+reply's next token, and the engine reads the reply's priority from the rank the loop sets
+(:attr:`~agent.turn.urgency.Urgency.llm_rank`), never from the turn's live state. Other
+backends are read a step job at a time, at the same rank.
 Either way each piece reaches :meth:`Reading._took` on the call's loop.
 """
 
@@ -33,7 +33,7 @@ class Reading:
 
     def _step(self) -> None:
         self._job("llm", self._timed(self._stream.step), stage="llm",
-                  priority=self.urgency.llm, then=self._stepped)
+                  priority=self.urgency.llm_rank, then=self._stepped)
 
     def _stepped(self, f: Future) -> None:
         out = self._outcome(f, self._llm_end)
@@ -56,9 +56,7 @@ class Reading:
                 self._finish()
             return
         piece, at = (None, None) if item is None else item
-        if self._took(stream.took(piece), at):
-            stream.rank(self.urgency.llm())
-        elif not stream.ended and stream is self._stream and item is not None:
+        if not self._took(stream.took(piece), at) and not stream.ended and item is not None:
             self._close_stream()
 
     def _took(self, text: str | None, at: float | None) -> bool:

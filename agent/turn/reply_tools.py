@@ -74,7 +74,7 @@ class ToolSteps:
         self._to(ReplyState.ASKING)
         self._job("llm", self._timed(route), self.runner.stages.llm, self.runner.router,
                   self.result.transcript, self._cancel, self.runner.said_last(self.history),
-                  stage="llm", priority=self.urgency.llm,
+                  stage="llm", priority=self.urgency.llm_rank,
                   then=partial(self._or_ask, self._look_up))
 
     def _or_ask(self, go: Callable[[object], None], f: Future) -> None:
@@ -108,7 +108,7 @@ class ToolSteps:
             return
         prompt = self.runner.prompt(self.history, words)
         self._job("llm", self._timed(fill_arguments), self.runner.stages.llm, prompt, name,
-                  params, self._cancel, stage="llm", priority=self.urgency.llm,
+                  params, self._cancel, stage="llm", priority=self.urgency.llm_rank,
                   then=partial(self._or_ask, partial(self._routed, name)))
 
     def _routed(self, name: str, args: dict) -> None:
@@ -153,7 +153,7 @@ class ToolSteps:
             self.t.first_chunk_text_at = self._now()
         self._said.append(text)
         self._job("tts", self._timed(self.runner.speak), text, stage="tts",
-                  priority=priority or self.urgency.tts, then=partial(self._announced, text))
+                  priority=priority or self.urgency.tts_rank, then=partial(self._announced, text))
 
     def _announced(self, clause: str, f: Future) -> None:
         out = self._outcome(f, self._finish)
@@ -200,7 +200,7 @@ class ToolSteps:
             run, tool, stage = self.runner.stages.mcp.call, tools.mcp[call.name], "mcp"
         else:
             run, tool, stage = call_http_tool, tools.http[call.name], "http"
-        self._job("tool", run, tool, call.arguments, stage=stage, priority=self.urgency.llm,
+        self._job("tool", run, tool, call.arguments, stage=stage, priority=self.urgency.llm_rank,
                   then=partial(self._tool_done, call))
 
     def _tool_done(self, call: ToolCall, f: Future) -> None:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from agent.turn.result import TurnResult
 from agent.turn.timeline import TurnTimeline
-from models.priority import Priority
+from models.priority import Priority, Ranked
 
 LOW_WATER_S = 1.0
 """A reply with less audio than this queued ahead of playout is urgent again (no gap)."""
@@ -23,7 +23,12 @@ would)."""
 
 
 class Urgency:
-    """One turn's priorities, read again each time a job of it is queued (callables)."""
+    """One turn's priorities, worked out on the call's loop from the turn's state.
+
+    Its jobs carry :attr:`llm_rank` and :attr:`tts_rank`, values the loop sets again after each
+    message (:meth:`refresh`) and the scheduler and the LLM engine read: neither evaluates the
+    turn's live state on its own thread.
+    """
 
     def __init__(self, timeline: TurnTimeline, result: TurnResult,
                  gate_open: Callable[[], bool], now: Callable[[], float],
@@ -32,6 +37,13 @@ class Urgency:
         self.paused = paused
         """The reply is paused on the line (a barge-in being heard): it needs no audio now,
         and the ASR of the caller's sound must not wait behind it."""
+        self.llm_rank = Ranked(self.llm())
+        self.tts_rank = Ranked(self.tts())
+
+    def refresh(self) -> None:
+        """The ranks as the turn stands now (the call's loop, after each message)."""
+        self.llm_rank.value = self.llm()
+        self.tts_rank.value = self.tts()
 
     def _at(self, level: int) -> tuple[int, float]:
         # Earliest deadline first within a level: the caller who stopped speaking first.

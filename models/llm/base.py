@@ -110,12 +110,6 @@ class LLMStream:
         """
         self._pieces.push(put, end)
 
-    def rank(self, value: tuple[int, float]) -> None:
-        """The reply's priority now, handed over by its reader (a value, not a callable)."""
-        ranked = getattr(self._pieces, "rank_now", None)
-        if ranked is not None:
-            ranked(value)
-
     @property
     def ended(self) -> bool:
         return self._ended is not None

@@ -200,10 +200,6 @@ class Generation:
             error, self.error = self.error, None
             end(error)
 
-    def rank_now(self, value: tuple[int, float]) -> None:
-        """A pushed reply's priority now, handed over by its reader: a value."""
-        self.priority = value
-
     def __iter__(self) -> Iterator[Piece]:
         return self
 
