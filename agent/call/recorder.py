@@ -117,6 +117,15 @@ class CallRecorder:
         self._log.put(MessageRecord(self.call_id, datetime.now(UTC), text, caller, audio_path,
                                     duration_s))
 
+    def queue(self, turn: Turn) -> None:
+        """Record ``turn`` once its reply has played out (or was cut, or silent): :meth:`flush`."""
+        self.pending.append(turn)
+
+    def unqueue(self, turn: Turn) -> None:
+        """``turn`` is not recorded on its own after all (merged into the next one)."""
+        if turn in self.pending:
+            self.pending.remove(turn)
+
     def flush(self, playout_busy: bool, call_t0: float, end_reason: str = "",
               final: bool = False) -> None:
         """Record pending turns once their reply has played out, or was cut or silent.

@@ -125,8 +125,7 @@ class TurnTaking:
         Its worker may have finished already (a short reply, still playing out when the
         caller's resumed speech was confirmed), which queued its record.
         """
-        if turn in self._rec.pending:
-            self._rec.pending.remove(turn)
+        self._rec.unqueue(turn)
 
     def speech_paused(self, ev: SpeechPaused, end_at: float, closing: bool) -> None:
         """Silence began: run the turn now, its audio held behind the gate until the endpoint."""
@@ -376,7 +375,7 @@ class TurnTaking:
                 turn.utterance.duration_s, 2))
         # Every endpointed turn is recorded, answered or not: a caller is never left in
         # silence without a record of why (no words, an error, the call ending first...).
-        self._rec.pending.append(turn)
+        self._rec.queue(turn)
 
     def _settle(self, turn: Turn) -> None:
         if turn is self.turn and self._call.state == "thinking":

@@ -101,10 +101,13 @@ class OpenAILLM(LLM):
         if shape is not None:
             body["response_format"] = {"type": "json_schema", "json_schema": {
                 "name": "reply", "strict": True, "schema": shape.schema()}}
-        return _RemoteStream(self.model_name, _Reply(self, body))
+        return _RemoteStream(self.model_name, self._reply(body))
+
+    def _reply(self, body: dict[str, Any]) -> _Reply:
+        return _Reply(self._client, self.url, self.options.timeout_s, body)
 
     def _stream_impl(self, messages: list[Message]) -> _Reply:
-        return _Reply(self, self.body(self.fit(messages)))
+        return self._reply(self.body(self.fit(messages)))
 
     def body(self, messages: list[Message], max_tokens: int | None = None,
              stream: bool = True) -> dict[str, Any]:
@@ -146,10 +149,10 @@ class _Reply:
     with its read) and closes the response itself on its way out.
     """
 
-    def __init__(self, owner: OpenAILLM, body: dict[str, Any]):
-        self._owner = owner
+    def __init__(self, client: httpx.Client, url: str, timeout_s: float, body: dict[str, Any]):
+        self._client, self._url = client, url
         self._body = body
-        self._timeout = owner.options.timeout_s
+        self._timeout = timeout_s
         self._lock = threading.Lock()
         self._resp: httpx.Response | None = None
         self._events: Iterator[str] | None = None
@@ -175,7 +178,7 @@ class _Reply:
                 raise StopIteration from None
             if isinstance(e, LLMServerError):
                 raise
-            raise LLMServerError(f"LLM server {self._owner.url}: "
+            raise LLMServerError(f"LLM server {self._url}: "
                                  f"{_describe(e, self._timeout)}") from e
         except BaseException:  # StopIteration included: the reply is over
             self._closed = True
@@ -205,8 +208,8 @@ class _Reply:
                 pass
 
     def _open(self) -> None:
-        client = self._owner._client
-        resp = client.send(client.build_request("POST", self._owner.url, json=self._body),
+        client = self._client
+        resp = client.send(client.build_request("POST", self._url, json=self._body),
                            stream=True)
         with self._lock:
             self._resp = resp
@@ -214,7 +217,7 @@ class _Reply:
                 raise StopIteration
         if resp.status_code >= 400:
             detail = resp.read().decode("utf-8", "replace").strip()[:300]
-            raise LLMServerError(f"LLM server {self._owner.url}: HTTP {resp.status_code}"
+            raise LLMServerError(f"LLM server {self._url}: HTTP {resp.status_code}"
                                  + (f": {detail}" if detail else ""))
         self._events = _sse_data(resp.iter_lines())
 
@@ -225,7 +228,7 @@ class _Reply:
         for data in self._events:
             if data.strip() == "[DONE]":  # without a finish_reason first, a cut (see below)
                 break
-            event = _parse(data, self._owner.url)
+            event = _parse(data, self._url)
             self.usage = _usage(event) or self.usage
             for choice in event.get("choices") or ():
                 if choice.get("finish_reason"):
@@ -235,12 +238,12 @@ class _Reply:
                     return Piece(text)
             # Keep-alive comments and empty deltas reset the read timeout; this does not.
             if not self._finished and time.monotonic() > deadline:
-                raise LLMServerError(f"LLM server {self._owner.url}: no token within "
+                raise LLMServerError(f"LLM server {self._url}: no token within "
                                      f"{self._timeout:g} s")
         if not self._finished:
             # llama_cpp.server, for one, ends a stream it interrupts for another request with
             # [DONE] alone: half a reply is an error to log, not an answer.
-            raise LLMServerError(f"LLM server {self._owner.url}: the stream ended before the "
+            raise LLMServerError(f"LLM server {self._url}: the stream ended before the "
                                  "reply finished")
         raise StopIteration
 
