@@ -25,6 +25,8 @@ BENCHES = {
                                  "alone against the router choosing from the words"),
     "answers": ("bench.answers", "right answers to spoken questions in many voices: facts, "
                                        "\"I don't know\" instead of invented ones, WER, latency"),
+    "prefix": ("bench.prefix", "a turn's first token and decode speed as the facts held in "
+                               "the cached prefix grow"),
     "call": ("bench.call", "voice-to-voice on the wire with sipp, 1 and 4 calls"),
     "flood": ("bench.flood", "voice-to-voice of allowed callers while one source floods "
                                    "INVITEs, beside the quiet figure"),
