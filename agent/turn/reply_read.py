@@ -56,8 +56,7 @@ class Reading:
                 self._finish()
             return
         piece, at = (None, None) if item is None else item
-        if not self._took(stream.took(piece), at) and not stream.ended and item is not None:
-            self._close_stream()
+        self._took(stream.took(piece), at)  # a reply that wants no more closed its stream
 
     def _took(self, text: str | None, at: float | None) -> bool:
         """The stream's next text (None: its end) to the reply; True: it wants more."""

@@ -1,12 +1,12 @@
 """The LLM stage interface: chat messages in, a stream of text pieces out, timing recorded.
 
-``LLM.stream`` returns an :class:`LLMStream`. Where the backend :attr:`~LLM.pushes` (an
-engine thread decodes every call's replies), the engine hands each piece over as it decodes it
-(:meth:`LLMStream.push`) and a call's loop counts it in (:meth:`LLMStream.took`): no thread
-waits on a reply's next token. Elsewhere the loop takes its text one piece at a time with
-:meth:`LLMStream.step`, each step a job of the process scheduler; iterating it does the same
-in one thread. Once exhausted (or closed) its ``metrics`` hold time to first token and token
-count.
+``LLM.stream`` returns an :class:`LLMStream`. Where it :attr:`~LLMStream.pushes` (an
+engine thread decodes every call's replies: llama-batch), the engine hands each piece over
+as it decodes it (:meth:`LLMStream.push`) and a call's loop counts it in
+(:meth:`LLMStream.took`): no thread waits on a reply's next token. Elsewhere the loop takes
+its text one piece at a time with :meth:`LLMStream.step`, each step a job of the process
+scheduler; iterating it does the same in one thread. Once exhausted (or closed) its
+``metrics`` hold time to first token and token count.
 """
 
 from __future__ import annotations

@@ -5,9 +5,9 @@ handed each piece as it is sampled and its end once, on the engine's thread: its
 gets them as messages, and nothing waits for them. Otherwise the engine appends what it
 samples and a reader (a one-off request's job) takes the pieces; both sides hold the engine's
 condition (``owner._cond``), which the turn's cancel notifies too (a reply watches it): a
-reader waits for its next piece untimed. This
-class is the engine's own half, split off to keep each module one concern. It sees the engine
-only as :class:`Engine`, so it does not import :mod:`.engine` (which imports this module).
+reader waits for its next piece untimed. This class is the engine's own half, split off to
+keep each module one concern. It sees the engine only as :class:`Engine`, so it does not
+import :mod:`.engine` (which imports this module).
 """
 
 from __future__ import annotations
