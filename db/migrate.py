@@ -9,6 +9,8 @@ works from any working directory and from an installed wheel), :func:`current_re
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -82,13 +84,32 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:
     cur = dbapi_connection.cursor()
     try:
         cur.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
-        cur.execute("PRAGMA journal_mode = WAL")
+        _wal(cur)
         # WAL + NORMAL is durable across process crashes; only an OS crash can lose the last
         # commits, which the call log tolerates better than an fsync per turn.
         cur.execute("PRAGMA synchronous = NORMAL")
         cur.execute("PRAGMA foreign_keys = ON")
     finally:
         cur.close()
+
+
+def _wal(cur) -> None:
+    """Put the file in WAL mode, waiting out another connection that is doing the same.
+
+    SQLite does not call the busy handler for a journal-mode change: two connections opening a
+    new file at once (the writer and the summarizer of one server) make one of them fail with
+    "database is locked" at once. WAL is a property of the file, so the loser waits for the
+    winner and finds the mode already set.
+    """
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            cur.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or time.monotonic() >= deadline:
+                raise
+        time.sleep(0.01)
 
 
 def alembic_config(url: str | None = None) -> AlembicConfig:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 
 import pytest
@@ -160,3 +161,35 @@ def _parser(module):
     parser = argparse.ArgumentParser(prog="callagent")
     module.add_parser(parser.add_subparsers(dest="command", required=True))
     return parser
+
+
+def test_two_connections_opening_a_new_file_at_once_both_get_wal(tmp_path):
+    """The writer and the summarizer open a new call log together: neither may fail.
+
+    SQLite does not wait out a lock for a journal-mode change, so without the wait in
+    ``make_engine`` one of the two failed with "database is locked" about one time in three.
+    """
+    failures: list[str] = []
+    for i in range(40):
+        url = f"sqlite:///{tmp_path}/log{i}.db"
+        engines = [make_engine(url) for _ in range(2)]
+        start = threading.Barrier(2)
+
+        def open_(engine, start=start):
+            start.wait()
+            try:
+                with engine.connect() as c:
+                    c.execute(text("SELECT 1")).all()
+            except Exception as err:  # noqa: BLE001 - collected and asserted below
+                failures.append(str(err).splitlines()[0])
+
+        threads = [threading.Thread(target=open_, args=(e,)) for e in engines]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        with engines[0].connect() as c:
+            assert c.execute(text("PRAGMA journal_mode")).scalar() == "wal"
+        for e in engines:
+            e.dispose()
+    assert failures == []
