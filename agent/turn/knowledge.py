@@ -50,7 +50,8 @@ a about am an and any are as at be been but by can could did do does doing for f
 got had has have hello hi how i i'd i'll i'm if in is it it's just know let like may me might
 more much my need no not now of on or our please so some tell than thank thanks that the
 their them then there these they this to up us want was we what when where which who why
-will with would yes you your you're okay ok um uh well hey really
+will with would yes you your you're okay ok um uh well hey really until till during since
+after before
 """.split())
 
 FACTS = ("What you know, one fact a line:\n{facts}\n"
@@ -64,15 +65,15 @@ NO_NOTES = ("You know no facts about this. If it asks for one, say you don't kno
 
 GENERIC = PRICE_WORDS | frozenset("""
 usually normally typically generally actually run runs happen happens give gives
-charged paying expensive cheap
+charged paying expensive cheap located location situated today tomorrow tonight
 """.split())
 """Words of how a question asks ("do you usually run...", "what happens if", "do you charge
-for...", "is there a fee"), not of what it is about: never an unknown subject
-(:meth:`Knowledge.unknown_words`). A price is asked in many words; what it is the price of is
-the subject."""
+for...", "is there a fee", "where are you located", "can you see me today"), not of what it is
+about: never an unknown subject (:meth:`Knowledge.unknown_words`). A price is asked in many
+words; what it is the price of is the subject."""
 UNITS = frozenset("""
 dollar dollars cent cents day days week weeks month months year years hour hours minute
-minutes am pm time times o'clock
+minutes am pm time times o'clock daily weekly monthly yearly hourly
 """.split())
 """Words that go with any number: no sign of which fact it came from (``Knowledge._unbound``)."""
 
@@ -240,15 +241,43 @@ class Knowledge:
         said = set(terms(given)) - set(terms(told))
         out = (stated - self._known) | self._claimed(clause, said) | self._named(
             clause, f"{given} {told}")
-        if not strict:
+        if not strict or self.restates(clause):
             return out
         asked = self._subject(f"{given} {before}")
         if FREE.search(clause) and self._priced(asked):
             out.add("free")
         if stated:
-            out |= self._unknown_words(clause, said) | self._unbound(clause, stated & self._known,
-                                                                    asked)
+            # The caller's own words for what one fact says ("extend" a loan it "renews") are
+            # no other thing: a sentence drawn on one fact says its number of that fact.
+            unknown = self._unknown_words(clause, said)
+            if not self._draws_on(clause, len(unknown)):
+                out |= unknown
+            out |= self._unbound(clause, stated & self._known, asked)
         return out
+
+    def _draws_on(self, clause: str, other: int) -> bool:
+        """Whether ``clause`` is one fact's, told with ``other`` words of the caller's own.
+
+        Every number it states is that fact's, and more of its subject words are the fact's
+        than the caller's others, and at least two: "The phone number of the city museum"
+        is as much of the museum as of the phone number.
+        """
+        own, stated = self._subject(clause), numbers(clause)
+        return any(len(own & t) >= max(2, other + 1) and stated <= ns
+                   for t, ns in zip(self._fact_terms, self._fact_numbers, strict=True))
+
+    def restates(self, clause: str) -> bool:
+        """Whether ``clause`` says what one fact says: its words, its numbers, "free" if it is.
+
+        The strict checks guess what a fact's number or a "free" is said of from the words
+        around it; a sentence made of one fact's own words needs no guess ("Check-ups for
+        children under 12 are free." to "What about for kids?" after an adult's price: bench
+        answers' follow-ups).
+        """
+        own, stated, free = self._subject(clause), numbers(clause), bool(FREE.search(clause))
+        return bool(own) and any(
+            own <= self._subject(f"{f.topic} {f.text}") and stated <= self._fact_numbers[i]
+            and (not free or FREE.search(f.text)) for i, f in enumerate(self.facts))
 
     def _unbound(self, clause: str, stated: set[str], asked: set[str]) -> set[str]:
         """The numbers of ``clause`` that only facts about something else hold.

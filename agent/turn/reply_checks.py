@@ -12,7 +12,8 @@ import re
 
 from agent.turn.guard import REFUSES, Objection, objection
 from agent.turn.knowledge import LOOK
-from agent.turn.wording import asks_amount, unsure
+from agent.turn.textsplit import ends_sentence
+from agent.turn.wording import asks_amount, misses_the_question, unsure
 
 
 class Checked:
@@ -30,9 +31,10 @@ class Checked:
         the business's name), so no claim about it can follow
         (:meth:`~agent.turn.knowledge.Knowledge.unfounded`), and it asks for no amount, whose
         number the checks may refuse (:func:`~agent.turn.wording.asks_amount`). Never from the
-        under-load model (a turn that may be escalated): its sentences are refused far more
-        often than the profile's own model's, and a clause said forecloses what a refused
-        first sentence gets instead, the second pass (bench answers' spliced replies).
+        under-load model (a turn that may be escalated): its sentences are
+        refused far more often than the profile's own model's, and a clause said forecloses
+        what a refused first sentence gets instead, the second pass (bench answers' spliced
+        replies).
         """
         k, words = self.runner.knowledge, self.result.transcript
         return k is not None and self._escalate is None and k.all_in_facts(words) and not (
@@ -42,9 +44,16 @@ class Checked:
         # A tool's answer this turn is known as a fact is: its numbers, names and things may
         # be said.
         told = " ".join(str(m.content) for m in self._rounds[1::2])
-        return objection(self.runner.knowledge, self.runner.tools.names, sentence,
-                         self.result.transcript, self.runner.profile.llm.strict_numbers,
-                         self.runner.instructions, self._last_turn(), told)
+        why = objection(self.runner.knowledge, self.runner.tools.names, sentence,
+                        self.result.transcript, self.runner.profile.llm.strict_numbers,
+                        self.runner.instructions, self._last_turn(), told)
+        if why or self._said or self._rounds or self.runner.knowledge is None or not \
+                ends_sentence(sentence):
+            return why
+        # The reply's first whole sentence, none of it said yet, is its answer: of the kind
+        # the words ask for, or none. A first clause said early (the caller's wait) is not
+        # held back for it: what it begins is rarely of another kind.
+        return misses_the_question(self.result.transcript, sentence)
 
     def _last_turn(self) -> str:
         """The call's previous exchange, caller's words and reply: what a follow-up is about."""
@@ -72,8 +81,9 @@ class Checked:
             return True
         lead = ", after its first clause" if objected.after_lead else ""
         self.result.unfounded = f"{objected.sentence} ({objected.why}{lead})"
-        if not (objected.after_lead or self._said) and self._look_again(objected.sentence,
-                                                                          objected=True):
+        theirs = _names_theirs(objected.why, self.result.transcript)
+        if not (objected.after_lead or self._said or theirs) and self._look_again(
+                objected.sentence, objected=True):
             return True
         self._close_stream()
         if not self._said or objected.after_lead:
@@ -134,3 +144,18 @@ class Checked:
         last = next((m.content for m in reversed(self.history) if m.role == "assistant"), "")
         said = re.findall(r"[a-z0-9']+", sentence.lower())
         return len(said) >= 4 and re.findall(r"[a-z0-9']+", str(last).lower())[:len(said)] == said
+
+
+def _names_theirs(why: str, words: str) -> bool:
+    """Whether an objection names a word of the caller's (a thing no fact knows).
+
+    Then the sentence is not asked again with the facts its words match: they are about
+    something else, and the second answer says one of them instead ("We do not fit braces"
+    to a question about implants: bench answers' unknowns). A refused number, "free" or
+    answer of the wrong kind is asked again.
+    """
+    parts = why.lower().split(", ")  # the facts' objections: the words and numbers, listed
+    if any(" " in p for p in parts):  # another check's phrase ("gives no time")
+        return False
+    said = set(re.findall(r"[a-z0-9']+", words.lower().replace("’", "'")))
+    return any(p.replace("'", "").isalpha() and p in said for p in parts)

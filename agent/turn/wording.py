@@ -88,7 +88,8 @@ def refuses(text: str) -> bool:
     return bool(_REFUSES.search(text))
 
 
-PRICE_WORDS = frozenset("charge charges fee fees cost costs price prices pay".split())
+PRICE_WORDS = frozenset("charge charges fee fees cost costs price prices pay rate rates owe"
+                        .split())
 """The words a price is asked in: how a question asks, not what it is about."""
 ASKS_AMOUNT = re.compile(r"\bhow (?:much|many|long|late|early|soon|far|old)\b|\bwhat time\b|"
                          rf"\b(?:{'|'.join(sorted(PRICE_WORDS | {'deposit'}))})\b", re.I)
@@ -100,3 +101,56 @@ number, and the caller heard it spliced with ``dont_know``: bench answers)."""
 def asks_amount(words: str) -> bool:
     """Whether ``words`` ask how much, how many, how long, what time, or what it costs."""
     return bool(ASKS_AMOUNT.search(words))
+
+
+_DAYS = ("monday|tuesday|wednesday|thursday|friday|saturday|sunday|weekdays?|weekends?|"
+         "daily|every day")
+_NUMBER = rf"(?:\d+(?:[.:]\d+)?|\b(?:{'|'.join(sorted(NUMBER_WORDS))}|dozen|several|few))"
+_QUANTITY = rf"{_NUMBER}|\b(?:dozen|several)\b"
+_HANDS_ON = re.compile(r"\btransfer|\bput you through\b|\bconnect you\b|\b(?:leave|take) a "
+                       r"message\b|\bpass (?:it|that|your message) on\b", re.I)
+_SPAN = (rf"(?:{_NUMBER}|\ban?|\bthe same)(?: \w+)? (?:minute|hour|day|week|month|year|"
+         r"while)s?\b|\bwhile you wait\b|\bsame day\b|\bovernight\b|\btoday\b|"
+         r"\btomorrow\b|\bright away\b|\bimmediately\b|\buntil\b|\bas long as\b|"
+         r"\bno (?:limit|time)\b")
+ASKED_FOR = (
+    ("a duration", re.compile(r"\bhow (?:long|soon)\b|\bhow much time\b", re.I),
+     re.compile(_SPAN, re.I)),
+    ("a time", re.compile(r"\bwhat time\b|\bhow (?:late|early)\b|\bwhat(?: are|'re) (?:your|the)"
+                          r" (?:opening )?hours\b|\bwhen (?:do|does|are|is) (?:you|it|they|the "
+                          r"\w+) (?:open|close|start|end|finish|meet)", re.I),
+     re.compile(rf"{_NUMBER} ?(?:am|pm|a\.m\.|p\.m\.|o'?clock)\b|\b(?:at|from|until|till|to)"
+                rf" {_NUMBER}|\b(?:{_DAYS}|noon|midday|midnight|morning|afternoon|evening|"
+                r"closed|not open|all day|around the clock)\b|" + _SPAN, re.I)),
+    ("a number", re.compile(r"\bhow many\b", re.I),
+     re.compile(rf"{_QUANTITY}|\b(?:no|none|any|unlimited|as many|one|an?|single)\b", re.I)),
+    ("an amount", re.compile(r"\bhow much\b|\bwhat (?:does|do|would|will|did) .{0,40}\bcost\b|"
+                             r"\bwhat(?:'s| is| are) the (?:price|cost|fee|charge|rate)s?\b",
+                             re.I),
+     re.compile(rf"{_QUANTITY}|{FREE.pattern}|\b(?:included|includes|price|depends|depending|"
+                r"varies)\b", re.I)),
+)
+"""What a question asks for, by its words ("how long", "what time", "how many", "how much"),
+and the words of a sentence that gives one: a number, a day, "free", "closed". The first that
+matches is the question's kind."""
+
+
+def misses_the_question(words: str, sentence: str) -> str:
+    """What ``sentence``, a reply's first, fails to give that ``words`` ask for ("" if none).
+
+    "How long is the crossing?" answered "A return ticket costs 18 dollars" gives no duration,
+    "How much is a ticket for my dog?" answered "Dogs stay on a lead" no amount: the model
+    answered from a fact about something else (bench answers' wrong facts, and its unknowns
+    answered with a neighbour's fact). A sentence that says it does not know, or hands the
+    caller on, gives what it can; so does one to words that ask for none of these.
+    """
+    kind = asked_for(words)
+    if not kind or unsure(sentence) or _HANDS_ON.search(sentence):
+        return ""
+    gives = next(g for k, _, g in ASKED_FOR if k == kind)
+    return "" if gives.search(sentence) else f"gives no {kind.split()[-1]}"
+
+
+def asked_for(words: str) -> str:
+    """The kind of answer ``words`` ask for (:data:`ASKED_FOR`: "a time", ...), or ""."""
+    return next((kind for kind, asks, _ in ASKED_FOR if asks.search(words)), "")
