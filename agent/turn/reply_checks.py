@@ -31,10 +31,9 @@ class Checked:
         the business's name), so no claim about it can follow
         (:meth:`~agent.turn.knowledge.Knowledge.unfounded`), and it asks for no amount, whose
         number the checks may refuse (:func:`~agent.turn.wording.asks_amount`). Never from the
-        under-load model (a turn that may be escalated): its sentences are
-        refused far more often than the profile's own model's, and a clause said forecloses
-        what a refused first sentence gets instead, the second pass (bench answers' spliced
-        replies).
+        under-load model (a turn that may be escalated): its sentences are refused far more
+        often than the profile's own model's, and a clause said forecloses what a refused
+        first sentence gets instead, the second pass (bench answers' spliced replies).
         """
         k, words = self.runner.knowledge, self.result.transcript
         return k is not None and self._escalate is None and k.all_in_facts(words) and not (

@@ -105,8 +105,7 @@ def asks_amount(words: str) -> bool:
 
 _DAYS = ("monday|tuesday|wednesday|thursday|friday|saturday|sunday|weekdays?|weekends?|"
          "daily|every day")
-_NUMBER = rf"(?:\d+(?:[.:]\d+)?|\b(?:{'|'.join(sorted(NUMBER_WORDS))}|dozen|several|few))"
-_QUANTITY = rf"{_NUMBER}|\b(?:dozen|several)\b"
+_NUMBER = rf"(?:\d+(?:[.:]\d+)?|\b(?:{'|'.join(sorted(NUMBER_WORDS))}|dozen|several|few)\b)"
 _HANDS_ON = re.compile(r"\btransfer|\bput you through\b|\bconnect you\b|\b(?:leave|take) a "
                        r"message\b|\bpass (?:it|that|your message) on\b", re.I)
 _SPAN = (rf"(?:{_NUMBER}|\ban?|\bthe same)(?: \w+)? (?:minute|hour|day|week|month|year|"
@@ -123,11 +122,11 @@ ASKED_FOR = (
                 rf" {_NUMBER}|\b(?:{_DAYS}|noon|midday|midnight|morning|afternoon|evening|"
                 r"closed|not open|all day|around the clock)\b|" + _SPAN, re.I)),
     ("a number", re.compile(r"\bhow many\b", re.I),
-     re.compile(rf"{_QUANTITY}|\b(?:no|none|any|unlimited|as many|one|an?|single)\b", re.I)),
+     re.compile(rf"{_NUMBER}|\b(?:no|none|any|unlimited|as many|one|an?|single)\b", re.I)),
     ("an amount", re.compile(r"\bhow much\b|\bwhat (?:does|do|would|will|did) .{0,40}\bcost\b|"
                              r"\bwhat(?:'s| is| are) the (?:price|cost|fee|charge|rate)s?\b",
                              re.I),
-     re.compile(rf"{_QUANTITY}|{FREE.pattern}|\b(?:included|includes|price|depends|depending|"
+     re.compile(rf"{_NUMBER}|{FREE.pattern}|\b(?:included|includes|price|depends|depending|"
                 r"varies)\b", re.I)),
 )
 """What a question asks for, by its words ("how long", "what time", "how many", "how much"),
