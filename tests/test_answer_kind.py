@@ -72,14 +72,10 @@ def test_a_sentence_of_one_fact_s_words_is_founded_even_strictly():
 
 def test_a_reply_that_answers_another_question_is_asked_again_then_not_said():
     """The first sentence gives no duration: asked again with the facts, then ``dont_know``."""
-    from dialplan import load_config
-    from tests.test_knowledge import ROOT, say_with_facts
-
-    result, said = say_with_facts("Printing costs 10 cents a page in black and white.",
-                                  "How long may I hold on to a borrowed audiobook?")
-    dont_know = load_config(ROOT / "config.toml").profiles["default"].dont_know
+    result, asked, dont_know, said = _ask("Printing costs 10 cents a page in black and white.",
+                                          "How long may I hold on to a borrowed audiobook?")
     assert result.unfounded.endswith("(gives no duration)"), result.unfounded
-    assert result.reply_text == dont_know == said[-1]
+    assert asked == 2 and result.reply_text == dont_know == said
 
 
 def _ask(reply: str, words: str):
@@ -90,19 +86,19 @@ def _ask(reply: str, words: str):
     from tests.test_knowledge import ROOT
 
     profile = load_config(ROOT / "config.toml").profiles["default"]
-    llm = FakeLLM(reply=reply)
+    llm, history = FakeLLM(reply=reply), []
     result, _ = answer(TurnRunner(fake_stages(asr=FakeASR([words]), llm=llm, tts=FakeTTS()),
-                                  profile), [])
-    return result, len(llm.prompts), profile.dont_know
+                                  profile), history)
+    return result, len(llm.prompts), profile.dont_know, history[-1].content
 
 
 def test_a_sentence_refused_for_the_callers_own_unknown_thing_is_not_asked_again():
     """The facts its words match are about something else: asked again, one of them is said."""
-    result, asked, dont_know = _ask("No, we do not lend out telescopes.",
+    result, asked, dont_know, _ = _ask("No, we do not lend out telescopes.",
                                     "Do you lend out telescopes for stargazing?")
     assert result.unfounded == "No, we do not lend out telescopes. (lend, out, telescopes)"
     assert asked == 1 and result.reply_text == dont_know
     # A price denied that a fact states is asked again, the facts before the words.
-    result, asked, _ = _ask("No, there is no fee for that.",
+    result, asked, _, _ = _ask("No, there is no fee for that.",
                             "If my DVD comes back a bit late, is there a fee?")
     assert result.unfounded.startswith("No, there is no fee for that. (free") and asked == 2

@@ -152,6 +152,8 @@ class Knowledge:
         # A word every fact has (the file's title: the business's name) tells none apart.
         common = set.intersection(*subjects) if len(facts) > 1 else set()
         self._fact_terms = [t - common for t in subjects]
+        self._fact_subjects = [self._subject(f"{f.topic} {f.text}") for f in facts]
+        """Each fact's subject words, its topic's and title's included (:meth:`restates`)."""
         self._own = set().union(*self._fact_terms)
         """Every fact's own subject words (not the title's)."""
         self._named_only = (common | self._subject(persona)) - self._own
@@ -276,7 +278,7 @@ class Knowledge:
         """
         own, stated, free = self._subject(clause), numbers(clause), bool(FREE.search(clause))
         return bool(own) and any(
-            own <= self._subject(f"{f.topic} {f.text}") and stated <= self._fact_numbers[i]
+            own <= self._fact_subjects[i] and stated <= self._fact_numbers[i]
             and (not free or FREE.search(f.text)) for i, f in enumerate(self.facts))
 
     def _unbound(self, clause: str, stated: set[str], asked: set[str]) -> set[str]:

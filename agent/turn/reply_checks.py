@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from agent.turn.guard import REFUSES, Objection, objection
-from agent.turn.knowledge import LOOK
+from agent.turn.knowledge import LOOK, Knowledge
 from agent.turn.textsplit import ends_sentence
 from agent.turn.wording import asks_amount, misses_the_question, unsure
 
@@ -80,7 +80,7 @@ class Checked:
             return True
         lead = ", after its first clause" if objected.after_lead else ""
         self.result.unfounded = f"{objected.sentence} ({objected.why}{lead})"
-        theirs = _names_theirs(objected.why, self.result.transcript)
+        theirs = _names_theirs(objected.why, self.result.transcript, self.runner.knowledge)
         if not (objected.after_lead or self._said or theirs) and self._look_again(
                 objected.sentence, objected=True):
             return True
@@ -145,16 +145,13 @@ class Checked:
         return len(said) >= 4 and re.findall(r"[a-z0-9']+", str(last).lower())[:len(said)] == said
 
 
-def _names_theirs(why: str, words: str) -> bool:
-    """Whether an objection names a word of the caller's (a thing no fact knows).
+def _names_theirs(why: str, words: str, knowledge: Knowledge | None) -> bool:
+    """Whether an objection names a word of the caller's that no fact knows.
 
     Then the sentence is not asked again with the facts its words match: they are about
     something else, and the second answer says one of them instead ("We do not fit braces"
     to a question about implants: bench answers' unknowns). A refused number, "free" or
     answer of the wrong kind is asked again.
     """
-    parts = why.lower().split(", ")  # the facts' objections: the words and numbers, listed
-    if any(" " in p for p in parts):  # another check's phrase ("gives no time")
-        return False
-    said = set(re.findall(r"[a-z0-9']+", words.lower().replace("’", "'")))
-    return any(p.replace("'", "").isalpha() and p in said for p in parts)
+    return knowledge is not None and bool(
+        set(why.lower().split(", ")) & knowledge.unknown_words(words))
