@@ -22,7 +22,7 @@ from agent.turn.wording import placeholder, refuses
 
 REFUSES = "refuses"
 """The objection to a reply that turns the caller away."""
-ECHO_WORDS = 6
+ECHO_WORDS = 5
 """A run of this many words of the prompt's instructions in a reply is the prompt read out
 ("Anything not in these facts, we don't know."); a fact's words are not instructions."""
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from agent.turn.knowledge import terms
+from agent.turn.terms import terms
 
 _FAREWELL = re.compile(
     r"^(?:(?:ok(?:ay)?|alright|great|perfect|thanks?(?: you)?(?: (?:so much|very much))?(?: for "

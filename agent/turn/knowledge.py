@@ -11,8 +11,9 @@ may list how callers ask for it (a TOML fact's ``question``), and those words ar
 A reply's every sentence is checked before any of it is spoken
 (:func:`agent.turn.guard.objection`): one that states a number (a price, a time, a phone
 number) that neither the persona, its facts nor the caller gave is not said
-(:meth:`Knowledge.unfounded`); nor is one that claims the business has, offers or gives free
-something the caller named and no fact mentions (``_CLAIM``). Both read only the facts' and
+(:meth:`Knowledge.unfounded`), nor a fact's time said of a day its fact is not about; nor is
+one that claims the business has, offers or gives free something the caller named and no fact
+mentions (``_CLAIM``). Both read only the facts' and
 the caller's words: no business's words are written here.
 """
 
@@ -26,12 +27,12 @@ from functools import lru_cache
 
 import numpy as np
 
+from agent.turn.terms import CONTRACTED, GENERIC, NOT_SUBJECT, STOP, stem, terms
 from agent.turn.wording import (
     FREE,
     MONEY,
-    NUMBER_WORDS,
-    PRICE_WORDS,
     UNSURE,
+    days_named,
     known_numbers,
     numbers,
 )
@@ -45,15 +46,6 @@ FLOOR = 0.3
 "thank you, goodbye", "Do you sell coffee?"): the turn gets :data:`NO_NOTES` rather than
 three unrelated facts."""
 
-STOP = frozenset("""
-a about am an and any are as at be been but by can could did do does doing for from get go
-got had has have hello hi how i i'd i'll i'm if in is it it's just know let like may me might
-more much my need no not now of on or our please so some tell than thank thanks that the
-their them then there these they this to up us want was we what when where which who why
-will with would yes you your you're okay ok um uh well hey really until till during since
-after before
-""".split())
-
 FACTS = ("What you know, one fact a line:\n{facts}\n"
          "That is all you know. Answer from these facts only; for anything they do not say, "
          "say you don't know and offer to transfer the caller.")
@@ -63,32 +55,21 @@ NOTES = "Facts you know:\n{facts}\nAnything not in these facts, you don't know."
 NO_NOTES = ("You know no facts about this. If it asks for one, say you don't know and offer to "
             "transfer the caller; never guess a number, price, time or date.")
 
-GENERIC = PRICE_WORDS | frozenset("""
-usually normally typically generally actually run runs happen happens give gives
-charged paying expensive cheap located location situated today tomorrow tonight
-""".split())
-"""Words of how a question asks ("do you usually run...", "what happens if", "do you charge
-for...", "is there a fee", "where are you located", "can you see me today"), not of what it is
-about: never an unknown subject (:meth:`Knowledge.unknown_words`). A price is asked in many
-words; what it is the price of is the subject."""
-UNITS = frozenset("""
-dollar dollars cent cents day days week weeks month months year years hour hours minute
-minutes am pm time times o'clock daily weekly monthly yearly hourly
-""".split())
-"""Words that go with any number: no sign of which fact it came from (``Knowledge._unbound``)."""
-
-_CONTRACTED = re.compile(r"'(?:s|re|ll|d|ve|m)$")
-
-
 _CLAIM = re.compile(
     r"\bwe\s+(?:do not |don't |does not |doesn't |do |also |only |can |can't |cannot |will |"
     r"won't |usually |always |never )?(?P<what>[a-z][^.!?;:]*)"
     r"|\bthere (?:is|are)\b(?P<there>[^.!?;:]*)"
-    r"|\byou can(?:not|'t)? (?:rent|book|reserve|hire|get|buy)\b(?P<booked>[^.!?;:]*)"
+    r"|\byou (?:can(?:not|'t)?|may(?: not)?|(?:do not|don't) need to|need to|have to|must)"
+    r" [a-z]+ (?P<booked>[^.!?;:]*)"
+    r"|\b(?:it|they|the \w+(?: \w+)?) (?:does|do|did|can|will)(?: not|n't) [a-z]+ "
+    r"(?P<denied>[^.!?;:]*)"
     r"|(?P<free>[^.!?;:,]*)\b(?:is|are) free\b", re.I)
-"""What a reply claims the business does (or does not), has, lets a caller book, or gives
-for nothing: "We don't have a 3D printer", "we deliver to your home", "there is no café",
-"gift wrapping is free". The verb is any word: "we deliver" claims as much as "we offer"."""
+"""What a reply claims the business does (or does not), has, lets a caller do, or gives for
+nothing: "We don't have a 3D printer", "we deliver to your home", "there is no café", "you
+can't bring a dog", "the museum does not lend passes", "gift wrapping is free". The verb is
+any word: "we deliver" claims as much as "we offer". After "you can", "you need to" or "it does
+not", the verb is the caller's own ("Do I need to leave a deposit?"): what it is done to is
+the claim."""
 
 _NAME = re.compile(r"(?<=[a-z,;] )[A-Z][A-Za-z'’-]+|\S+@\S+\.[a-z]{2,}|\bwww\.\S+|"
                    r"\b[a-z0-9-]+\.(?:com|org|net|edu|gov)\b")
@@ -110,27 +91,6 @@ LOOK = "Facts:\n{facts}\n\nQuestion: {words}"
 with the facts after the words, or in brackets, the 1.5B answered fewer of them, or wrote a
 tool call instead (bench answers' misses, asked again)."""
 
-def stem(word: str) -> str:
-    """A crude English stem: enough for "opens"/"open", "prices"/"price", "children's"."""
-    w = word.lower().replace("’", "'").removesuffix("'s").strip("'")
-    if re.search(r"(?:[xz]|[cs]h)es$", w):
-        w = w[:-2]  # "boxes", "churches" lose "es"; "fines", "fees" (below) only their "s"
-    for suffix, keep in (("ies", "y"), ("ing", ""), ("ed", ""), ("s", "")):
-        if len(w) > len(suffix) + 2 and w.endswith(suffix) and not w.endswith("ss"):
-            w = w[: -len(suffix)] + keep
-            break
-    return w[:-1] if len(w) > 4 and w.endswith("e") else w
-
-
-def terms(text: str) -> list[str]:
-    """The content words of ``text``, stemmed."""
-    words = re.findall(r"[a-z0-9']+", text.lower().replace("’", "'"))
-    return [stem(w) for w in words if w not in STOP and len(w) > 1]
-
-
-_NOT_SUBJECT = frozenset(stem(w) for w in UNITS | GENERIC | NUMBER_WORDS)
-
-
 class Knowledge:
     """BM25 and, given ``embed``, sentence vectors over one profile's facts.
 
@@ -148,6 +108,8 @@ class Knowledge:
         self._known = known_numbers([persona, *(f.shown for f in facts)])
         self._persona_numbers = known_numbers([persona])
         self._fact_numbers = [known_numbers([f.shown]) for f in facts]
+        self._fact_days = [(days_named(f.shown), numbers(f.shown)) for f in facts]
+        """Each fact's days and the numbers it states (as written: no phone number's digits)."""
         subjects = [self._subject(f.shown) for f in facts]
         # A word every fact has (the file's title: the business's name) tells none apart.
         common = set.intersection(*subjects) if len(facts) > 1 else set()
@@ -184,10 +146,16 @@ class Knowledge:
                          for t in query if t in doc)
         return out
 
-    def relevant(self, words: str, top: int = TOP) -> list[Fact]:
-        """The facts that best match ``words``, best first; none when none is about them."""
+    def relevant(self, words: str, top: int = TOP, before: str = "") -> list[Fact]:
+        """The facts that best match ``words``, best first; none when none is about them.
+
+        ``before``: the caller's last words. A follow-up that names no subject of its own
+        ("What's the price for that?", "And until when?") is about theirs.
+        """
         if not self.facts or not words.strip():
             return []
+        if before and not self._subject(words):
+            words = f"{before} {words}"
         bm = self._bm25(words)
         if self._vectors is None:
             score, found = bm, bm > 0
@@ -243,7 +211,10 @@ class Knowledge:
         said = set(terms(given)) - set(terms(told))
         out = (stated - self._known) | self._claimed(clause, said) | self._named(
             clause, f"{given} {told}")
-        if not strict or self.restates(clause):
+        if self.restates(clause):
+            return out
+        out |= self._of_other_days(clause, stated & self._known)
+        if not strict:
             return out
         asked = self._subject(f"{given} {before}")
         if FREE.search(clause) and self._priced(asked):
@@ -299,6 +270,19 @@ class Knowledge:
                 out.add(n)
         return out
 
+    def _of_other_days(self, clause: str, stated: set[str]) -> set[str]:
+        """The numbers ``clause`` says of its days that only the facts of other days hold.
+
+        "We are open from 9 am to 5 pm on Tuesday" where Tuesday's fact says 10 to 7 and 9 and
+        5 are Saturday's (bench answers' development split). A fact that names no day holds its
+        numbers for any.
+        """
+        days = days_named(clause)
+        if not days:
+            return set()
+        return {n for n in stated if not any(
+            n in ns and (not d or d & days) for d, ns in self._fact_days)}
+
     def _priced(self, asked: set[str]) -> bool:
         """Whether the facts most about ``asked`` state a price and none says it is free.
 
@@ -315,7 +299,7 @@ class Knowledge:
     @staticmethod
     def _subject(text: str) -> set[str]:
         """The stemmed words of ``text`` that say what it is about: no units, numbers, asking."""
-        return {t for t in terms(text) if t not in _NOT_SUBJECT and not t.isdigit()}
+        return {t for t in terms(text) if t not in NOT_SUBJECT and not t.isdigit()}
 
     def _named(self, clause: str, given: str) -> set[str]:
         """The names and addresses ``clause`` states that neither the facts nor the caller do.
@@ -338,6 +322,21 @@ class Knowledge:
         """The content words of ``words`` (a caller's) that no fact or the persona has."""
         return self._unknown_words(words, set(terms(words)))
 
+    def strays(self, sentence: str, words: str, before: str) -> bool:
+        """Whether ``sentence``, to a follow-up that names no thing, is about none of ``before``'s.
+
+        "What's the price for that?" asks about what the call's last exchange (``before``)
+        was about; another thing's price, whose words are not that exchange's, answers a
+        neighbouring fact (bench answers' follow-ups). The business's name is no thing either
+        sentence is about; a sentence with no thing of its own ("It costs 250 dollars.") strays
+        from nothing.
+        """
+        if not before or self._subject(words):
+            return False
+        own = self._subject(sentence) - self._named_only
+        last = self._subject(before) - self._named_only
+        return bool(own and last) and not own & last
+
     def all_in_facts(self, words: str) -> bool:
         """Whether every subject word of ``words`` is one of a fact's own words.
 
@@ -359,7 +358,7 @@ class Knowledge:
         out = set()
         for w in re.findall(r"[a-z0-9']+", text.lower().replace("’", "'")):
             s = stem(w)
-            if w in STOP or w in GENERIC or _CONTRACTED.sub("", w) in STOP or len(w) < 2:
+            if w in STOP or w in GENERIC or CONTRACTED.sub("", w) in STOP or len(w) < 2:
                 continue
             if s in said and s not in self._vocabulary and not self._near_a_fact(w):
                 out.add(w)

@@ -13,7 +13,13 @@ import re
 from agent.turn.guard import REFUSES, Objection, objection
 from agent.turn.knowledge import LOOK, Knowledge
 from agent.turn.textsplit import ends_sentence
-from agent.turn.wording import asks_amount, misses_the_question, unsure
+from agent.turn.wording import (
+    another_day,
+    asks_amount,
+    hands_on,
+    misses_the_question,
+    unsure,
+)
 
 
 class Checked:
@@ -50,9 +56,15 @@ class Checked:
                 ends_sentence(sentence):
             return why
         # The reply's first whole sentence, none of it said yet, is its answer: of the kind
-        # the words ask for, or none. A first clause said early (the caller's wait) is not
-        # held back for it: what it begins is rarely of another kind.
-        return misses_the_question(self.result.transcript, sentence)
+        # the words ask for, or none, and of the day they ask about. A first clause said early
+        # (the caller's wait) is not held back for it: what it begins is rarely of another kind.
+        words, k = self.result.transcript, self.runner.knowledge
+        why = misses_the_question(words, sentence) or another_day(
+            words, sentence, self.runner.said_last(self.history))
+        if why or unsure(sentence) or hands_on(sentence) or not k.strays(
+                sentence, words, self._last_turn()):
+            return why
+        return "of another thing"
 
     def _last_turn(self) -> str:
         """The call's previous exchange, caller's words and reply: what a follow-up is about."""
@@ -128,7 +140,7 @@ class Checked:
                if unsure(sentence) or sentence.strip() == self.runner.profile.dont_know else "")
         if not why or (not objected and k.unknown_words(words)):
             return False
-        found = k.relevant(words)
+        found = k.relevant(words, before=self.runner.said_last(self.history))
         if not found:
             return False
         self._looked = True

@@ -112,14 +112,17 @@ _SPAN = (rf"(?:{_NUMBER}|\ban?|\bthe same)(?: \w+)? (?:minute|hour|day|week|mont
          r"while)s?\b|\bwhile you wait\b|\bsame day\b|\bovernight\b|\btoday\b|"
          r"\btomorrow\b|\bright away\b|\bimmediately\b|\buntil\b|\bas long as\b|"
          r"\bno (?:limit|time)\b")
+_CLOCK = (rf"{_NUMBER} ?(?:am|pm|a\.m\.|p\.m\.|o'?clock)\b|\b(?:at|from|until|till|to)"
+          rf" {_NUMBER}")
 ASKED_FOR = (
+    # A clock time answers "how long" too: "How long are you open on Saturday?" "From 10 am
+    # to 4 pm." (bench answers' development split).
     ("a duration", re.compile(r"\bhow (?:long|soon)\b|\bhow much time\b", re.I),
-     re.compile(_SPAN, re.I)),
+     re.compile(f"{_SPAN}|{_CLOCK}", re.I)),
     ("a time", re.compile(r"\bwhat time\b|\bhow (?:late|early)\b|\bwhat(?: are|'re) (?:your|the)"
                           r" (?:opening )?hours\b|\bwhen (?:do|does|are|is) (?:you|it|they|the "
                           r"\w+) (?:open|close|start|end|finish|meet)", re.I),
-     re.compile(rf"{_NUMBER} ?(?:am|pm|a\.m\.|p\.m\.|o'?clock)\b|\b(?:at|from|until|till|to)"
-                rf" {_NUMBER}|\b(?:{_DAYS}|noon|midday|midnight|morning|afternoon|evening|"
+     re.compile(rf"{_CLOCK}|\b(?:{_DAYS}|noon|midday|midnight|morning|afternoon|evening|"
                 r"closed|not open|all day|around the clock)\b|" + _SPAN, re.I)),
     ("a number", re.compile(r"\bhow many\b", re.I),
      re.compile(rf"{_NUMBER}|\b(?:no|none|any|unlimited|as many|one|an?|single)\b", re.I)),
@@ -150,6 +153,58 @@ def misses_the_question(words: str, sentence: str) -> str:
     return "" if gives.search(sentence) else f"gives no {kind.split()[-1]}"
 
 
+def hands_on(sentence: str) -> bool:
+    """Whether ``sentence`` offers a transfer or a message: no answer, but no wrong one."""
+    return bool(_HANDS_ON.search(sentence))
+
+
 def asked_for(words: str) -> str:
     """The kind of answer ``words`` ask for (:data:`ASKED_FOR`: "a time", ...), or ""."""
     return next((kind for kind, asks, _ in ASKED_FOR if asks.search(words)), "")
+
+
+WEEK = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_WEEKDAY = rf"(?:{'|'.join(WEEK)})s?"
+_DAY_SPAN = re.compile(rf"\b(?P<a>{_WEEKDAY})(?:\s*(?:to|through|thru|until|till|-|–)\s*|"
+                       rf"\s+and\s+)(?P<b>{_WEEKDAY})\b|\b(?P<one>{_WEEKDAY})\b|"
+                       r"\b(?P<weekday>weekdays?|working days?|business days?)\b|"
+                       r"\b(?P<weekend>weekends?)\b|\b(?P<all>every day|daily|seven days)\b",
+                       re.I)
+
+
+def days_named(text: str) -> set[int]:
+    """The days of the week ``text`` names (0 = Monday), ranges and "weekdays" spelled out."""
+    out: set[int] = set()
+    for m in _DAY_SPAN.finditer(text):
+        if m["a"]:
+            a, b = (WEEK.index(m[g].lower().rstrip("s")) for g in ("a", "b"))
+            joined = re.search(r"\band\b", m.group(), re.I)
+            out |= {a, b} if joined else set(range(a, b + 1) if a <= b else
+                                             [*range(a, 7), *range(b + 1)])
+        elif m["one"]:
+            out.add(WEEK.index(m["one"].lower().rstrip("s")))
+        elif m["weekday"]:
+            out |= set(range(5))
+        elif m["weekend"]:
+            out |= {5, 6}
+        elif m["all"]:
+            out |= set(range(7))
+    return out
+
+
+def another_day(words: str, sentence: str, before: str = "") -> str:
+    """Whether ``sentence`` answers of other days than the ones ``words`` ask about ("" if not).
+
+    "What time do you close on Sunday?" answered "We are closed every Monday.": the model read
+    the neighbouring fact (bench answers' development split). A follow-up that asks a time and
+    names no day ("And until when are you there?") asks about the day of ``before``, the
+    caller's last words. A sentence that names no day, says it does not know or hands the
+    caller on is of no other day.
+    """
+    asked = days_named(words)
+    if not asked and before and asked_for(words) in ("a time", "a duration"):
+        asked = days_named(before)
+    if not asked or unsure(sentence) or _HANDS_ON.search(sentence):
+        return ""
+    said = days_named(sentence)
+    return "of another day" if said and not said & asked else ""
