@@ -32,6 +32,7 @@ from agent.turn.wording import (
     FREE,
     MONEY,
     UNSURE,
+    WEEK,
     days_named,
     known_numbers,
     numbers,
@@ -74,9 +75,9 @@ the claim."""
 _NAME = re.compile(r"(?<=[a-z,;] )[A-Z][A-Za-z'’-]+|\S+@\S+\.[a-z]{2,}|\bwww\.\S+|"
                    r"\b[a-z0-9-]+\.(?:com|org|net|edu|gov)\b")
 """A name inside a sentence (a capitalised word not opening it), an e-mail or web address."""
-CALENDAR = frozenset("""monday tuesday wednesday thursday friday saturday sunday mondays tuesdays
-wednesdays thursdays fridays saturdays sundays january february march april may june july
-august september october november december i i'm i'll i'd i've ok okay mr mrs ms dr""".split())
+CALENDAR = frozenset([*WEEK, *(f"{d}s" for d in WEEK), *"""january february march april may
+june july august september october november december i i'm i'll i'd i've ok okay mr mrs ms
+dr""".split()])
 """Capitalised words any reply may hold: days, months, "I"."""
 NEAR = 0.65
 """A caller's word whose WordLlama vector is this close to a word of the facts is that word in

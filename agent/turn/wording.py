@@ -103,8 +103,9 @@ def asks_amount(words: str) -> bool:
     return bool(ASKS_AMOUNT.search(words))
 
 
-_DAYS = ("monday|tuesday|wednesday|thursday|friday|saturday|sunday|weekdays?|weekends?|"
-         "daily|every day")
+WEEK = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+"""The days of the week, Monday first (:func:`days_named` numbers them so)."""
+_DAYS = "|".join(WEEK) + "|weekdays?|weekends?|daily|every day"
 _NUMBER = rf"(?:\d+(?:[.:]\d+)?|\b(?:{'|'.join(sorted(NUMBER_WORDS))}|dozen|several|few)\b)"
 _HANDS_ON = re.compile(r"\btransfer|\bput you through\b|\bconnect you\b|\b(?:leave|take) a "
                        r"message\b|\bpass (?:it|that|your message) on\b", re.I)
@@ -163,7 +164,6 @@ def asked_for(words: str) -> str:
     return next((kind for kind, asks, _ in ASKED_FOR if asks.search(words)), "")
 
 
-WEEK = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _WEEKDAY = rf"(?:{'|'.join(WEEK)})s?"
 _DAY_SPAN = re.compile(rf"\b(?P<a>{_WEEKDAY})(?:\s*(?:to|through|thru|until|till|-|–)\s*|"
                        rf"\s+and\s+)(?P<b>{_WEEKDAY})\b|\b(?P<one>{_WEEKDAY})\b|"
@@ -204,7 +204,7 @@ def another_day(words: str, sentence: str, before: str = "") -> str:
     asked = days_named(words)
     if not asked and before and asked_for(words) in ("a time", "a duration"):
         asked = days_named(before)
-    if not asked or unsure(sentence) or _HANDS_ON.search(sentence):
+    if not asked or unsure(sentence) or hands_on(sentence):
         return ""
     said = days_named(sentence)
     return "of another day" if said and not said & asked else ""
