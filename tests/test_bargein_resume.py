@@ -124,6 +124,18 @@ def test_a_barge_in_without_words(text, logprob, why):
     assert no_words(Transcript(text, None, avg_logprob=logprob), BACKCHANNELS, -1.0) == why
 
 
+def test_unsure_talk_stands_the_barge_in_but_an_unsure_word_or_a_loop_does_not():
+    # Six words said over a long reply, heard unsure: talk, which the turn asks to hear again.
+    assert no_words(Transcript("Is it a payment on the", None, avg_logprob=-1.37),
+                    BACKCHANNELS, -1.0) == ""
+    assert no_words(Transcript("Oh, tada!", None, avg_logprob=-1.6), BACKCHANNELS,
+                    -1.0) == "low-confidence avg_logprob=-1.60"
+    assert no_words(Transcript("no no no no no", None, avg_logprob=-0.2), BACKCHANNELS,
+                    -1.0) == "decoding-loop"
+    assert no_words(Transcript("Um, uh, hmm.", None, avg_logprob=-1.5), BACKCHANNELS,
+                    -1.0) == "fillers"
+
+
 @pytest.mark.parametrize("text", ["Wait.", "Wait, wait.", "Stop!", "No, that's wrong.",
                                   "Okay, but what about Sunday?", "Hold on."])
 def test_words_stand_the_barge_in(text):

@@ -93,6 +93,11 @@ talk, not a cough or an "uh-huh": it stands without waiting for its words."""
 WORDS_WAIT_S = 8.0
 """A paused reply whose sound's words are not back this long after the pause is dropped, its
 barge-in stands (an ASR stuck or far behind: the reply would come back too late to follow)."""
+TALK_WORDS = 3
+"""A barge-in heard as this many words is talk, however unsure the ASR is of them: it stands,
+and the turn asks the caller to say it again (:func:`agent.turn.doubt.doubtful`), as any
+unsure turn does. Resumed, the caller's question went unanswered and unlogged (bench call
+--turns 3: a follow-up said over a long reply, heard as six unsure words)."""
 _NOISES = re.compile(r"\[[^\]]*\]|\([^)]*\)|\*[^*]*\*")  # Whisper's [cough], (coughs), *sighs*
 
 
@@ -100,13 +105,15 @@ def no_words(tr: Transcript, fillers: tuple[str, ...], min_avg_logprob: float) -
     """Why a barge-in's transcript has no words to stop for ("" when it has some).
 
     Nothing but noises ("[cough]") or punctuation; a guess the agent would not answer (too
-    unsure, a decoding loop: :func:`agent.turn.doubt.doubtful`); or only ``fillers``.
+    unsure, a decoding loop: :func:`agent.turn.doubt.doubtful`) shorter than
+    :data:`TALK_WORDS`; or only ``fillers``.
     """
     text = _NOISES.sub(" ", tr.text.lower().replace("\u2019", "'"))
     text = re.sub(r"(.)\1{2,}", r"\1\1", re.sub(r"[^a-z' -]+", " ", text))  # "hmmm" -> "hmm"
     if not _bare(text):
         return "no words"
-    if doubt := doubtful(tr, min_avg_logprob):
+    if (doubt := doubtful(tr, min_avg_logprob)) and (
+            len(text.split()) < TALK_WORDS or doubt == "decoding-loop"):
         return doubt
     said = sorted({f.lower() for f in fillers}, key=len, reverse=True)
     if said and not _bare(re.sub(r"\b(?:" + "|".join(map(re.escape, said)) + r")\b", " ", text)):
