@@ -142,6 +142,15 @@ def test_how_a_caller_points_at_a_thing_is_no_unknown_subject():
     assert k.unknown_words("I have to take the boat back with my horse.") == {"take", "horse"}
 
 
+def test_numbers_units_and_how_many_are_no_unknown_subject():
+    """"At nine", "six weeks", "what time", "at all": asked of a thing, never the thing."""
+    k = Knowledge(FERRY, "You answer the phone for a ferry line.")
+    assert k.unknown_words("What time is the boat at nine in the morning?") == {"morning"}
+    assert k.unknown_words("I'll be away for six weeks. Can you keep my bike?") == {"keep"}
+    assert k.unknown_words("Is tomorrow's boat free at all?") == set()
+    assert k.unknown_words("Do you take each horse for three hours?") == {"take", "horse"}
+
+
 def test_five_words_of_the_instructions_in_a_row_are_the_prompt_read_out():
     prompt = ("You answer the phone for a ferry line. Never guess a time: offer to transfer "
               "the caller to the staff who know.")

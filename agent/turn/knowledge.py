@@ -27,7 +27,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from agent.turn.terms import CONTRACTED, GENERIC, NOT_SUBJECT, STOP, stem, terms
+from agent.turn.terms import CONTRACTED, NOT_SUBJECT, STOP, stem, terms
 from agent.turn.wording import (
     FREE,
     MONEY,
@@ -359,8 +359,8 @@ class Knowledge:
         out = set()
         for w in re.findall(r"[a-z0-9']+", text.lower().replace("’", "'")):
             s = stem(w)
-            if w in STOP or w in GENERIC or CONTRACTED.sub("", w) in STOP or len(w) < 2:
-                continue
+            if w in STOP or s in NOT_SUBJECT or CONTRACTED.sub("", w) in STOP or len(w) < 2:
+                continue  # a unit or number ("six weeks", "what time") is no unknown thing
             if s in said and s not in self._vocabulary and not self._near_a_fact(w):
                 out.add(w)
         return out

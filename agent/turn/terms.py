@@ -18,11 +18,11 @@ more much my need no not now of on or our please so some tell than thank thanks 
 their them then there these they this to up us want was we what when where which who why
 will with would yes you your you're okay ok um uh well hey really until till during since
 after before back away out off again still also too even already yet later exactly roughly
-something anything everything someone anyone somebody anybody thing things he him his she
-her hers its mine yours ours myself yourself
+something anything everything someone anyone somebody anybody thing things all every each
+he him his she her hers its mine yours ours myself yourself
 """.split())
 """Words of no subject: how any sentence is put together, and how a caller points at a thing
-("bring it back", "something for her")."""
+("bring it back", "something for her") or counts it ("at all", "each")."""
 
 GENERIC = PRICE_WORDS | frozenset("""
 usually normally typically generally actually run runs happen happens give gives
