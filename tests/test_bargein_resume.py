@@ -132,6 +132,8 @@ def test_unsure_talk_stands_the_barge_in_but_an_unsure_word_or_a_loop_does_not()
                     -1.0) == "low-confidence avg_logprob=-1.60"
     assert no_words(Transcript("no no no no no", None, avg_logprob=-0.2), BACKCHANNELS,
                     -1.0) == "decoding-loop"
+    assert no_words(Transcript("no no no no no", None, avg_logprob=-1.5), BACKCHANNELS,
+                    -1.0) == "low-confidence avg_logprob=-1.50"  # unsure and a loop: no talk
     assert no_words(Transcript("Um, uh, hmm.", None, avg_logprob=-1.5), BACKCHANNELS,
                     -1.0) == "fillers"
 

@@ -23,7 +23,7 @@ from concurrent.futures import Future
 
 from agent import log
 from agent.call.playout import Paused, Playout
-from agent.turn.doubt import doubtful
+from agent.turn.doubt import doubtful, looped
 from dialplan.options import AudioOptions
 from models.asr.base import Transcript
 from models.priority import Cancel, Priority
@@ -113,7 +113,7 @@ def no_words(tr: Transcript, fillers: tuple[str, ...], min_avg_logprob: float) -
     if not _bare(text):
         return "no words"
     if (doubt := doubtful(tr, min_avg_logprob)) and (
-            len(text.split()) < TALK_WORDS or doubt == "decoding-loop"):
+            len(text.split()) < TALK_WORDS or looped(tr.text)):
         return doubt
     said = sorted({f.lower() for f in fillers}, key=len, reverse=True)
     if said and not _bare(re.sub(r"\b(?:" + "|".join(map(re.escape, said)) + r")\b", " ", text)):
