@@ -344,15 +344,47 @@ def test_a_reply_that_opens_unsure_is_asked_again_with_the_facts_its_words_match
     assert "2 dollars" in llm.prompts[1][-1].content and "2 dollars" not in words
     assert result.unfounded.startswith("I don't know. (unsure: asked again with ")
     assert [m.content for m in history] == [words, Unsure.answer]  # the words as the cache has
-    # A question about what no fact knows is not asked again: "I don't know" is its answer.
+    # A question about what no fact knows is not asked again: the profile's "don't know" is
+    # its answer, which offers someone who does.
     runner.stages.asr = FakeASR(["Does the bookmobile stop on Oak Street?"])
     result, _ = answer(runner, [])
-    assert result.reply_text == "I don't know." and len(llm.prompts) == 3
-    # Only once: still unsure beside the facts, the caller hears it.
+    assert result.reply_text == profile.dont_know and len(llm.prompts) == 3
+    assert result.unfounded == "I don't know. (unsure: said dont_know)"
+    # Only once: still unsure beside the facts, the caller hears that they do not know.
     Unsure.answer = "I don't know that either."
     runner.stages.asr = FakeASR([words])
     result, _ = answer(runner, [])
-    assert result.reply_text == "I don't know that either." and len(llm.prompts) == 5
+    assert result.reply_text == profile.dont_know and len(llm.prompts) == 5
+
+
+def test_a_first_sentence_that_says_it_does_not_know_is_cut_where_it_says_so():
+    """The rest of a refusal only repeats the caller's words, at a decode step a token.
+
+    The stream ends at "know"; the caller hears the profile's ``dont_know`` at once. A first
+    sentence already said, or whole and passed, is not cut: its "don't know" is the gate's.
+    """
+    from agent.turn.runner import TurnRunner
+    from tests.fakes import FakeASR, FakeLLM, FakeTTS, fake_stages
+    from tests.replies import answer
+
+    profile = load_config(ROOT / "config.toml").profiles["default"]
+    refusal = "I don't know if you can book a lesson for Friday morning at the front desk."
+    for pushes in (False, True):
+        llm = FakeLLM(refusal, token_s=0.05, pushes=pushes)
+        runner = TurnRunner(fake_stages(asr=FakeASR(["Can I book a lesson on Friday?"]), llm=llm,
+                                        tts=FakeTTS()), profile)
+        result, _ = answer(runner, [])
+        assert result.reply_text == profile.dont_know
+        assert result.unfounded == "I don't know (unsure: said dont_know)"
+        # Cut four words in, not after fifteen: the reply's LLM time is the opening's.
+        assert result.llm is not None and result.llm.tokens <= 6, result.llm
+    # A first sentence that answers goes on; a later one that does not know is its own.
+    said = "We are open from 10 am. I don't know about the holidays."
+    llm = FakeLLM(said)
+    runner = TurnRunner(fake_stages(asr=FakeASR(["When do you open?"]), llm=llm,
+                                    tts=FakeTTS()), profile)
+    result, _ = answer(runner, [])
+    assert result.reply_text.startswith("We are open from 10 am.")
 
 
 def test_a_reply_that_opens_with_the_last_replys_words_is_asked_again():

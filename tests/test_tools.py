@@ -353,7 +353,12 @@ def test_a_promised_transfer_is_kept(reply, target):
 
 
 def test_a_reply_that_promises_a_transfer_without_a_call_makes_it():
-    result, history, _, _ = run(["Sorry, I don't know that. I'll transfer you to the front desk."],
+    result, history, _, _ = run(["That is for the staff. I'll transfer you to the front desk."],
                                 words="Who is the director?", keypad={"0": "transfer:front-desk"})
     assert result.action == ToolCall("transfer", {"target": "front-desk"}, implicit=True)
     assert history[-1].content == result.reply_text  # its words, as said
+    # A reply that opens saying it does not know ends there: the profile's dont_know offers
+    # the transfer, which the caller's yes makes.
+    result, _, _, _ = run(["Sorry, I don't know that. I'll transfer you to the front desk."],
+                          words="Who is the director?", keypad={"0": "transfer:front-desk"})
+    assert result.action is None and result.reply_text == profile().dont_know

@@ -181,6 +181,7 @@ class Reply(Reading, ToolSteps, Checked, Reported):
         tts = self.runner.profile.tts
         opener = tts.first_chunk_opener
         self._gate = SentenceGate(self._check, self._may_lead)
+        self._opening = ""
         self._splitter = ClauseSplitter(first_words=tts.first_chunk_words,
                                         hurry=self.urgency.hurry,
                                         openers=self._alone if opener == "alone" else opener,
@@ -224,6 +225,8 @@ class Reply(Reading, ToolSteps, Checked, Reported):
         """Streamed text (None: the end) to the splitter; True once a tool call took over."""
         speech, call = (text, None) if self._scanner is None else (
             self._scanner.flush() if text is None else self._scanner.push(text))
+        if speech and self._unsure_opening(speech):
+            return True
         chunks = self._splitter.push(speech) if speech else []
         if text is None or call is not None:
             chunks += self._splitter.flush()

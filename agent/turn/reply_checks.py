@@ -27,6 +27,32 @@ class Checked:
 
     _looked = False
     """The turn was asked again with the facts its words match (:meth:`_look_again`)."""
+    _opening = ""
+    """The text of the reply's first sentence so far, while nothing of it was said."""
+
+    def _unsure_opening(self, speech: str) -> bool:
+        """Act on a first sentence that says it does not know as soon as it says so.
+
+        "I don't know if you can book a lesson for Friday morning." is known to be a refusal
+        four tokens in; the rest of it only repeats the caller's words, misheard ones too, at a
+        decode step a token while the caller waits (bench call: the longest first clauses).
+        The turn is asked again with the facts (:meth:`_look_again`) at once, or the
+        profile's ``dont_know`` is said, which offers what the model's own refusal may not (a
+        person who does know). True when the reply ends or starts again here.
+        """
+        if self._said or self._rounds:
+            return False
+        self._opening += speech
+        if re.search(r"[.!?]\s", self._opening) or not unsure(self._opening):
+            return False  # a whole first sentence goes through the gate's checks
+        sentence = self._opening.strip()
+        if self._look_again(sentence):
+            return True
+        self.result.unfounded = f"{sentence} (unsure: said dont_know)"
+        self._close_stream()
+        self._put(self.runner.profile.dont_know)
+        self._llm_end()
+        return True
 
     def _may_lead(self, clause: str) -> bool:
         """Whether the reply's first clause may be said before its sentence is whole.
