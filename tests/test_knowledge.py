@@ -505,3 +505,31 @@ def test_the_under_load_model_says_no_first_clause_before_its_sentence_passed():
     # the rest refused, what bench answers counts as spliced.
     result, _ = answer(own, [])
     assert result.reply_text == f"We are open, on Saturday, {main.dont_know}"
+
+
+@pytest.mark.unit
+def test_numbers_units_and_how_a_question_asks_are_no_subject_nor_an_unknown_thing():
+    """One filter for what a text is about and for the caller's words no fact knows."""
+    from agent.turn.terms import subject_words
+    said = [w for w, _ in subject_words("Is room 12 free at nine on Mondays for six weeks?")]
+    assert "room" in said and "mondays" in said
+    assert not {"12", "nine", "six", "weeks", "is", "at"} & set(said)
+    k = Knowledge((Fact("The study rooms are free on weekdays."),), "")
+    assert k.unknown_words("Can I have room 12 for a chess club?") == {"chess", "club"}
+
+
+def test_the_last_exchange_is_the_callers_words_and_the_reply_they_got():
+    """What a follow-up is about: not a tool's answer, nor the notes a large file adds."""
+    from agent.turn.runner import TurnRunner
+    from agent.turn.tools import tool_response
+    from models.llm.base import Message
+    from tests.fakes import fake_stages
+
+    runner = TurnRunner(fake_stages(), load_config(ROOT / "config.toml").profiles["default"])
+    assert runner.last_exchange([]) == ("", "")
+    history = [Message("user", "Is my book in?"), Message("assistant", '<tool_call>{}</tool_call>'),
+               Message("user", tool_response('{"status": "on the shelf"}')),
+               Message("assistant", "Yes, it is on the shelf.")]
+    assert runner.last_exchange(history) == ("Is my book in?", "Yes, it is on the shelf.")
+    assert runner.said_last(history) == "Is my book in?"
+    assert runner.last_exchange(history[:1]) == ("Is my book in?", "")

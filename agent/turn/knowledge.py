@@ -27,7 +27,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from agent.turn.terms import CONTRACTED, NOT_SUBJECT, STOP, stem, terms
+from agent.turn.terms import STOP, subject_words, terms
 from agent.turn.wording import (
     FREE,
     MONEY,
@@ -300,7 +300,7 @@ class Knowledge:
     @staticmethod
     def _subject(text: str) -> set[str]:
         """The stemmed words of ``text`` that say what it is about: no units, numbers, asking."""
-        return {t for t in terms(text) if t not in NOT_SUBJECT and not t.isdigit()}
+        return {s for _, s in subject_words(text)}
 
     def _named(self, clause: str, given: str) -> set[str]:
         """The names and addresses ``clause`` states that neither the facts nor the caller do.
@@ -355,15 +355,9 @@ class Knowledge:
                              for m in _CLAIM.finditer(clause)))
 
     def _unknown_words(self, text: str, said: set[str]) -> set[str]:
-        """The words of ``text``, as said, whose stem is in ``said`` and in no fact."""
-        out = set()
-        for w in re.findall(r"[a-z0-9']+", text.lower().replace("’", "'")):
-            s = stem(w)
-            if w in STOP or s in NOT_SUBJECT or CONTRACTED.sub("", w) in STOP or len(w) < 2:
-                continue  # a unit or number ("six weeks", "what time") is no unknown thing
-            if s in said and s not in self._vocabulary and not self._near_a_fact(w):
-                out.add(w)
-        return out
+        """The subject words of ``text``, as said, whose stem is in ``said`` and in no fact."""
+        return {w for w, s in subject_words(text)
+                if s in said and s not in self._vocabulary and not self._near_a_fact(w)}
 
     def _near_a_fact(self, word: str) -> bool:
         """Whether ``word`` is a word of the facts in another form (:data:`NEAR`)."""

@@ -16,7 +16,7 @@ from agent.turn.textsplit import ends_sentence
 from agent.turn.wording import (
     another_day,
     asks_amount,
-    hands_on,
+    declines,
     misses_the_question,
     unsure,
 )
@@ -87,16 +87,14 @@ class Checked:
         words, k = self.result.transcript, self.runner.knowledge
         why = misses_the_question(words, sentence) or another_day(
             words, sentence, self.runner.said_last(self.history))
-        if why or unsure(sentence) or hands_on(sentence) or not k.strays(
+        if why or declines(sentence) or not k.strays(
                 sentence, words, self._last_turn()):
             return why
         return "of another thing"
 
     def _last_turn(self) -> str:
         """The call's previous exchange, caller's words and reply: what a follow-up is about."""
-        said = [str(m.content).split("\n\n[")[0]  # without a large file's notes (asked())
-                for m in self.history[-4:] if m.role in ("user", "assistant")]
-        return " ".join(said[-2:])
+        return " ".join(w for w in self.runner.last_exchange(self.history) if w)
 
     def _said_or_objected(self, clauses: list[str], objected: Objection | None) -> bool:
         """Say the clauses that passed; True when a sentence did not (the reply ends there).

@@ -232,13 +232,24 @@ class TurnRunner:
 
     def said_last(self, history: list[Message]) -> str:
         """The caller's words of the last turn in ``history`` ("" for none), as they said them."""
-        for m in reversed(history):
+        return self.last_exchange(history)[0]
+
+    def last_exchange(self, history: list[Message]) -> tuple[str, str]:
+        """The caller's words of the last turn in ``history`` and the reply they got.
+
+        What a follow-up is about. The words as said (without the notes :meth:`asked` adds),
+        not a tool's answer; the reply is the turn's last message ("" for none).
+        """
+        for i in range(len(history) - 1, -1, -1):
+            m = history[i]
             if m.role == "user" and not m.content.startswith(TOOL_RESPONSE):
                 words = m.content
                 if self.knowledge is not None and not self.facts_in_prefix:
-                    words = words.split("\n\n[", 1)[0]  # without the notes :meth:`asked` added
-                return words
-        return ""
+                    words = words.split("\n\n[", 1)[0]
+                reply = history[-1].content if history[-1].role == "assistant" and \
+                    i < len(history) - 1 else ""
+                return words, str(reply)
+        return "", ""
 
     def transcribe(self, utterance: Utterance | SpeechPaused) -> Transcript:
         """ASR of the caller's speech.

@@ -54,12 +54,27 @@ def stem(word: str) -> str:
     return w[:-1] if len(w) > 4 and w.endswith("e") else w
 
 
+def _content(text: str) -> list[tuple[str, str]]:
+    """``(word as written, its stem)`` for each content word of ``text``."""
+    words = re.findall(r"[a-z0-9']+", text.lower().replace("’", "'"))
+    return [(w, stem(w)) for w in words
+            if w not in STOP and CONTRACTED.sub("", w) not in STOP and len(w) > 1]
+
+
 def terms(text: str) -> list[str]:
     """The content words of ``text``, stemmed."""
-    words = re.findall(r"[a-z0-9']+", text.lower().replace("’", "'"))
-    return [stem(w) for w in words
-            if w not in STOP and CONTRACTED.sub("", w) not in STOP and len(w) > 1]
+    return [s for _, s in _content(text)]
 
 
 NOT_SUBJECT = frozenset(stem(w) for w in UNITS | GENERIC | NUMBER_WORDS)
 """Stems that say nothing of what a text is about: units, how it asks, numbers."""
+
+
+def subject_words(text: str) -> list[tuple[str, str]]:
+    """``(word as written, its stem)`` for each word of ``text`` that says what it is about.
+
+    No unit, number (in words or digits) or word of how a question asks: "six weeks", "at
+    nine", "what time" name no thing. One filter for the subject a text is about and for the
+    caller's words no fact knows (:class:`~agent.turn.knowledge.Knowledge`).
+    """
+    return [(w, s) for w, s in _content(text) if s not in NOT_SUBJECT and not s.isdigit()]

@@ -148,15 +148,19 @@ def misses_the_question(words: str, sentence: str) -> str:
     caller on, gives what it can; so does one to words that ask for none of these.
     """
     kind = asked_for(words)
-    if not kind or unsure(sentence) or _HANDS_ON.search(sentence):
+    if not kind or declines(sentence):
         return ""
     gives = next(g for k, _, g in ASKED_FOR if k == kind)
     return "" if gives.search(sentence) else f"gives no {kind.split()[-1]}"
 
 
-def hands_on(sentence: str) -> bool:
-    """Whether ``sentence`` offers a transfer or a message: no answer, but no wrong one."""
-    return bool(_HANDS_ON.search(sentence))
+def declines(sentence: str) -> bool:
+    """Whether ``sentence`` gives no answer, and so no wrong one.
+
+    It says it does not know, or offers a transfer or a message: the checks of what a first
+    sentence answers pass it.
+    """
+    return unsure(sentence) or bool(_HANDS_ON.search(sentence))
 
 
 def asked_for(words: str) -> str:
@@ -204,7 +208,7 @@ def another_day(words: str, sentence: str, before: str = "") -> str:
     asked = days_named(words)
     if not asked and before and asked_for(words) in ("a time", "a duration"):
         asked = days_named(before)
-    if not asked or unsure(sentence) or hands_on(sentence):
+    if not asked or declines(sentence):
         return ""
     said = days_named(sentence)
     return "of another day" if said and not said & asked else ""
