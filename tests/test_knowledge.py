@@ -378,6 +378,13 @@ def test_a_first_sentence_that_says_it_does_not_know_is_cut_where_it_says_so():
         assert result.unfounded == "I don't know (unsure: said dont_know)"
         # Cut four words in, not after fifteen: the reply's LLM time is the opening's.
         assert result.llm is not None and result.llm.tokens <= 6, result.llm
+    # Advice that names the caller's doubt is no refusal: it goes through the gate whole.
+    advice = "If you're not sure of your card number, the front desk can look it up for you."
+    llm = FakeLLM(advice)
+    runner = TurnRunner(fake_stages(asr=FakeASR(["I lost my card number."]), llm=llm,
+                                    tts=FakeTTS()), profile)
+    result, _ = answer(runner, [])
+    assert result.reply_text != profile.dont_know and "(unsure: said" not in result.unfounded
     # A first sentence that answers goes on; a later one that does not know is its own.
     said = "We are open from 10 am. I don't know about the holidays."
     llm = FakeLLM(said)

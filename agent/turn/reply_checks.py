@@ -18,6 +18,7 @@ from agent.turn.wording import (
     asks_amount,
     declines,
     misses_the_question,
+    own_doubt,
     unsure,
 )
 
@@ -31,7 +32,7 @@ class Checked:
     """The text of the reply's first sentence so far, while nothing of it was said."""
 
     def _unsure_opening(self, speech: str) -> bool:
-        """Act on a first sentence that says it does not know as soon as it says so.
+        """Act on a first sentence that says the agent does not know as soon as it says so.
 
         "I don't know if you can book a lesson for Friday morning." is known to be a refusal
         four tokens in; the rest of it only repeats the caller's words, misheard ones too, at a
@@ -43,7 +44,7 @@ class Checked:
         if self._said or self._rounds:
             return False
         self._opening += speech
-        if re.search(r"[.!?]\s", self._opening) or not unsure(self._opening):
+        if re.search(r"[.!?]\s", self._opening) or not own_doubt(self._opening):
             return False  # a whole first sentence goes through the gate's checks
         sentence = self._opening.strip()
         if self._look_again(sentence):

@@ -60,6 +60,18 @@ def unsure(text: str) -> bool:
     return bool(UNSURE.search(text.replace("’", "'")))
 
 
+_OWN_DOUBT = re.compile(r"\b(?:i|we)\s+(?:really\s+)?(?:don't|do not) know\b|"
+                        r"\b(?:i'm|i am|we're|we are)\s+(?:really\s+)?not sure\b", re.I)
+
+
+def own_doubt(text: str) -> bool:
+    """Whether ``text`` says the agent itself does not know: "I don't know", "we're not sure".
+
+    Stricter than :func:`unsure`: "If you're not sure of the size, bring it in" is advice.
+    """
+    return bool(_OWN_DOUBT.search(text.replace("’", "'")))
+
+
 _SLOT = re.compile(r"\[[^\]]*\]|\{[^}]*\}|<[^>]*>|\b[xX]{3,}\b")
 
 
