@@ -34,7 +34,7 @@ class Checked:
     def _unsure_opening(self, speech: str) -> bool:
         """Act on a first sentence that says the agent does not know as soon as it says so.
 
-        "I don't know if you can book a lesson for Friday morning." is known to be a refusal
+        "I don't know if you can come in on Friday morning." is known to be a refusal
         four tokens in; the rest of it only repeats the caller's words, misheard ones too, at a
         decode step a token while the caller waits (bench call: the longest first clauses).
         The turn is asked again with the facts (:meth:`_look_again`) at once, or the
@@ -76,9 +76,12 @@ class Checked:
         # A tool's answer this turn is known as a fact is: its numbers, names and things may
         # be said.
         told = " ".join(str(m.content) for m in self._rounds[1::2])
+        # The call's previous exchange, caller's words and reply: what a follow-up is about.
+        said_last, replied = self.runner.last_exchange(self.history)
+        before = " ".join(w for w in (said_last, replied) if w)
         why = objection(self.runner.knowledge, self.runner.tools.names, sentence,
                         self.result.transcript, self.runner.profile.llm.strict_numbers,
-                        self.runner.instructions, self._last_turn(), told)
+                        self.runner.instructions, before, told)
         if why or self._said or self._rounds or self.runner.knowledge is None or not \
                 ends_sentence(sentence):
             return why
@@ -86,16 +89,10 @@ class Checked:
         # the words ask for, or none, and of the day they ask about. A first clause said early
         # (the caller's wait) is not held back for it: what it begins is rarely of another kind.
         words, k = self.result.transcript, self.runner.knowledge
-        why = misses_the_question(words, sentence) or another_day(
-            words, sentence, self.runner.said_last(self.history))
-        if why or declines(sentence) or not k.strays(
-                sentence, words, self._last_turn()):
+        why = misses_the_question(words, sentence) or another_day(words, sentence, said_last)
+        if why or declines(sentence) or not k.strays(sentence, words, before):
             return why
         return "of another thing"
-
-    def _last_turn(self) -> str:
-        """The call's previous exchange, caller's words and reply: what a follow-up is about."""
-        return " ".join(w for w in self.runner.last_exchange(self.history) if w)
 
     def _said_or_objected(self, clauses: list[str], objected: Objection | None) -> bool:
         """Say the clauses that passed; True when a sentence did not (the reply ends there).
